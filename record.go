@@ -1,0 +1,157 @@
+package s3lect
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// wireRecord is Record as it is decoded: pointers tell a missing field from
+// a zero one, and ETag carries the peer endpoint's extension.
+type wireRecord struct {
+	LeaderID    *string    `json:"leaderID"`
+	LeaderAddr  string     `json:"leaderAddr"`
+	LastUpdated *time.Time `json:"lastUpdated"`
+	Term        uint64     `json:"term"`
+	ETag        string     `json:"etag,omitempty"`
+}
+
+// encode returns the record's JSON form.
+func (r Record) encode() []byte {
+	b, err := json.Marshal(r)
+	if err != nil { // a Record has no field json cannot encode
+		panic("s3lect: encode record: " + err.Error())
+	}
+	return b
+}
+
+// ParseRecord decodes a lockfile. It accepts the original s3lect's records
+// (no term: term 0) and ignores unknown fields. It rejects, with an error
+// wrapping ErrInvalidRecord that says why, content larger than
+// store.MaxObjectSize, anything but one JSON object, fields of the wrong
+// type, and a record without leaderID or lastUpdated.
+func ParseRecord(data []byte) (Record, error) {
+	w, err := parseWire(data)
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated, Term: w.Term}, nil
+}
+
+func parseWire(data []byte) (wireRecord, error) {
+	var w wireRecord
+	if len(data) > store.MaxObjectSize {
+		return w, fmt.Errorf("%w: %d bytes, more than the %d allowed", ErrInvalidRecord, len(data), store.MaxObjectSize)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return w, fmt.Errorf("%w: not a JSON object", ErrInvalidRecord)
+	}
+	if err := json.Unmarshal(trimmed, &w); err != nil {
+		return w, fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+	}
+	switch {
+	case w.LeaderID == nil || *w.LeaderID == "":
+		return w, fmt.Errorf("%w: leaderID is missing or empty", ErrInvalidRecord)
+	case w.LastUpdated == nil:
+		return w, fmt.Errorf("%w: lastUpdated is missing", ErrInvalidRecord)
+	}
+	return w, nil
+}
+
+// salvageTerm returns the term of an invalid record if its term field alone
+// can still be read, so that a takeover of a damaged lockfile keeps terms
+// rising where it can.
+func salvageTerm(data []byte) uint64 {
+	var t struct {
+		Term uint64 `json:"term"`
+	}
+	if len(data) > store.MaxObjectSize || json.Unmarshal(data, &t) != nil {
+		return 0
+	}
+	return t.Term
+}
+
+// kind classifies what a read of the lockfile found.
+type kind int
+
+const (
+	kindUnknown kind = iota // not read yet, or the last read failed before any success
+	kindAbsent              // no object
+	kindVacant              // a released record: lastUpdated is zero
+	kindHeld                // a valid record with a live-looking lease
+	kindCorrupt             // unreadable content: a holder that never renews
+	kindOurs                // our own record, left by a leadership of this elector that has ended
+)
+
+// view is what the elector knows of the lockfile.
+type view struct {
+	kind kind
+	etag string // "" when absent
+	data []byte
+	rec  Record // valid for kindVacant, kindHeld and kindOurs
+	term uint64 // the term a takeover must exceed
+
+	// seenAt is the local monotonic time at which this ETag (or this
+	// absence) was first seen. Expiry is measured from it, never from
+	// rec.LastUpdated.
+	seenAt time.Time
+
+	// heldBefore is set on an absence that followed a held or unreadable
+	// record: the object was deleted under a leader that may still be
+	// live, so the absence must be watched for LeaderTimeout like a lease.
+	heldBefore bool
+}
+
+// observe returns the view after a read at local time now that returned
+// data and etag (absent when etag == "").
+func (v view) observe(data []byte, etag string, now time.Time) view {
+	if v.kind != kindUnknown && etag == v.etag && (etag != "" || v.kind == kindAbsent) {
+		return v // unchanged: keep the time we first saw it
+	}
+	n := view{etag: etag, data: data, seenAt: now}
+	if etag == "" {
+		n.kind = kindAbsent
+		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs
+		return n
+	}
+	rec, err := ParseRecord(data)
+	switch {
+	case err != nil:
+		n.kind = kindCorrupt
+		n.term = salvageTerm(data)
+	case rec.LastUpdated.IsZero():
+		n.kind, n.rec, n.term = kindVacant, rec, rec.Term
+	default:
+		n.kind, n.rec, n.term = kindHeld, rec, rec.Term
+	}
+	return n
+}
+
+// takeoverAt returns the earliest local time at which a takeover of this
+// view may be attempted, and false when none may be (nothing read yet).
+func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
+	switch v.kind {
+	case kindUnknown:
+		return time.Time{}, false
+	case kindVacant, kindOurs:
+		return v.seenAt, true
+	case kindAbsent:
+		if !v.heldBefore {
+			return v.seenAt, true
+		}
+	}
+	return v.seenAt.Add(timeout), true
+}
+
+// leader returns the live leader the view shows at local time now, or the
+// zero Record.
+func (v view) leader(now time.Time, timeout time.Duration) Record {
+	if v.kind != kindHeld || !now.Before(v.seenAt.Add(timeout)) {
+		return Record{}
+	}
+	return v.rec
+}

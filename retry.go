@@ -1,0 +1,109 @@
+package s3lect
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// retryDelays is the fixed retry policy of every store and peer call: an
+// immediate attempt, a retry 100 ms after the first failure and another 1 s
+// after the second, then the election logic decides.
+var retryDelays = [...]time.Duration{100 * time.Millisecond, time.Second}
+
+// schedule is retryDelays as a backoff.BackOff.
+type schedule struct{ n int }
+
+func (s *schedule) NextBackOff() time.Duration {
+	if s.n >= len(retryDelays) {
+		return backoff.Stop
+	}
+	s.n++
+	return retryDelays[s.n-1]
+}
+
+func (s *schedule) Reset() { s.n = 0 }
+
+// retry runs op under the retry policy. Each attempt gets its own context
+// that ends after timeout (or with ctx). Errors that are answers, not
+// failures (precondition failed, not found, permanent), end it at once.
+// When ctx ends it returns an error wrapping both ctx's error and the last
+// attempt's.
+func retry[T any](ctx context.Context, timeout time.Duration, op func(ctx context.Context) (T, error)) (T, error) {
+	var last error
+	res, err := backoff.RetryWithData(func() (T, error) {
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		res, err := op(actx)
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) || store.IsPermanent(err) {
+			return res, backoff.Permanent(err)
+		}
+		return res, err
+	}, backoff.WithContext(&schedule{}, ctx))
+	if err != nil && ctx.Err() != nil && last != nil && !errors.Is(err, last) {
+		err = fmt.Errorf("%w (last attempt: %w)", err, last)
+	}
+	return res, err
+}
+
+// get reads the lockfile under the retry policy. An absent lockfile is
+// returned as etag "" and a nil error.
+func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error) {
+	type result struct {
+		data []byte
+		etag string
+	}
+	r, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (result, error) {
+		data, etag, err := e.cfg.Store.Get(ctx, e.key)
+		return result{data, etag}, err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("s3lect: read %q: %w", e.key, err)
+	}
+	if r.etag == "" {
+		return nil, "", fmt.Errorf("s3lect: read %q: store returned an object without an ETag", e.key)
+	}
+	return r.data, r.etag, nil
+}
+
+// put writes data over etag ("" to create) under the retry policy.
+//
+// If an attempt fails with its outcome unknown (a timeout, a lost reply)
+// and a later one finds the precondition failed, the earlier attempt may
+// have landed: put reads the lockfile back and, if it holds exactly data,
+// returns its ETag as the write's. No other writer produces our bytes:
+// every record we write carries a stamp no earlier write of ours had.
+func (e *Elector) put(ctx context.Context, data []byte, etag string) (string, error) {
+	unknown := false
+	tag, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
+		tag, err := e.cfg.Store.PutIfMatch(ctx, e.key, data, etag)
+		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
+			unknown = true
+		}
+		return tag, err
+	})
+	if err == nil {
+		return tag, nil
+	}
+	if errors.Is(err, store.ErrPreconditionFailed) && unknown {
+		got, gotTag, gerr := e.get(ctx)
+		if gerr == nil && bytes.Equal(got, data) {
+			e.log.Debug("adopted own write whose reply was lost", "etag", gotTag)
+			return gotTag, nil
+		}
+	}
+	return "", fmt.Errorf("s3lect: write %q: %w", e.key, err)
+}

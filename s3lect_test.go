@@ -1,0 +1,287 @@
+package s3lect
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+func TestNewValidatesConfig(t *testing.T) {
+	mem := memstore.New()
+	base := func() ElectorConfig {
+		return ElectorConfig{Store: mem, LockfilePath: "k", ServerID: "a"}
+	}
+	cases := []struct {
+		name  string
+		edit  func(c *ElectorConfig)
+		field string // "" for a valid config
+	}{
+		{"Defaults", func(c *ElectorConfig) {}, ""},
+		{"TensOfMilliseconds", func(c *ElectorConfig) {
+			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout, c.PeerTimeout = 10*time.Millisecond, 20*time.Millisecond, 30*time.Millisecond, 10*time.Millisecond
+		}, ""},
+		{"NilStore", func(c *ElectorConfig) { c.Store = nil }, "Store"},
+		{"NoLockfile", func(c *ElectorConfig) { c.LockfilePath = "" }, "LockfilePath"},
+		{"NoServerID", func(c *ElectorConfig) { c.ServerID = "" }, "ServerID"},
+		{"NegativeFrequent", func(c *ElectorConfig) { c.FrequentInterval = -time.Second }, "FrequentInterval"},
+		{"NegativeInfrequent", func(c *ElectorConfig) { c.InfrequentInterval = -time.Second }, "InfrequentInterval"},
+		{"NegativeTimeout", func(c *ElectorConfig) { c.LeaderTimeout = -time.Second }, "LeaderTimeout"},
+		{"NegativePeerTimeout", func(c *ElectorConfig) { c.PeerTimeout = -time.Second }, "PeerTimeout"},
+		{"TimeoutTwoIntervals", func(c *ElectorConfig) { c.FrequentInterval, c.LeaderTimeout = 5*time.Second, 10*time.Second }, "LeaderTimeout"},
+		{"FrequentAboveDefaultTimeout", func(c *ElectorConfig) { c.FrequentInterval = 8 * time.Second }, "LeaderTimeout"},
+		{"InfrequentBelowFrequent", func(c *ElectorConfig) { c.InfrequentInterval = time.Second }, "InfrequentInterval"},
+		{"PeerModeWithoutAddr", func(c *ElectorConfig) { c.PeerMode = true }, "ServerAddr"},
+		{"RelativeHealthPath", func(c *ElectorConfig) { c.PeerHealthPath = "health" }, "PeerHealthPath"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base()
+			tc.edit(&cfg)
+			e, err := New(cfg)
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("New() error = %v; want nil", err)
+				}
+				e.Close()
+				return
+			}
+			if err == nil {
+				e.Close()
+				t.Fatalf("New() error = nil; want one naming %s", tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("New() error = %q; want it to name %s", err, tc.field)
+			}
+		})
+	}
+}
+
+func TestNewStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fs := newFaultStore(memstore.New())
+		e, err := New(testConfig(fs, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Hour)
+		if n := len(fs.log()); n != 0 {
+			t.Errorf("an idle elector made %d store calls in an hour; want 0", n)
+		}
+		if err := e.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+		if err := e.Close(); err != nil {
+			t.Errorf("second Close() = %v", err)
+		}
+		if _, err := e.Campaign(t.Context()); !errors.Is(err, ErrClosed) {
+			t.Errorf("Campaign after Close = %v; want ErrClosed", err)
+		}
+		if _, ok := <-e.Changes(); ok {
+			t.Error("Changes() after Close delivered a value; want a closed channel")
+		}
+	})
+}
+
+func TestCampaignCancelledWhileWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		old, nodes, _ := stableGroup(t)
+		n := newNode(t, old.n.fs.inner, "d")
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		_, err := n.e.Campaign(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Campaign() = %v; want context.DeadlineExceeded", err)
+		}
+		if p := n.fs.count("put"); p != 0 {
+			t.Errorf("a candidate that never won wrote %d times", p)
+		}
+		// The elector can campaign again, and wins after the leader resigns.
+		out := make(chan won, 1)
+		n.campaign(t.Context(), out)
+		for _, m := range nodes[1:] {
+			m.e.Close() // the other followers step aside
+		}
+		if err := old.l.Resign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		w := mustWin(t, out)
+		if w.l.Term() != old.l.Term()+1 {
+			t.Errorf("Term() = %d; want %d", w.l.Term(), old.l.Term()+1)
+		}
+	})
+}
+
+func TestCampaignTwice(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, memstore.New(), "a")
+		l, err := n.e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.e.Campaign(t.Context()); !errors.Is(err, ErrCampaigning) {
+			t.Errorf("Campaign while leading = %v; want ErrCampaigning", err)
+		}
+		if err := l.Resign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		l2, err := n.e.Campaign(t.Context())
+		if err != nil {
+			t.Fatalf("Campaign after Resign = %v", err)
+		}
+		if l2.Term() != l.Term()+1 {
+			t.Errorf("Term() = %d; want %d", l2.Term(), l.Term()+1)
+		}
+	})
+}
+
+func TestCloseDuringCampaign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, nodes, _ := stableGroup(t)
+		n := newNode(t, nodes[0].fs.inner, "d")
+		out := make(chan won, 1)
+		n.campaign(t.Context(), out)
+		time.Sleep(2 * time.Second)
+		if err := n.e.Close(); err != nil {
+			t.Errorf("Close() = %v", err)
+		}
+		if w := <-out; !errors.Is(w.err, ErrClosed) {
+			t.Errorf("Campaign() during Close = %v; want ErrClosed", w.err)
+		}
+	})
+}
+
+func TestCloseResignsLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		old, _, out := stableGroup(t)
+		if err := old.n.e.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		cause := context.Cause(old.l.Context())
+		if !errors.Is(cause, ErrResigned) || !errors.Is(cause, ErrClosed) {
+			t.Errorf("cause after Close = %v; want ErrResigned and ErrClosed", cause)
+		}
+		data, _, err := old.n.fs.inner.Get(t.Context(), testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := ParseRecord(data)
+		if err != nil || !rec.LastUpdated.IsZero() || rec.Term != old.l.Term() {
+			t.Errorf("lockfile after Close = %+v (%v); want released with term %d", rec, err, old.l.Term())
+		}
+		mustWin(t, out)
+	})
+}
+
+func TestChangesSlowReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		a, b := newNode(t, mem, "a"), newNode(t, mem, "b")
+		watcher := newNode(t, mem, "w")
+		never := watcher.e.Changes() // never read until the end
+		live := watcher.e.Changes()
+		var seen []Change
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for c := range live {
+				seen = append(seen, c)
+			}
+		}()
+		terms := 0
+		for range 5 { // leadership passes back and forth
+			for _, n := range []*node{a, b} {
+				l, err := n.e.Campaign(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				terms++
+				time.Sleep(20 * time.Second)
+				if err := l.Resign(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Second)
+			}
+		}
+		last := <-never
+		watcher.e.Close()
+		<-done
+		if _, ok := <-never; ok {
+			t.Error("unread channel held more than one value")
+		}
+		if last.Leader.LeaderID != "" {
+			t.Errorf("unread channel's value = %+v; want the latest state, no leader", last)
+		}
+		leaders := 0
+		for _, c := range seen {
+			if c.Leader.LeaderID != "" {
+				leaders++
+			}
+		}
+		if leaders != terms {
+			t.Errorf("watcher saw %d leaders; want %d (%+v)", leaders, terms, seen)
+		}
+	})
+}
+
+// TestStoreCallsPerHour counts store calls per virtual hour by role at the
+// default intervals, and prints them.
+func TestStoreCallsPerHour(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		mk := func(id string) *node {
+			fs := newFaultStore(mem)
+			cfg := testConfig(fs, id)
+			cfg.FrequentInterval, cfg.InfrequentInterval, cfg.LeaderTimeout = 0, 0, 0 // defaults
+			e, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			return &node{id: id, fs: fs, e: e}
+		}
+		leader, follower := mk("leader"), mk("follower")
+		if _, err := leader.e.Campaign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		go follower.e.Campaign(t.Context())
+
+		// A watcher of a group with no leader stays in the frequent interval.
+		watcherStore := newFaultStore(memstore.New())
+		cfg := testConfig(watcherStore, "watcher")
+		cfg.FrequentInterval, cfg.InfrequentInterval, cfg.LeaderTimeout = 0, 0, 0
+		watcher, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer watcher.Close()
+		watcher.Changes()
+
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		rows := []struct {
+			role             string
+			fs               *faultStore
+			wantGet, wantPut int
+		}{
+			{"leader", leader.fs, 0, 720},
+			{"follower, infrequent", follower.fs, 120, 0},
+			{"follower, frequent", watcherStore, 720, 0},
+		}
+		for _, r := range rows {
+			gets, puts := r.fs.count("get"), r.fs.count("put")
+			t.Logf("%-22s GET %4d/h  PUT %4d/h", r.role, gets, puts)
+			if !near(gets, r.wantGet) || !near(puts, r.wantPut) {
+				t.Errorf("%s: %d GET and %d PUT per hour; want about %d and %d", r.role, gets, puts, r.wantGet, r.wantPut)
+			}
+		}
+	})
+}
+
+// near reports whether got is want give or take the few calls of the
+// first minute, before a follower settles.
+func near(got, want int) bool { return got >= want && got <= want+4 }

@@ -10,7 +10,7 @@ import (
 // accounting. Wrap one store per elector to count per elector. It is safe
 // for concurrent use.
 type Counter struct {
-	store Store
+	store                                     Store
 	gets, puts, conflicts, notFound, failures atomic.Int64
 }
 

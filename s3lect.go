@@ -51,6 +51,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/s3lect/s3lect/internal/defaultstore"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -90,8 +91,21 @@ var (
 
 // ElectorConfig configures an Elector. Zero values mean the defaults.
 type ElectorConfig struct {
-	// Store is the coordination store. Required.
+	// Store is the coordination store. Set Store, or set Bucket to use S3.
 	Store store.Store
+
+	// Bucket, when Store is nil, makes New build an S3 store on this
+	// bucket from the standard AWS environment (credentials, AWS_REGION,
+	// AWS_ENDPOINT_URL_S3 for MinIO or R2, shared config files). The S3
+	// backend must be linked in: import package
+	// github.com/s3lect/s3lect/store/s3store, if only as
+	// import _ "github.com/s3lect/s3lect/store/s3store".
+	Bucket string
+
+	// S3PathStyle addresses the bucket as https://endpoint/bucket/key
+	// instead of https://bucket.endpoint/key. MinIO and most self-hosted
+	// stores need it. Used with Bucket only.
+	S3PathStyle bool
 
 	// LockfilePath is the object key of the lockfile, for example
 	// "leader/my-group.json". Every instance of one election group uses the
@@ -163,8 +177,12 @@ func (cfg ElectorConfig) validate() error {
 		return fmt.Errorf("s3lect: invalid config: "+format, args...)
 	}
 	switch {
-	case cfg.Store == nil:
-		return bad("Store is nil; pass a store.Store such as memstore.New()")
+	case cfg.Store == nil && cfg.Bucket == "":
+		return bad("Store is nil and Bucket is empty; set one of them")
+	case cfg.Store != nil && cfg.Bucket != "":
+		return bad("both Store and Bucket are set; set one of them")
+	case cfg.Store == nil && defaultstore.Get() == nil:
+		return bad("Bucket is set but the S3 backend is not linked in; import _ %q", "github.com/s3lect/s3lect/store/s3store")
 	case cfg.LockfilePath == "":
 		return bad("LockfilePath is empty")
 	case cfg.ServerID == "":
@@ -247,6 +265,13 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Store == nil {
+		st, err := defaultstore.Get()(context.Background(), cfg.Bucket, cfg.S3PathStyle)
+		if err != nil {
+			return nil, fmt.Errorf("s3lect: S3 store for Bucket %q: %w", cfg.Bucket, err)
+		}
+		cfg.Store = st
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	loopCtx, stopLoop := context.WithCancel(ctx)
 	return &Elector{
@@ -309,6 +334,22 @@ func (e *Elector) Changes() <-chan Change {
 	e.mu.Unlock()
 	e.start()
 	return ch
+}
+
+// Lockfile reads the lockfile once, under the retry policy, and returns
+// its record; found is false when there is no lockfile. Content that is not
+// a valid record gives an error wrapping ErrInvalidRecord. It is meant for
+// status tools: electing needs none of it.
+func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err error) {
+	data, etag, err := e.get(ctx)
+	if err != nil || etag == "" {
+		return Record{}, false, err
+	}
+	rec, err = ParseRecord(data)
+	if err != nil {
+		return Record{}, true, fmt.Errorf("s3lect: lockfile %q: %w", e.key, err)
+	}
+	return rec, true, nil
 }
 
 // Leader returns the live leader this elector knows of, and false when it

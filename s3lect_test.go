@@ -25,7 +25,9 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"TensOfMilliseconds", func(c *ElectorConfig) {
 			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout, c.PeerTimeout = 10*time.Millisecond, 20*time.Millisecond, 30*time.Millisecond, 10*time.Millisecond
 		}, ""},
-		{"NilStore", func(c *ElectorConfig) { c.Store = nil }, "Store"},
+		{"NoStoreNoBucket", func(c *ElectorConfig) { c.Store = nil }, "Bucket"},
+		{"StoreAndBucket", func(c *ElectorConfig) { c.Bucket = "b" }, "Bucket"},
+		{"BucketWithoutS3Backend", func(c *ElectorConfig) { c.Store, c.Bucket = nil, "b" }, "store/s3store"},
 		{"NoLockfile", func(c *ElectorConfig) { c.LockfilePath = "" }, "LockfilePath"},
 		{"NoServerID", func(c *ElectorConfig) { c.ServerID = "" }, "ServerID"},
 		{"NegativeFrequent", func(c *ElectorConfig) { c.FrequentInterval = -time.Second }, "FrequentInterval"},

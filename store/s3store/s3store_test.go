@@ -1,0 +1,201 @@
+package s3store_test
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/s3lect/s3lect/internal/s3test"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/s3store"
+	"github.com/s3lect/s3lect/store/storetest"
+)
+
+func TestConformanceOnMinIO(t *testing.T) {
+	client := s3test.NewClient(t, nil, "", "")
+	bucket := s3test.Bucket(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return s3store.New(client, bucket) })
+}
+
+func TestPermanentErrorsOnMinIO(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	cases := []struct {
+		name   string
+		st     store.Store
+		naming string // what the error must name
+	}{
+		{"NoSuchBucket", s3store.New(s3test.NewClient(t, nil, "", ""), "s3lect-no-such-bucket"), "NoSuchBucket"},
+		{"UnknownAccessKey", s3store.New(s3test.NewClient(t, nil, "nobody", "wrong-secret"), bucket), "InvalidAccessKeyId"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, op := range []struct {
+				name string
+				call func() error
+			}{
+				{"Get", func() error { _, _, err := tc.st.Get(t.Context(), "leader/x.json"); return err }},
+				{"Put", func() error { _, err := tc.st.PutIfMatch(t.Context(), "leader/x.json", []byte("{}"), ""); return err }},
+			} {
+				err := op.call()
+				if !store.IsPermanent(err) {
+					t.Errorf("%s error = %v; want a permanent error", op.name, err)
+				}
+				if err != nil && (!strings.Contains(err.Error(), tc.naming) || !strings.Contains(err.Error(), "leader/x.json")) {
+					t.Errorf("%s error = %q; want it to name %s and the key", op.name, err, tc.naming)
+				}
+			}
+		})
+	}
+}
+
+// fakeS3 is a minimal S3 endpoint on loopback for behaviour MinIO cannot
+// be made to show: a store that ignores conditional headers, and chosen
+// error codes.
+type fakeS3 struct {
+	mu          sync.Mutex
+	objects     map[string][]byte
+	conditional bool              // honour If-None-Match / If-Match
+	fail        map[string][2]any // method -> {status, code}: answer every such request with this error
+}
+
+func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.fail[r.Method]; ok {
+		writeError(w, e[0].(int), e[1].(string))
+		return
+	}
+	key := r.URL.Path
+	cur, exists := f.objects[key]
+	etag := func(b []byte) string { s := md5.Sum(b); return `"` + hex.EncodeToString(s[:]) + `"` }
+	switch r.Method {
+	case http.MethodGet:
+		if !exists {
+			writeError(w, 404, "NoSuchKey")
+			return
+		}
+		w.Header().Set("ETag", etag(cur))
+		w.Write(cur)
+	case http.MethodPut:
+		body, _ := io.ReadAll(r.Body)
+		if f.conditional {
+			if inm := r.Header.Get("If-None-Match"); inm == "*" && exists {
+				writeError(w, 412, "PreconditionFailed")
+				return
+			}
+			if im := r.Header.Get("If-Match"); im != "" && (!exists || im != etag(cur)) {
+				writeError(w, 412, "PreconditionFailed")
+				return
+			}
+		}
+		f.objects[key] = body
+		w.Header().Set("ETag", etag(body))
+	default:
+		writeError(w, 405, "MethodNotAllowed")
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>fake</Message></Error>`, code)
+}
+
+func newFake(t *testing.T, f *fakeS3) *s3store.Store {
+	t.Helper()
+	if f.objects == nil {
+		f.objects = map[string][]byte{}
+	}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return s3store.New(s3test.ClientFor(t, srv.URL, nil, "fake", "fake"), "bucket")
+}
+
+func TestRefusesStoreWithoutConditionalWrites(t *testing.T) {
+	f := &fakeS3{conditional: false}
+	st := newFake(t, f)
+	_, err := st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"leaderID":"a"}`), "")
+	if !errors.Is(err, s3store.ErrNoConditionalWrites) || !store.IsPermanent(err) {
+		t.Fatalf("PutIfMatch() error = %v; want a permanent ErrNoConditionalWrites", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.objects["/bucket/leader/x.json"]; ok {
+		t.Error("the lockfile was written on a store that ignores conditional writes")
+	}
+}
+
+func TestFakeHonouringConditionalsPassesConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return newFake(t, &fakeS3{conditional: true}) })
+}
+
+func TestErrorMapping(t *testing.T) {
+	cases := []struct {
+		method, code string
+		status       int
+		want         func(error) bool
+		wantDesc     string
+	}{
+		{"PUT", "PreconditionFailed", 412, isPrecondition, "ErrPreconditionFailed"},
+		{"PUT", "ConditionalRequestConflict", 409, isPrecondition, "ErrPreconditionFailed"},
+		{"GET", "NoSuchKey", 404, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, "ErrNotFound"},
+		{"GET", "NoSuchBucket", 404, store.IsPermanent, "permanent"},
+		{"GET", "AccessDenied", 403, store.IsPermanent, "permanent"},
+		{"PUT", "AccessDenied", 403, store.IsPermanent, "permanent"},
+		{"GET", "SignatureDoesNotMatch", 403, store.IsPermanent, "permanent"},
+		{"PUT", "NotImplemented", 501, store.IsPermanent, "permanent"},
+		{"GET", "InternalError", 500, transient, "transient"},
+		{"PUT", "SlowDown", 503, transient, "transient"},
+		{"GET", "ServiceUnavailable", 503, transient, "transient"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method+"/"+tc.code, func(t *testing.T) {
+			f := &fakeS3{conditional: true}
+			st := newFake(t, f)
+			if tc.method == "PUT" { // pass the conditional-write check first
+				if _, err := st.PutIfMatch(t.Context(), "warm", []byte("{}"), ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.mu.Lock()
+			f.fail = map[string][2]any{tc.method: {tc.status, tc.code}}
+			f.mu.Unlock()
+			var err error
+			if tc.method == "GET" {
+				_, _, err = st.Get(t.Context(), "leader/x.json")
+			} else {
+				_, err = st.PutIfMatch(t.Context(), "leader/x.json", []byte("{}"), `"abc"`)
+			}
+			if !tc.want(err) {
+				t.Errorf("error = %v; want %s", err, tc.wantDesc)
+			}
+		})
+	}
+}
+
+func isPrecondition(err error) bool { return errors.Is(err, store.ErrPreconditionFailed) }
+
+func transient(err error) bool {
+	return err != nil && !store.IsPermanent(err) && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrPreconditionFailed)
+}
+
+func TestBoundedBodyRead(t *testing.T) {
+	f := &fakeS3{conditional: true}
+	st := newFake(t, f)
+	f.objects["/bucket/big"] = make([]byte, 50<<20)
+	data, _, err := st.Get(context.Background(), "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(data) != store.MaxObjectSize+1 {
+		t.Errorf("Get(50 MB object) returned %d bytes; want MaxObjectSize+1 = %d", len(data), store.MaxObjectSize+1)
+	}
+}

@@ -230,6 +230,7 @@ type Change struct {
 // watches, and one more while it leads.
 type Elector struct {
 	cfg    ElectorConfig
+	owned  store.Store // the store New built from Bucket, released by Close
 	key    string
 	log    *slog.Logger
 	margin time.Duration // the leader's safety margin: LeaderTimeout / 10
@@ -265,12 +266,14 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	var owned store.Store
 	if cfg.Store == nil {
 		st, err := defaultstore.Get()(context.Background(), cfg.Bucket, cfg.S3PathStyle)
 		if err != nil {
 			return nil, fmt.Errorf("s3lect: S3 store for Bucket %q: %w", cfg.Bucket, err)
 		}
 		cfg.Store = st
+		owned = st
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	loopCtx, stopLoop := context.WithCancel(ctx)
@@ -278,6 +281,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		loopCtx:   loopCtx,
 		stopLoop:  stopLoop,
 		cfg:       cfg,
+		owned:     owned,
 		key:       cfg.LockfilePath,
 		log:       cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
 		margin:    cfg.LeaderTimeout / 10,
@@ -442,6 +446,9 @@ func (e *Elector) Close() error {
 	}
 	e.subs = nil
 	e.mu.Unlock()
+	if c, ok := e.owned.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 	close(e.closeDone)
 	return err
 }

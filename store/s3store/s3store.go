@@ -18,10 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -59,7 +61,24 @@ func fromEnvironment(ctx context.Context, bucket string, pathStyle bool) (store.
 	if err != nil {
 		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)
 	}
+	// An HTTP client of the store's own, on a copy of the transport the SDK
+	// configured (CA bundle included), so that CloseIdleConnections can
+	// release it when the elector that owns the store closes.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if bc, ok := cfg.HTTPClient.(*awshttp.BuildableClient); ok {
+		tr = bc.GetTransport()
+	}
+	cfg.HTTPClient = &http.Client{Transport: tr}
 	return New(s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = pathStyle }), bucket), nil
+}
+
+// CloseIdleConnections closes the idle connections of the store's HTTP
+// client, if that client can. s3lect.Elector.Close calls it on a store
+// that New built from Bucket.
+func (s *Store) CloseIdleConnections() {
+	if c, ok := s.client.Options().HTTPClient.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // noRetries turns the SDK's retries off for one call.

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/s3lect/s3lect/internal/defaultstore"
 	"github.com/s3lect/s3lect/store"
@@ -174,12 +175,23 @@ func (s *Store) remember(err error) error {
 }
 
 // mapError turns an SDK error into the store contract's errors. It looks at
-// the API error code only, never at message text.
+// error types and API error codes only, never at message text.
 func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 	where := fmt.Sprintf("s3store: %s s3://%s/%s", op, s.bucket, key)
-	var api smithy.APIError
+	var (
+		api   smithy.APIError
+		opErr *smithy.OperationError
+		resp  *smithyhttp.ResponseError
+		send  *smithyhttp.RequestSendError
+	)
 	if !errors.As(err, &api) {
-		return fmt.Errorf("%s: %w", where, err) // network, context, credentials lookup
+		if errors.As(err, &opErr) && !errors.As(err, &resp) && !errors.As(err, &send) &&
+			!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			// The request was never sent: the client could not build or
+			// sign it. That is configuration, not weather.
+			return store.Permanent(fmt.Errorf("%s: the request could not be made; check the AWS credentials, region and endpoint: %w", where, err))
+		}
+		return fmt.Errorf("%s: %w", where, err) // network or context: worth retrying
 	}
 	code := api.ErrorCode()
 	switch code {

@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
@@ -198,4 +202,30 @@ func TestBoundedBodyRead(t *testing.T) {
 	if len(data) != store.MaxObjectSize+1 {
 		t.Errorf("Get(50 MB object) returned %d bytes; want MaxObjectSize+1 = %d", len(data), store.MaxObjectSize+1)
 	}
+}
+
+func TestClientSideErrors(t *testing.T) {
+	t.Run("NoCredentials", func(t *testing.T) {
+		client := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:1"), UsePathStyle: true,
+			Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+				return aws.Credentials{}, errors.New("no credentials in this environment")
+			})})
+		_, _, err := s3store.New(client, "b").Get(t.Context(), "leader/x.json")
+		if !store.IsPermanent(err) || !strings.Contains(err.Error(), "credentials") {
+			t.Errorf("Get() without credentials = %v; want a permanent error about credentials", err)
+		}
+	})
+	t.Run("ConnectionRefused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens there now
+		st := s3store.New(s3test.ClientFor(t, "http://"+addr, nil, "k", "s"), "b")
+		_, _, err = st.Get(t.Context(), "leader/x.json")
+		if err == nil || store.IsPermanent(err) {
+			t.Errorf("Get() with the server down = %v; want a transient error", err)
+		}
+	})
 }

@@ -111,6 +111,8 @@ type follower struct {
 	stableTerm  uint64
 	stableSince time.Time
 	claimAfter  time.Time // no takeover before this local time (after a failed one)
+	peerGen     uint64    // generation of the poller's current target
+	peerActive  bool      // the leader answers for the lockfile: no storage reads
 }
 
 // run is the elector's main loop. It reads the lockfile while this elector
@@ -131,6 +133,8 @@ func (e *Elector) run(ctx context.Context) error {
 			return nil
 		case <-e.wake:
 		case <-timer.C:
+		case r := <-e.peerReports:
+			e.heardPeer(&f, r)
 		}
 		timer.Stop()
 		if d, ok := e.step(ctx, &f); ok {
@@ -164,6 +168,12 @@ func (e *Elector) step(ctx context.Context, f *follower) (time.Duration, bool) {
 		}
 
 		now := time.Now()
+		if f.peerActive {
+			// The leader answers for the lockfile; its silence or refusal
+			// comes back as a failed report.
+			e.publish(Change{Leader: f.v.leader(now, e.cfg.LeaderTimeout)})
+			return 0, false
+		}
 		if f.lastRead.IsZero() || !now.Before(f.lastRead.Add(e.interval(f.mode))) {
 			e.read(ctx, f, c)
 			continue
@@ -230,6 +240,37 @@ func (e *Elector) read(ctx context.Context, f *follower, c *campaign) {
 	} else {
 		f.mode = frequent
 	}
+	if e.cfg.PeerMode && f.mode == infrequent && rec.LeaderAddr != "" {
+		f.peerGen++
+		f.peerActive = true
+		e.setPeerTarget(peerTarget{gen: f.peerGen, id: rec.LeaderID, term: rec.Term, addr: rec.LeaderAddr, etag: etag})
+	}
+}
+
+// heardPeer takes in what the poller heard. An answer from the expected
+// leader with a new ETag counts as seeing that ETag at the time the answer
+// arrived (the leader wrote it before answering). Any failure sends the
+// follower back to the store, in the frequent interval.
+func (e *Elector) heardPeer(f *follower, r peerReport) {
+	if !f.peerActive || r.gen != f.peerGen {
+		return // about a target the loop has since dropped
+	}
+	if r.err != nil {
+		e.log.Info("peer check failed; reading the lockfile", "err", r.err)
+		f.peerActive, f.mode, f.lastRead = false, frequent, time.Time{}
+		return
+	}
+	switch {
+	case r.etag != "" && r.etag != f.v.etag:
+		f.v = view{kind: kindHeld, etag: r.etag, rec: r.rec, term: r.rec.Term, seenAt: r.at}
+		f.prevETag = r.etag
+	case r.etag == "":
+		// A server that sends no ETag (the original s3lect): the leader
+		// vouches for itself, so treat the lease as seen now. Moving seenAt
+		// later only ever delays a takeover; a read after any peer failure
+		// sees the real ETag.
+		f.v.rec, f.v.seenAt = r.rec, r.at
+	}
 }
 
 // claim writes a takeover for c over the view's ETag.
@@ -266,7 +307,7 @@ func (e *Elector) claim(ctx context.Context, f *follower, c *campaign) {
 	case err == nil:
 		lctx, cancel := context.WithCancelCause(c.ctx)
 		l := &Leadership{e: e, ctx: lctx, cancel: cancel, term: term, exited: make(chan struct{}),
-			deadline: deadline, rec: rec, etag: etag}
+			deadline: deadline, rec: rec, etag: etag, changed: make(chan struct{})}
 		e.lead = l
 		if e.camp == c {
 			e.camp = nil

@@ -44,9 +44,7 @@ func (l *Leadership) heartbeat(sentAt time.Time, data []byte) error {
 		switch {
 		case err == nil:
 			deadline := sentAt.Add(e.cfg.LeaderTimeout - e.margin)
-			l.mu.Lock()
-			l.rec, l.etag, l.deadline = rec, newETag, deadline
-			l.mu.Unlock()
+			l.renewed(rec, newETag, deadline)
 			unsure = nil
 			expiry.Reset(time.Until(deadline))
 			renew.Reset(time.Until(sentAt.Add(e.cfg.FrequentInterval)))
@@ -96,6 +94,7 @@ func (l *Leadership) finish(unsure []byte) {
 
 	l.mu.Lock()
 	l.endErr = err
+	close(l.changed) // peers waiting on this leadership hear of its end now that the release is written
 	l.mu.Unlock()
 	e.mu.Lock()
 	e.lead = nil

@@ -15,10 +15,11 @@ type Leadership struct {
 	exited chan struct{} // closed when the heartbeat has returned, its release written or abandoned
 
 	mu       sync.Mutex
-	deadline time.Time // local monotonic time the lease ends without a newer write
-	rec      Record    // the record last written
-	etag     string    // its ETag
-	endErr   error     // why the release could not be written, if it could not
+	deadline time.Time     // local monotonic time the lease ends without a newer write
+	rec      Record        // the record last written
+	etag     string        // its ETag
+	changed  chan struct{} // closed at the next renewal, and at the end (then never replaced)
+	endErr   error         // why the release could not be written, if it could not
 }
 
 // Context returns the leadership's context. It derives from the context
@@ -73,7 +74,25 @@ func (l *Leadership) end(cause error) { l.cancel(cause) }
 // live reports whether the lease is live by this instance's clock, and the
 // record and ETag last written.
 func (l *Leadership) live() (Record, string, bool) {
+	rec, etag, live, _ := l.watch()
+	return rec, etag, live
+}
+
+// watch is live plus a channel that is closed at the next renewal or at
+// the end of the leadership (after its release is written). Liveness is
+// computed from the clock on every call, never from a timer having fired,
+// so a process resumed after a pause cannot claim a lease that ran out.
+func (l *Leadership) watch() (Record, string, bool, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.rec, l.etag, l.ctx.Err() == nil && time.Now().Before(l.deadline)
+	return l.rec, l.etag, l.ctx.Err() == nil && time.Now().Before(l.deadline), l.changed
+}
+
+// renewed records a successful write and wakes the watchers.
+func (l *Leadership) renewed(rec Record, etag string, deadline time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rec, l.etag, l.deadline = rec, etag, deadline
+	close(l.changed)
+	l.changed = make(chan struct{})
 }

@@ -42,9 +42,11 @@ package s3lect
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -144,8 +146,18 @@ type ElectorConfig struct {
 	// Default "/health/leadership".
 	PeerHealthPath string
 
-	// PeerTimeout bounds one peer request. Default 3s.
+	// PeerTimeout bounds one peer request (beyond the time a long-poll
+	// request is asked to wait). Default 3s.
 	PeerTimeout time.Duration
+
+	// PeerTLS configures followers' HTTPS requests to the leader: RootCAs
+	// to verify it, Certificates for mutual TLS. Nil means the system's
+	// roots. Used with PeerMode, unless PeerClient is set.
+	PeerTLS *tls.Config
+
+	// PeerClient, if set, makes the followers' peer requests instead of a
+	// client built from PeerTLS. It should not follow redirects.
+	PeerClient *http.Client
 
 	// Logger receives the elector's events. Default slog.Default().
 	Logger *slog.Logger
@@ -201,6 +213,8 @@ func (cfg ElectorConfig) validate() error {
 		return bad("InfrequentInterval %v is below FrequentInterval %v", cfg.InfrequentInterval, cfg.FrequentInterval)
 	case cfg.PeerMode && cfg.ServerAddr == "":
 		return bad("PeerMode needs ServerAddr, the host:port followers reach this instance at")
+	case cfg.PeerTLS != nil && cfg.PeerClient != nil:
+		return bad("both PeerTLS and PeerClient are set; put the TLS settings in PeerClient's transport")
 	case !strings.HasPrefix(cfg.PeerHealthPath, "/"):
 		return bad("PeerHealthPath %q must start with /", cfg.PeerHealthPath)
 	}
@@ -241,6 +255,12 @@ type Elector struct {
 	stopLoop context.CancelFunc
 	g        errgroup.Group // the run loop and the heartbeat of the live Leadership
 
+	peerClient  *http.Client    // followers' peer requests; nil unless PeerMode
+	ownedPeer   bool            // peerClient was built here; Close releases it
+	longPoll    bool            // followers long-poll the leader (tests turn it off to compare)
+	peerTargets chan peerTarget // capacity 1: run loop -> poller, latest target wins
+	peerReports chan peerReport // poller -> run loop
+
 	closing  chan struct{} // closed when Close starts
 	loopDone chan struct{} // closed when the run loop returns
 	wake     chan struct{} // capacity 1: nudges the run loop to look at its inputs
@@ -277,20 +297,29 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	loopCtx, stopLoop := context.WithCancel(ctx)
+	peerClient, ownedPeer := cfg.PeerClient, false
+	if cfg.PeerMode && peerClient == nil {
+		peerClient, ownedPeer = newPeerClient(cfg), true
+	}
 	return &Elector{
-		loopCtx:   loopCtx,
-		stopLoop:  stopLoop,
-		cfg:       cfg,
-		owned:     owned,
-		key:       cfg.LockfilePath,
-		log:       cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
-		margin:    cfg.LeaderTimeout / 10,
-		ctx:       ctx,
-		cancel:    cancel,
-		closing:   make(chan struct{}),
-		loopDone:  make(chan struct{}),
-		wake:      make(chan struct{}, 1),
-		closeDone: make(chan struct{}),
+		peerClient:  peerClient,
+		ownedPeer:   ownedPeer,
+		longPoll:    true,
+		peerTargets: make(chan peerTarget, 1),
+		peerReports: make(chan peerReport),
+		loopCtx:     loopCtx,
+		stopLoop:    stopLoop,
+		cfg:         cfg,
+		owned:       owned,
+		key:         cfg.LockfilePath,
+		log:         cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
+		margin:      cfg.LeaderTimeout / 10,
+		ctx:         ctx,
+		cancel:      cancel,
+		closing:     make(chan struct{}),
+		loopDone:    make(chan struct{}),
+		wake:        make(chan struct{}, 1),
+		closeDone:   make(chan struct{}),
 	}, nil
 }
 
@@ -306,6 +335,9 @@ func (e *Elector) start() {
 		defer close(e.loopDone)
 		return e.run(e.loopCtx)
 	})
+	if e.cfg.PeerMode {
+		e.g.Go(func() error { return e.pollPeers(e.loopCtx) })
+	}
 }
 
 // nudge asks the run loop to look at its inputs again. It never blocks.
@@ -448,6 +480,9 @@ func (e *Elector) Close() error {
 	e.mu.Unlock()
 	if c, ok := e.owned.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
+	}
+	if e.ownedPeer {
+		e.peerClient.CloseIdleConnections()
 	}
 	close(e.closeDone)
 	return err

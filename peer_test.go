@@ -1,0 +1,567 @@
+package s3lect
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// Real-time timings for peer tests over loopback HTTPS.
+const (
+	peerFI = 200 * time.Millisecond
+	peerII = 600 * time.Millisecond
+	peerLT = time.Second
+)
+
+// peerNode is an elector in peer mode serving its endpoint on loopback.
+type peerNode struct {
+	id      string
+	counter *store.Counter
+	fs      *faultStore
+	e       *Elector
+	stop    context.CancelFunc
+	stopped chan struct{}
+}
+
+func startPeerNode(t *testing.T, mem store.Store, pki *testPKI, id string) *peerNode {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := newFaultStore(mem)
+	n := &peerNode{id: id, fs: fs, counter: store.NewCounter(fs), stopped: make(chan struct{})}
+	e, err := New(ElectorConfig{
+		Store: n.counter, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
+		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
+		PeerMode: true, PeerTLS: pki.clientTLS(), PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.e = e
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stop = cancel
+	go func() {
+		defer close(n.stopped)
+		if err := ServePeers(ctx, ln, e.PeerHandler(), pki.serverTLS()); err != nil {
+			t.Errorf("ServePeers(%s) = %v", id, err)
+		}
+	}()
+	t.Cleanup(func() {
+		e.Close()
+		cancel()
+		<-n.stopped
+	})
+	return n
+}
+
+type peerWin struct {
+	n    *peerNode
+	lead *Leadership
+	at   time.Time
+}
+
+func waitPeerWin(t *testing.T, wins <-chan peerWin) peerWin {
+	t.Helper()
+	select {
+	case w := <-wins:
+		return w
+	case <-time.After(30 * time.Second): // a liveness bound, not a speed limit
+		t.Fatal("no leader within 30s")
+		return peerWin{}
+	}
+}
+
+func TestPeerModeOverHTTPS(t *testing.T) {
+	pki := newTestPKI(t)
+	mem := memstore.New()
+	wins := make(chan peerWin, 3)
+	var nodes []*peerNode
+	for _, id := range []string{"a", "b", "c"} {
+		n := startPeerNode(t, mem, pki, id)
+		nodes = append(nodes, n)
+		go func() {
+			if l, err := n.e.Campaign(t.Context()); err == nil {
+				wins <- peerWin{n, l, time.Now()}
+			}
+		}()
+	}
+	first := waitPeerWin(t, wins)
+
+	// Stable: followers ask the leader, never the store.
+	time.Sleep(4 * peerLT)
+	before := map[string]store.Counts{}
+	for _, n := range nodes {
+		before[n.id] = n.counter.Counts()
+	}
+	const window = 2 * time.Second
+	time.Sleep(window)
+	for _, n := range nodes {
+		d := n.counter.Counts()
+		d.Gets -= before[n.id].Gets
+		d.Puts -= before[n.id].Puts
+		t.Logf("%s in %v of stable state: %d GET, %d PUT", n.id, window, d.Gets, d.Puts)
+		if n == first.n {
+			if want := int64(window / peerFI); d.Gets != 0 || d.Puts < want-2 || d.Puts > want+2 {
+				t.Errorf("leader made %d GET and %d PUT; want 0 GET and one PUT per FrequentInterval (%d)", d.Gets, d.Puts, want)
+			}
+		} else if d.Gets != 0 || d.Puts != 0 {
+			t.Errorf("stable follower %s made %d GET and %d PUT; want none", n.id, d.Gets, d.Puts)
+		}
+	}
+
+	// Resign: the long-poll answers once the release is written; a
+	// follower reads the vacant lease and takes it.
+	if err := first.lead.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	second := waitPeerWin(t, wins)
+	if second.lead.Term() != first.lead.Term()+1 {
+		t.Errorf("term after resign = %d; want %d", second.lead.Term(), first.lead.Term()+1)
+	}
+
+	// Crash: the leader's endpoint goes away and its store calls hang.
+	time.Sleep(4 * peerLT)
+	var secondEnded atomic.Pointer[time.Time]
+	context.AfterFunc(second.lead.Context(), func() { now := time.Now(); secondEnded.Store(&now) })
+	second.n.fs.set(func(f *faultStore) { f.blackhole = true })
+	second.n.stop()
+	third := waitPeerWin(t, wins)
+	if third.lead.Term() != second.lead.Term()+1 {
+		t.Errorf("term after crash = %d; want %d", third.lead.Term(), second.lead.Term()+1)
+	}
+	if ended := secondEnded.Load(); ended == nil || !ended.Before(third.at) {
+		t.Errorf("crashed leader's context ended at %v; want before the takeover at %v", ended, third.at)
+	}
+}
+
+// fakeLeader keeps a lockfile renewed in the store, naming a peer address
+// that some test server answers at.
+func fakeLeader(t *testing.T, mem store.Store, id string, term uint64, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		etag := ""
+		for ctx.Err() == nil {
+			rec := Record{LeaderID: id, LeaderAddr: addr, LastUpdated: time.Now().UTC(), Term: term}
+			tag, err := mem.PutIfMatch(ctx, testKey, rec.encode(), etag)
+			if err != nil {
+				t.Errorf("fake leader: %v", err)
+				return
+			}
+			etag = tag
+			select {
+			case <-time.After(peerFI):
+			case <-ctx.Done():
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func TestPeerFailuresFallBackToStorage(t *testing.T) {
+	pki := newTestPKI(t)
+	good := func(id string, term uint64) func(w http.ResponseWriter, r *http.Request) {
+		return func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(peerRecord{Record: Record{LeaderID: id, LastUpdated: time.Now(), Term: term}, ETag: `"e"`})
+		}
+	}
+	cases := []struct {
+		name    string
+		handler func(w http.ResponseWriter, r *http.Request)
+		tls     *tls.Config // server TLS; nil: the test CA's
+		refused bool        // nothing listens
+		wantOK  bool
+	}{
+		{name: "Honest", handler: good("L", 5), wantOK: true},
+		{name: "WrongLeader", handler: good("someone-else", 5)},
+		{name: "OlderTerm", handler: good("L", 4)},
+		{name: "BadJSON", handler: func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"leaderID":`) }},
+		{name: "HugeBody", handler: func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `{"leaderID":"L","term":5,"pad":"%s"}`, strings.Repeat("x", 1<<20))
+		}},
+		{name: "EndlessBody", handler: func(w http.ResponseWriter, r *http.Request) {
+			for r.Context().Err() == nil {
+				if _, err := io.WriteString(w, strings.Repeat(" ", 1024)); err != nil {
+					return
+				}
+			}
+		}},
+		{name: "Slow", handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{name: "ServerError", handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }},
+		{name: "NotLeader", handler: func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 503) }},
+		{name: "Released", handler: func(w http.ResponseWriter, r *http.Request) {
+			json.NewEncoder(w).Encode(peerRecord{Record: Record{LeaderID: "L", Term: 5}})
+		}},
+		{name: "Redirect", handler: func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "https://example.invalid/", 302) }},
+		{name: "UntrustedCertificate", handler: good("L", 5), tls: newTestPKI(t).serverTLS()},
+		{name: "ConnectionRefused", refused: true},
+	}
+	// All followers run at once and are observed over one window, so that
+	// the cases cost one wait between them.
+	type running struct {
+		fs       *faultStore
+		f        *Elector
+		askErr   error
+		baseline int
+	}
+	runs := make([]*running, len(cases))
+	for i, tc := range cases {
+		var addr string
+		if tc.refused {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr = ln.Addr().String()
+			ln.Close()
+		} else {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(tc.handler))
+			srv.TLS = tc.tls
+			if srv.TLS == nil {
+				srv.TLS = pki.serverTLS()
+			}
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			addr = srv.Listener.Addr().String()
+		}
+		mem := memstore.New()
+		fakeLeader(t, mem, "L", 5, addr)
+		r := &running{fs: newFaultStore(mem)}
+		f, err := New(ElectorConfig{Store: r.fs, LockfilePath: testKey, ServerID: "f", ServerAddr: "127.0.0.1:1",
+			FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
+			PeerMode: true, PeerTLS: pki.clientTLS(), PeerTimeout: 300 * time.Millisecond, Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		r.f = f
+		// The client alone must accept or refuse the answer.
+		_, _, r.askErr = f.askPeer(t.Context(), peerTarget{id: "L", term: 5, addr: addr}, 0)
+		f.Changes() // start following
+		runs[i] = r
+	}
+	time.Sleep(2 * peerLT) // long enough for an honest peer to take over from the store
+	for _, r := range runs {
+		r.baseline = r.fs.count("get")
+	}
+	time.Sleep(2 * peerLT)
+	for i, tc := range cases {
+		r := runs[i]
+		t.Run(tc.name, func(t *testing.T) {
+			if (r.askErr == nil) != tc.wantOK {
+				t.Errorf("askPeer() = %v; want ok %v", r.askErr, tc.wantOK)
+			}
+			// A refused peer sends the follower back to the store, again
+			// and again; an honest one keeps it off the store.
+			reads := r.fs.count("get") - r.baseline
+			if tc.wantOK && reads != 0 {
+				t.Errorf("follower of an honest peer read the store %d times; want 0", reads)
+			}
+			if !tc.wantOK && reads == 0 {
+				t.Errorf("follower of a bad peer never went back to the store")
+			}
+			if rec, ok := r.f.Leader(); ok && (rec.LeaderID != "L" || rec.Term != 5) {
+				t.Errorf("follower believes %+v; want the lockfile's leader L term 5", rec)
+			}
+		})
+	}
+}
+
+func TestPeerWireCompatibility(t *testing.T) {
+	pki := newTestPKI(t)
+	t.Run("OriginalClientReadsOurEndpoint", func(t *testing.T) {
+		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "ours", ServerAddr: "10.0.0.1:8443", Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		srv := httptest.NewServer(e.PeerHandler())
+		defer srv.Close()
+		get := func() (int, map[string]any) {
+			resp, err := http.Get(srv.URL + DefaultPeerHealthPath) // a plain GET, as the original does
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var m map[string]any
+			json.NewDecoder(resp.Body).Decode(&m)
+			return resp.StatusCode, m
+		}
+		if code, _ := get(); code != http.StatusServiceUnavailable {
+			t.Errorf("before leading: status %d; want 503", code)
+		}
+		lead, err := e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, m := get()
+		if code != 200 || m["leaderID"] != "ours" || m["leaderAddr"] != "10.0.0.1:8443" || m["lastUpdated"] == nil {
+			t.Errorf("while leading: %d %v; want 200 with leaderID, leaderAddr, lastUpdated", code, m)
+		}
+		if _, err := time.Parse(time.RFC3339Nano, fmt.Sprint(m["lastUpdated"])); err != nil {
+			t.Errorf("lastUpdated %v is not RFC 3339: %v", m["lastUpdated"], err)
+		}
+		lead.Resign(t.Context())
+		if code, _ := get(); code != http.StatusServiceUnavailable {
+			t.Errorf("after resigning: status %d; want 503", code)
+		}
+		srv.CloseClientConnections()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	t.Run("OurClientReadsOriginalEndpoint", func(t *testing.T) {
+		var requests atomic.Int64
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			requests.Add(1) // the original ignores query parameters and answers at once, without term or etag
+			fmt.Fprintf(w, `{"leaderID":"old","leaderAddr":"%s","lastUpdated":"%s"}`, r.Host, time.Now().UTC().Format(time.RFC3339))
+		}))
+		srv.TLS = pki.serverTLS()
+		srv.StartTLS()
+		defer srv.Close()
+		addr := srv.Listener.Addr().String()
+		mem := memstore.New()
+		// The original's lockfile: no term.
+		etag := mem.Set(testKey, fmt.Appendf(nil, `{"leaderID":"old","leaderAddr":"%s","lastUpdated":"%s"}`, addr, time.Now().UTC().Format(time.RFC3339Nano)))
+		stop := make(chan struct{})
+		renewed := make(chan struct{})
+		go func() { // the original leader renews its lockfile
+			defer close(renewed)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(peerFI):
+				}
+				tag, err := mem.PutIfMatch(context.Background(), testKey, fmt.Appendf(nil, `{"leaderID":"old","leaderAddr":"%s","lastUpdated":"%s"}`, addr, time.Now().UTC().Format(time.RFC3339Nano)), etag)
+				if err != nil {
+					return
+				}
+				etag = tag
+			}
+		}()
+		defer func() { close(stop); <-renewed }()
+		e, err := New(ElectorConfig{Store: mem, LockfilePath: testKey, ServerID: "f", ServerAddr: "127.0.0.1:1",
+			FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
+			PeerMode: true, PeerTLS: pki.clientTLS(), Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		rec, tag, err := e.askPeer(t.Context(), peerTarget{id: "old", term: 0, addr: addr}, 0)
+		if err != nil || rec.LeaderID != "old" || rec.Term != 0 || tag != "" {
+			t.Fatalf("askPeer(original) = %+v, %q, %v; want old, term 0, no etag", rec, tag, err)
+		}
+		e.Changes()
+		time.Sleep(3 * peerLT)
+		n0 := requests.Load()
+		const window = 3 * time.Second
+		time.Sleep(window)
+		n := requests.Load() - n0
+		if max := int64(window/peerII) + 2; n == 0 || n > max {
+			t.Errorf("%d peer requests in %v to a server that does not long-poll; want 1 to %d (one per InfrequentInterval)", n, window, max)
+		}
+		if got, ok := e.Leader(); !ok || got.LeaderID != "old" {
+			t.Errorf("Leader() = %+v, %v; want old", got, ok)
+		}
+	})
+}
+
+func TestPeerHandlerAndMux(t *testing.T) {
+	mem := memstore.New()
+	mk := func(key string) (*Elector, *Leadership) {
+		e, err := New(ElectorConfig{Store: mem, LockfilePath: key, ServerID: "w", Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		l, err := e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, l
+	}
+	e1, _ := mk("shards/1.json")
+	e2, _ := mk("shards/2.json")
+	var mux PeerMux
+	mux.Add(e1)
+	do := func(h http.Handler, target string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		return rec.Code, rec.Body.String()
+	}
+	cases := []struct {
+		name, target string
+		setup        func()
+		wantCode     int
+		wantIn       string
+	}{
+		{"OneElectorPlainPath", "/health/leadership", nil, 200, `"shards/`[:0] + `"term":1`},
+		{"WrongPath", "/other", nil, 404, ""},
+		{"BadWait", "/health/leadership?wait=soon", nil, 400, "wait"},
+		{"Routed", "/health/leadership?lockfile=shards/2.json", func() { mux.Add(e2) }, 200, `"term":1`},
+		{"AmbiguousPlainPath", "/health/leadership", nil, 400, "lockfile"},
+		{"UnknownLockfile", "/health/leadership?lockfile=shards/9.json", nil, 404, ""},
+		{"Removed", "/health/leadership?lockfile=shards/2.json", func() { mux.Remove(e2) }, 404, ""},
+	}
+	for _, tc := range cases {
+		if tc.setup != nil {
+			tc.setup()
+		}
+		code, body := do(&mux, tc.target)
+		if code != tc.wantCode || !strings.Contains(body, tc.wantIn) {
+			t.Errorf("%s: GET %s = %d %q; want %d containing %q", tc.name, tc.target, code, body, tc.wantCode, tc.wantIn)
+		}
+	}
+	if code, _ := do(e1.PeerHandler(), "/health/leadership?lockfile=shards/2.json"); code != 404 {
+		t.Errorf("single handler asked for another lockfile: %d; want 404", code)
+	}
+}
+
+func TestPeerLongPoll(t *testing.T) {
+	e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
+		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	lead, err := e.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.PeerHandler())
+	defer srv.Close()
+	defer srv.CloseClientConnections()
+	_, etag, _ := lead.live()
+	get := func(query string) (int, peerRecord, time.Duration) {
+		start := time.Now()
+		resp, err := srv.Client().Get(srv.URL + DefaultPeerHealthPath + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var p peerRecord
+		json.NewDecoder(resp.Body).Decode(&p)
+		return resp.StatusCode, p, time.Since(start)
+	}
+	code, p, _ := get("?etag=" + etag + "&wait=10s")
+	if code != 200 || p.ETag == etag || p.ETag == "" {
+		t.Errorf("long-poll on the current etag = %d %+v; want 200 with the next renewal's etag", code, p)
+	}
+	// The end of the leadership answers a waiting long-poll with 503, after
+	// the release is written.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	var endCode int
+	go func() {
+		defer wg.Done()
+		_, cur, _ := lead.live()
+		endCode, _, _ = get("?etag=" + cur + "&wait=10s")
+	}()
+	time.Sleep(peerFI / 4)
+	lead.Resign(t.Context())
+	wg.Wait()
+	if endCode != http.StatusServiceUnavailable {
+		t.Errorf("long-poll across a resignation = %d; want 503", endCode)
+	}
+	data, _, _ := e.cfg.Store.Get(t.Context(), testKey)
+	if rec, _ := ParseRecord(data); !rec.LastUpdated.IsZero() {
+		t.Errorf("lockfile when the long-poll answered: %+v; want released", rec)
+	}
+}
+
+func TestServePeers(t *testing.T) {
+	pki := newTestPKI(t)
+	t.Run("NoCertificate", func(t *testing.T) {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		if err := ServePeers(t.Context(), ln, http.NotFoundHandler(), &tls.Config{}); err == nil {
+			t.Error("ServePeers without a certificate = nil; want an error")
+		}
+	})
+	t.Run("MutualTLSAndShutdown", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := pki.serverTLS()
+		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pki.pool
+		entered := make(chan struct{}, 1)
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entered <- struct{}{}
+			<-r.Context().Done() // a long-poll that only shutdown ends
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- ServePeers(ctx, ln, h, cfg) }()
+		url := "https://" + ln.Addr().String() + "/"
+
+		anon := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.clientTLS()}}
+		if _, err := anon.Get(url); err == nil {
+			t.Error("a client without a certificate was served; want the handshake refused")
+		}
+		anon.CloseIdleConnections()
+		old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}, MaxVersion: tls.VersionTLS11}}}
+		if _, err := old.Get(url); err == nil {
+			t.Error("a TLS 1.1 client was served; want it refused")
+		}
+		old.CloseIdleConnections()
+
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}}
+		defer tr.CloseIdleConnections()
+		got := make(chan error, 1)
+		go func() {
+			resp, err := (&http.Client{Transport: tr}).Get(url)
+			if err == nil {
+				resp.Body.Close()
+			}
+			got <- err
+		}()
+		<-entered
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("ServePeers() after shutdown = %v; want nil", err)
+		}
+		<-got // the waiting request ended with the server
+	})
+}
+
+func TestStaleLeaderAnswers503(t *testing.T) {
+	mem := memstore.New()
+	fs := newFaultStore(mem)
+	e, err := New(ElectorConfig{Store: fs, LockfilePath: testKey, ServerID: "w",
+		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	lead, err := e.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.set(func(f *faultStore) { f.blackhole = true })
+	<-lead.Done()
+	rec := httptest.NewRecorder()
+	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", DefaultPeerHealthPath, nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("after its lease expired the ex-leader answered %d; want 503", rec.Code)
+	}
+	if !errors.Is(context.Cause(lead.Context()), ErrLeaseExpired) {
+		t.Errorf("cause = %v", context.Cause(lead.Context()))
+	}
+}

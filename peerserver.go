@@ -1,0 +1,209 @@
+package s3lect
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// maxPeerWait caps the long-poll wait a follower may ask for.
+const maxPeerWait = time.Minute
+
+// peerRecord is the peer endpoint's answer: the lockfile record, plus the
+// ETag of the leader's last write (an extension the original s3lect's
+// readers ignore).
+type peerRecord struct {
+	Record
+	ETag string `json:"etag,omitempty"`
+}
+
+// PeerHandler serves this elector's leadership health at PeerHealthPath:
+// 200 with the lockfile record as JSON (leaderID, leaderAddr, lastUpdated,
+// term, and the current etag) while this elector leads and its lease is
+// live by its own clock; 503 otherwise. It is a plain GET, so the original
+// s3lect's followers can read it.
+//
+// Query parameters, all optional: lockfile (answer 404 unless it names this
+// elector's LockfilePath), etag and wait (a duration, at most a minute):
+// when the leader's current ETag equals etag, the answer waits until the
+// ETag changes, the leadership ends (after its release is written), or
+// wait runs out.
+//
+// Mount it in your own mux, or serve it with ServePeers.
+func (e *Elector) PeerHandler() http.Handler { return http.HandlerFunc(e.servePeer) }
+
+func (e *Elector) servePeer(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != e.cfg.PeerHealthPath {
+		http.NotFound(w, r)
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
+	q := r.URL.Query()
+	if lf := q.Get("lockfile"); lf != "" && lf != e.key {
+		http.Error(w, "no elector for that lockfile here", http.StatusNotFound)
+		return
+	}
+	var wait time.Duration
+	if s := q.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			http.Error(w, "wait must be a non-negative duration such as 10s", http.StatusBadRequest)
+			return
+		}
+		wait = min(d, maxPeerWait)
+	}
+	known := q.Get("etag")
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		e.mu.Lock()
+		l := e.lead
+		e.mu.Unlock()
+		if l == nil {
+			notLeader(w)
+			return
+		}
+		rec, etag, live, changed := l.watch()
+		if !live {
+			if l.ctx.Err() != nil && wait > 0 {
+				// Ending: answer once the release is written, so that the
+				// follower's next read finds the lease vacant.
+				select {
+				case <-changed:
+				case <-timer.C:
+				case <-r.Context().Done():
+					return
+				}
+			}
+			notLeader(w)
+			return
+		}
+		if known != etag || known == "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			json.NewEncoder(w).Encode(peerRecord{Record: rec, ETag: etag})
+			return
+		}
+		select { // nothing new yet: wait for a renewal or the end
+		case <-changed:
+		case <-timer.C:
+			known = "" // answer with what there is
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func notLeader(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, "not the leader", http.StatusServiceUnavailable)
+}
+
+// PeerMux serves the peer endpoints of many electors, one per lockfile, on
+// one server: a worker pool with an elector per shard needs one port, not
+// one per shard. Requests name their elector with the lockfile query
+// parameter, as this package's followers always do; a request without it
+// reaches the only elector, when there is exactly one. The zero value is
+// ready to use.
+type PeerMux struct {
+	mu       sync.RWMutex
+	electors map[string]*Elector
+}
+
+// Add routes e's lockfile to e, replacing any elector added for it before.
+func (m *PeerMux) Add(e *Elector) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.electors == nil {
+		m.electors = make(map[string]*Elector)
+	}
+	m.electors[e.key] = e
+}
+
+// Remove stops routing to e.
+func (m *PeerMux) Remove(e *Elector) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.electors[e.key] == e {
+		delete(m.electors, e.key)
+	}
+}
+
+// ServeHTTP implements http.Handler.
+func (m *PeerMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	lf := r.URL.Query().Get("lockfile")
+	m.mu.RLock()
+	e := m.electors[lf]
+	if lf == "" && len(m.electors) == 1 {
+		for _, only := range m.electors {
+			e = only
+		}
+	}
+	n := len(m.electors)
+	m.mu.RUnlock()
+	switch {
+	case e != nil:
+		e.servePeer(w, r)
+	case lf == "" && n > 1:
+		http.Error(w, "several electors are served here: name one with ?lockfile=", http.StatusBadRequest)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// ServePeers serves h over HTTPS on ln until ctx ends. cfg must hold the
+// server's certificate; for mutual TLS, set cfg.ClientAuth to
+// tls.RequireAndVerifyClientCert and cfg.ClientCAs to the followers' CA.
+// TLS versions below 1.2 are refused whatever cfg says. Read, write and
+// header timeouts bound every connection.
+//
+// When ctx ends, ServePeers stops accepting, answers waiting long-polls,
+// waits up to five seconds for requests in flight, closes every connection,
+// and returns nil. It returns early with the error if serving fails.
+func ServePeers(ctx context.Context, ln net.Listener, h http.Handler, cfg *tls.Config) error {
+	if cfg == nil || (len(cfg.Certificates) == 0 && cfg.GetCertificate == nil && cfg.GetConfigForClient == nil) {
+		ln.Close()
+		return errors.New("s3lect: ServePeers needs a tls.Config with the server's certificate")
+	}
+	cfg = cfg.Clone()
+	cfg.MinVersion = max(cfg.MinVersion, tls.VersionTLS12)
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	srv := &http.Server{
+		Handler:           h,
+		TLSConfig:         cfg,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      maxPeerWait + 10*time.Second,
+		IdleTimeout:       time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          log.New(io.Discard, "", 0), // handshake noise from scanners and bad clients
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("s3lect: serve peers on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	stop() // long-polls see their request context end
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+	}
+	<-served
+	return nil
+}

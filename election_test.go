@@ -359,6 +359,7 @@ func TestLostReplyIsAdopted(t *testing.T) {
 		w := mustWin(t, out)
 		a.fs.set(func(f *faultStore) { f.loseReplies = 1 })
 		time.Sleep(10 * testFI)
+		synctest.Wait() // a renewal due at this instant completes first
 		if err := w.l.Context().Err(); err != nil {
 			t.Fatalf("leadership ended (%v) after a lost reply; want it to adopt its own write", context.Cause(w.l.Context()))
 		}

@@ -1,0 +1,144 @@
+// Package natskv is a store.Store on a NATS JetStream key-value bucket.
+//
+// Create-if-absent is KeyValue.Create, compare-and-swap is KeyValue.Update
+// on the revision, and the revision, as a decimal string, is the ETag.
+// Revisions only grow, so an ETag never comes back.
+//
+// # Keys
+//
+// Lockfile paths are mapped to NATS keys by Key: letters, digits, '-', '_'
+// and '/' stay as they are, and every other byte becomes '=' followed by two
+// upper-case hex digits, so "leader/my-group.json" is stored under
+// "leader/my-group=2Ejson". The mapping is reversible (see Path) and keeps
+// keys clear of NATS's rules about dots and wildcards.
+//
+// # Bucket TTL
+//
+// s3lect does not need the bucket's TTL (MaxAge): a leader's expiry is
+// judged by each follower's own clock. A bucket TTL shorter than the time
+// between writes deletes the lockfile under a live leader: followers that
+// saw it held then wait a full LeaderTimeout before recreating it, but a
+// newly started instance creates it at once, and the term history is lost.
+// Leave the TTL unset, or make it many times LeaderTimeout; released
+// records then expire harmlessly.
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// Store is a store.Store on one JetStream key-value bucket. It is safe for
+// concurrent use.
+type Store struct {
+	kv jetstream.KeyValue
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns a Store on kv.
+func New(kv jetstream.KeyValue) *Store { return &Store{kv: kv} }
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, path string) ([]byte, string, error) {
+	key, err := keyFor(path)
+	if err != nil {
+		return nil, "", err
+	}
+	e, err := s.kv.Get(ctx, key)
+	if err != nil {
+		return nil, "", s.mapError("get", path, err)
+	}
+	data := e.Value()
+	if len(data) > store.MaxObjectSize+1 {
+		data = data[:store.MaxObjectSize+1]
+	}
+	return data, strconv.FormatUint(e.Revision(), 10), nil
+}
+
+// PutIfMatch implements store.Store.
+func (s *Store) PutIfMatch(ctx context.Context, path string, data []byte, etag string) (string, error) {
+	key, err := keyFor(path)
+	if err != nil {
+		return "", err
+	}
+	var rev uint64
+	if etag == "" {
+		rev, err = s.kv.Create(ctx, key, data)
+	} else {
+		want, perr := strconv.ParseUint(etag, 10, 64)
+		if perr != nil {
+			// Not a revision this store handed out: it cannot match.
+			return "", fmt.Errorf("natskv: put %q: etag %q is not a revision: %w", path, etag, store.ErrPreconditionFailed)
+		}
+		rev, err = s.kv.Update(ctx, key, data, want)
+	}
+	if err != nil {
+		return "", s.mapError("put", path, err)
+	}
+	return strconv.FormatUint(rev, 10), nil
+}
+
+func (s *Store) mapError(op, path string, err error) error {
+	where := fmt.Sprintf("natskv: %s %q in bucket %s", op, path, s.kv.Bucket())
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("%s: %w", where, store.ErrNotFound)
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("%s: %v: %w", where, err, store.ErrPreconditionFailed)
+	case errors.Is(err, jetstream.ErrBucketNotFound), errors.Is(err, jetstream.ErrInvalidKey):
+		return store.Permanent(fmt.Errorf("%s: %w", where, err))
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// Key returns the NATS key a lockfile path is stored under, for example to
+// inspect it with `nats kv get BUCKET KEY`.
+func Key(path string) string {
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '/' {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "=%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// Path returns the lockfile path a key was made from by Key, or an error if
+// key is not such a key.
+func Path(key string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		if key[i] != '=' {
+			b.WriteByte(key[i])
+			continue
+		}
+		if i+2 >= len(key) {
+			return "", fmt.Errorf("natskv: key %q: '=' at %d is not followed by two hex digits", key, i)
+		}
+		v, err := strconv.ParseUint(key[i+1:i+3], 16, 8)
+		if err != nil {
+			return "", fmt.Errorf("natskv: key %q: bad escape at %d: %w", key, i, err)
+		}
+		b.WriteByte(byte(v))
+		i += 2
+	}
+	return b.String(), nil
+}
+
+func keyFor(path string) (string, error) {
+	if path == "" {
+		return "", store.Permanent(errors.New("natskv: empty lockfile path"))
+	}
+	return Key(path), nil
+}

@@ -1,0 +1,301 @@
+package natskv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/natskv"
+	"github.com/s3lect/s3lect/store/storetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// natsServer is a real nats-server with JetStream, in this process, on a
+// random loopback port, storing into a temporary directory.
+type natsServer struct {
+	t    *testing.T
+	dir  string
+	port int
+	srv  *server.Server
+}
+
+func startNATS(t *testing.T) *natsServer {
+	t.Helper()
+	ns := &natsServer{t: t, dir: t.TempDir(), port: -1}
+	ns.start()
+	t.Cleanup(ns.stop)
+	return ns
+}
+
+func (ns *natsServer) start() {
+	ns.t.Helper()
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: ns.port, JetStream: true, StoreDir: ns.dir,
+		NoLog: true, NoSigs: true,
+	})
+	if err != nil {
+		ns.t.Fatalf("nats-server: %v", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		ns.t.Fatal("nats-server did not start")
+	}
+	ns.srv = srv
+	ns.port = srv.Addr().(*net.TCPAddr).Port
+}
+
+func (ns *natsServer) stop() {
+	if ns.srv != nil {
+		ns.srv.Shutdown()
+		ns.srv.WaitForShutdown()
+		ns.srv = nil
+	}
+}
+
+// bucket connects a new client to the server and opens (creating if need
+// be) the ELECTIONS bucket. The connection closes when the test ends.
+func (ns *natsServer) bucket(t *testing.T) (jetstream.KeyValue, *nats.Conn) {
+	t.Helper()
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", ns.port),
+		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ELECTIONS"})
+	if err != nil {
+		t.Fatalf("create bucket: %v", err)
+	}
+	return kv, nc
+}
+
+func TestConformance(t *testing.T) {
+	ns := startNATS(t)
+	kv, _ := ns.bucket(t)
+	storetest.Run(t, func(*testing.T) store.Store { return natskv.New(kv) })
+}
+
+func TestKeyMapping(t *testing.T) {
+	cases := []struct{ path, key string }{
+		{"leader/my-group.json", "leader/my-group=2Ejson"},
+		{"shards/17.json", "shards/17=2Ejson"},
+		{"a b:c*d>e=f", "a=20b=3Ac=2Ad=3Ee=3Df"},
+		{".hidden.", "=2Ehidden=2E"},
+		{"ünï", "=C3=BCn=C3=AF"},
+	}
+	for _, tc := range cases {
+		if got := natskv.Key(tc.path); got != tc.key {
+			t.Errorf("Key(%q) = %q; want %q", tc.path, got, tc.key)
+		}
+		if back, err := natskv.Path(tc.key); err != nil || back != tc.path {
+			t.Errorf("Path(%q) = %q, %v; want %q", tc.key, back, err, tc.path)
+		}
+	}
+	for _, bad := range []string{"x=", "x=4", "x=ZZ"} {
+		if _, err := natskv.Path(bad); err == nil {
+			t.Errorf("Path(%q) = nil error; want one", bad)
+		}
+	}
+	// Every mapped path is a valid key: a store round trip works.
+	ns := startNATS(t)
+	kv, _ := ns.bucket(t)
+	st := natskv.New(kv)
+	for _, tc := range cases {
+		if _, err := st.PutIfMatch(t.Context(), tc.path, []byte("{}"), ""); err != nil {
+			t.Errorf("PutIfMatch(%q) = %v", tc.path, err)
+		}
+	}
+	if _, err := st.PutIfMatch(t.Context(), "k", []byte("{}"), "not-a-revision"); !errors.Is(err, store.ErrPreconditionFailed) {
+		t.Errorf("PutIfMatch with a foreign etag = %v; want ErrPreconditionFailed", err)
+	}
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func config(kv jetstream.KeyValue, key, id string) s3lect.ElectorConfig {
+	return s3lect.ElectorConfig{
+		Store: natskv.New(kv), LockfilePath: key, ServerID: id,
+		FrequentInterval: 200 * time.Millisecond, InfrequentInterval: 600 * time.Millisecond, LeaderTimeout: time.Second,
+		Logger: quiet,
+	}
+}
+
+// span is one leadership as seen from outside, on this process's clock.
+type span struct {
+	id         string
+	term       uint64
+	start, end time.Time
+}
+
+type recorder struct {
+	mu    sync.Mutex
+	spans []*span
+	wins  chan *span
+}
+
+// campaignLoop campaigns with e until ctx ends, recording each leadership.
+func (r *recorder) campaignLoop(ctx context.Context, e *s3lect.Elector, id string, done *sync.WaitGroup) {
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		for ctx.Err() == nil {
+			lead, err := e.Campaign(ctx)
+			if err != nil {
+				return
+			}
+			s := &span{id: id, term: lead.Term(), start: time.Now()}
+			r.mu.Lock()
+			r.spans = append(r.spans, s)
+			r.mu.Unlock()
+			r.wins <- s
+			<-lead.Done()
+			r.mu.Lock()
+			s.end = time.Now()
+			r.mu.Unlock()
+		}
+	}()
+}
+
+func (r *recorder) next(t *testing.T) *span {
+	t.Helper()
+	select {
+	case s := <-r.wins:
+		return s
+	case <-time.After(30 * time.Second): // a liveness bound
+		t.Fatal("no leader within 30s")
+		return nil
+	}
+}
+
+// check fails on overlapping leaderships or terms that do not rise.
+func (r *recorder) check(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	spans := slices.Clone(r.spans)
+	slices.SortFunc(spans, func(a, b *span) int { return a.start.Compare(b.start) })
+	for i := 1; i < len(spans); i++ {
+		prev, cur := spans[i-1], spans[i]
+		if prev.end.IsZero() || prev.end.After(cur.start) {
+			t.Errorf("%s term %d overlaps %s term %d", prev.id, prev.term, cur.id, cur.term)
+		}
+		if cur.term <= prev.term {
+			t.Errorf("term went from %d to %d", prev.term, cur.term)
+		}
+	}
+}
+
+func TestElectionOnNATS(t *testing.T) {
+	ns := startNATS(t)
+	rec := &recorder{wins: make(chan *span, 8)}
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	electors := map[string]*s3lect.Elector{}
+	conns := map[string]*nats.Conn{}
+	for _, id := range []string{"a", "b", "c"} {
+		kv, nc := ns.bucket(t)
+		e, err := s3lect.New(config(kv, "leader/nats-e2e.json", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		electors[id], conns[id] = e, nc
+		rec.campaignLoop(ctx, e, id, &loops)
+	}
+	defer func() {
+		cancel()
+		for _, e := range electors {
+			e.Close()
+		}
+		loops.Wait()
+	}()
+
+	first := rec.next(t)
+	time.Sleep(2 * time.Second)
+
+	// Resign: the next leader has the next term.
+	lead := first
+	electors[lead.id].Close() // Close resigns, releasing the lockfile
+	second := rec.next(t)
+	if second.term != first.term+1 {
+		t.Errorf("term after resign = %d; want %d", second.term, first.term+1)
+	}
+	time.Sleep(2 * time.Second)
+
+	// Crash: the leader's connection dies and it never resigns.
+	conns[second.id].Close()
+	third := rec.next(t)
+	if third.term != second.term+1 {
+		t.Errorf("term after crash = %d; want %d", third.term, second.term+1)
+	}
+	rec.check(t)
+}
+
+func TestServerRestartUnderElection(t *testing.T) {
+	ns := startNATS(t)
+	rec := &recorder{wins: make(chan *span, 16)}
+	ctx, cancel := context.WithCancel(context.Background())
+	var loops sync.WaitGroup
+	var electors []*s3lect.Elector
+	for _, id := range []string{"a", "b", "c"} {
+		kv, _ := ns.bucket(t)
+		e, err := s3lect.New(config(kv, "leader/restart.json", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		electors = append(electors, e)
+		rec.campaignLoop(ctx, e, id, &loops)
+	}
+	defer func() {
+		cancel()
+		for _, e := range electors {
+			e.Close()
+		}
+		loops.Wait()
+	}()
+	first := rec.next(t)
+	time.Sleep(2 * time.Second)
+
+	ns.stop() // longer than a lease: the leader must step down
+	time.Sleep(2 * time.Second)
+	rec.mu.Lock()
+	stepped := !first.end.IsZero()
+	rec.mu.Unlock()
+	if !stepped {
+		t.Error("the leader kept its leadership through a 2s outage of a 1s lease")
+	}
+	ns.start() // same port, same data: the clients reconnect
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rec.mu.Lock()
+		last := rec.spans[len(rec.spans)-1]
+		recovered := last.start.After(first.start) && last.end.IsZero()
+		rec.mu.Unlock()
+		if recovered {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no leader within 30s of the server's restart")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	rec.check(t)
+}

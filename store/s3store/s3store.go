@@ -33,7 +33,7 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-func init() { defaultstore.Register(fromEnvironment) }
+func init() { defaultstore.Register(FromEnvironment) }
 
 // Store is a store.Store on one S3 bucket. It is safe for concurrent use.
 type Store struct {
@@ -54,10 +54,12 @@ func New(client *s3.Client, bucket string) *Store {
 	return &Store{client: client, bucket: bucket}
 }
 
-// fromEnvironment builds a Store from the SDK's default configuration:
-// the standard AWS environment variables, shared config files and
-// instance roles, including AWS_ENDPOINT_URL_S3 for MinIO or R2.
-func fromEnvironment(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) {
+// FromEnvironment builds a Store on bucket from the SDK's default
+// configuration: the standard AWS environment variables, shared config
+// files and instance roles, including AWS_ENDPOINT_URL_S3 for MinIO or R2.
+// pathStyle addresses the bucket in the URL's path, as MinIO needs.
+// s3lect.New uses it when ElectorConfig.Bucket is set.
+func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"go.uber.org/goleak"
+
+	"github.com/s3lect/s3lect/internal/s3test"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// runDemo runs the demo at 50 times the default speed and checks that it
+// told the whole story and drew a well-formed chart.
+func runDemo(t *testing.T, o options) string {
+	t.Helper()
+	o.n, o.speed, o.svg = 3, 50, filepath.Join(t.TempDir(), "timeline.svg")
+	if o.key == "" {
+		o.key = "leader/demo-" + strings.ReplaceAll(t.Name(), "/", "-") + ".json"
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatalf("run() = %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"became leader, term 1", "CRASH", "failover took", "RESIGN", "handover took", "became leader, term 3"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+	svg, err := os.ReadFile(o.svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	for {
+		if _, err := dec.Token(); err != nil {
+			if err.Error() != "EOF" {
+				t.Errorf("timeline SVG is not well-formed XML: %v", err)
+			}
+			break
+		}
+	}
+	for _, want := range []string{"term 1", "term 2", "term 3", "no leader"} {
+		if !bytes.Contains(svg, []byte(want)) {
+			t.Errorf("timeline SVG lacks %q", want)
+		}
+	}
+	return out.String()
+}
+
+func TestDemoInMemory(t *testing.T) { runDemo(t, options{}) }
+
+func TestDemoPeerMode(t *testing.T) {
+	out := runDemo(t, options{peer: true})
+	if !strings.Contains(out, "peer mode") {
+		t.Errorf("demo did not say it ran in peer mode:\n%s", out)
+	}
+}
+
+func TestDemoOnMinIO(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_S3", s3test.Endpoint(t))
+	out := runDemo(t, options{bucket: s3test.Bucket(t), pathStyle: true})
+	if !strings.Contains(out, "S3 bucket") {
+		t.Errorf("demo did not say it ran on S3:\n%s", out)
+	}
+}
+
+func TestDemoOnNATS(t *testing.T) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Start()
+	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	out := runDemo(t, options{natsURL: ns.ClientURL()})
+	if !strings.Contains(out, "NATS KV") {
+		t.Errorf("demo did not say it ran on NATS:\n%s", out)
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, o := range []options{{n: 1, speed: 10}, {n: 3, speed: 0}, {n: 3, speed: 10, bucket: "b", natsURL: "nats://x"}} {
+		if err := run(context.Background(), o, &bytes.Buffer{}); err == nil {
+			t.Errorf("run(%+v) = nil; want an error", o)
+		}
+	}
+}

@@ -43,6 +43,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/cutstore"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/natskv"
@@ -85,7 +86,7 @@ func main() {
 // cut to simulate a crash.
 type candidate struct {
 	id     string
-	conn   *cuttable
+	conn   *cutstore.Store
 	e      *s3lect.Elector
 	stop   context.CancelFunc // its peer server
 	served chan struct{}
@@ -140,7 +141,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for i := range o.n {
-		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: &cuttable{inner: base}, served: make(chan struct{})}
+		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: cutstore.New(base), served: make(chan struct{})}
 		ccfg := cfg
 		ccfg.Store, ccfg.ServerID, ccfg.ServerAddr = c.conn, c.id, "127.0.0.1:0"
 		var ln net.Listener
@@ -177,7 +178,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				wins <- win{c, lead, time.Now()}
 				<-lead.Done()
 				tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
-				if c.conn.isCut() {
+				if c.conn.IsCut() {
 					return
 				}
 			}
@@ -210,7 +211,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 
 	tl.add(first.c.id, "crash", 0, "CRASH: cut off from the store, never resigns")
 	crashed := time.Now()
-	first.c.conn.cut()
+	first.c.conn.Cut()
 	first.c.stop()
 	second := <-wins
 	tl.add("demo", "", 0, "failover took %.2fs (LeaderTimeout %v)", second.at.Sub(crashed).Seconds(), lt)
@@ -272,42 +273,6 @@ func openStore(ctx context.Context, o options) (store.Store, string, func(), err
 	default:
 		return memstore.New(), "the in-memory store", func() {}, nil
 	}
-}
-
-// cuttable passes calls to a store until cut, then fails them all, as a
-// crashed process's connection would.
-type cuttable struct {
-	inner store.Store
-	mu    sync.Mutex
-	gone  bool
-}
-
-var errCut = errors.New("demo: candidate crashed")
-
-func (c *cuttable) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.gone = true
-}
-
-func (c *cuttable) isCut() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gone
-}
-
-func (c *cuttable) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if c.isCut() {
-		return nil, "", errCut
-	}
-	return c.inner.Get(ctx, key)
-}
-
-func (c *cuttable) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	if c.isCut() {
-		return "", errCut
-	}
-	return c.inner.PutIfMatch(ctx, key, data, etag)
 }
 
 // demoPKI is a CA made at start-up, with a certificate for 127.0.0.1, so

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,9 +41,28 @@ func buildLockrun(t *testing.T) string {
 type proc struct {
 	id     string
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr syncBuffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // its exit, once done is closed
+}
+
+// syncBuffer is a bytes.Buffer that a process can write while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // wait returns the process's exit once it has exited.
@@ -204,5 +225,62 @@ func TestUsageErrors(t *testing.T) {
 		if code := run(args, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("run(%q) = %d, stderr %q; want 2 and a message", args, code, errb.String())
 		}
+	}
+}
+
+func TestLossStopsCommandAndCampaignsAgain(t *testing.T) {
+	endpoint := s3test.Endpoint(t)
+	bucket := s3test.Bucket(t)
+	st := s3store.New(s3test.NewClient(t, nil, "", ""), bucket)
+	bin := buildLockrun(t)
+	key := "lockrun/loss.json"
+	dir := t.TempDir()
+	marker := filepath.Join(dir, "terms")
+	p := &proc{id: "p1", done: make(chan struct{})}
+	// The command ignores SIGTERM, so only the SIGKILL after -grace stops it.
+	script := fmt.Sprintf(`echo "$S3LECT_TERM" >> %q; trap '' TERM; while :; do sleep 0.05; done`, marker)
+	p.cmd = exec.Command(bin, "-bucket", bucket, "-key", key, "-id", "p1", "-path-style",
+		"-frequent", "300ms", "-infrequent", "900ms", "-timeout", "1500ms", "-grace", "1s",
+		"--", "sh", "-c", script)
+	p.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_S3="+endpoint)
+	p.cmd.Stderr = &p.stderr
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); p.wait() })
+
+	first := waitLockfile(t, st, key, func(r s3lect.Record) bool { return r.LeaderID == "p1" && !r.LastUpdated.IsZero() })
+	// Another writer takes the lockfile: p1's next renewal finds it changed.
+	_, etag, err := st.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	thief := s3lect.Record{LeaderID: "thief", LeaderAddr: "", LastUpdated: time.Now().UTC(), Term: first.Term + 1}
+	stolen, _ := json.Marshal(thief)
+	if _, err := st.PutIfMatch(t.Context(), key, stolen, etag); err != nil {
+		t.Fatalf("steal the lease: %v", err)
+	}
+	// p1 loses, kills its stubborn command after the grace period, campaigns
+	// again, and takes the thief's silent lease over after LeaderTimeout.
+	again := waitLockfile(t, st, key, func(r s3lect.Record) bool { return r.LeaderID == "p1" && r.Term > thief.Term })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(marker)
+		terms := strings.Fields(string(b))
+		if len(terms) == 2 {
+			if terms[0] != fmt.Sprint(first.Term) || terms[1] != fmt.Sprint(again.Term) {
+				t.Errorf("command ran with terms %v; want %d then %d", terms, first.Term, again.Term)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("command ran with terms %v; want a second run after the re-election\n%s", terms, p.stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(p.stderr.String(), "leadership ended") {
+		t.Errorf("lockrun did not report the loss:\n%s", p.stderr.String())
 	}
 }

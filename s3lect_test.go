@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/defaultstore"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -27,7 +28,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		}, ""},
 		{"NoStoreNoBucket", func(c *ElectorConfig) { c.Store = nil }, "Bucket"},
 		{"StoreAndBucket", func(c *ElectorConfig) { c.Bucket = "b" }, "Bucket"},
-		{"BucketWithoutS3Backend", func(c *ElectorConfig) { c.Store, c.Bucket = nil, "b" }, "store/s3store"},
+		{"BucketWithS3Backend", func(c *ElectorConfig) { c.Store, c.Bucket = nil, "b" }, ""},
 		{"NoLockfile", func(c *ElectorConfig) { c.LockfilePath = "" }, "LockfilePath"},
 		{"NoServerID", func(c *ElectorConfig) { c.ServerID = "" }, "ServerID"},
 		{"NegativeFrequent", func(c *ElectorConfig) { c.FrequentInterval = -time.Second }, "FrequentInterval"},
@@ -60,6 +61,16 @@ func TestNewValidatesConfig(t *testing.T) {
 				t.Errorf("New() error = %q; want it to name %s", err, tc.field)
 			}
 		})
+	}
+}
+
+func TestBucketNeedsS3Backend(t *testing.T) {
+	saved := defaultstore.Get() // this test binary links s3store in; unlink it
+	defaultstore.Register(nil)
+	defer defaultstore.Register(saved)
+	_, err := New(ElectorConfig{Bucket: "b", LockfilePath: "k", ServerID: "a"})
+	if err == nil || !strings.Contains(err.Error(), "store/s3store") {
+		t.Errorf("New(Bucket) without the S3 backend = %v; want an error naming the package to import", err)
 	}
 }
 

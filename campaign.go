@@ -308,6 +308,7 @@ func (e *Elector) claim(ctx context.Context, f *follower, c *campaign) {
 		lctx, cancel := context.WithCancelCause(c.ctx)
 		l := &Leadership{e: e, ctx: lctx, cancel: cancel, term: term, exited: make(chan struct{}),
 			deadline: deadline, rec: rec, etag: etag, changed: make(chan struct{})}
+		l.pub = leaseContext{Context: lctx, l: l}
 		e.lead = l
 		if e.camp == c {
 			e.camp = nil

@@ -440,3 +440,30 @@ func TestDeletedLockfileWaitsOutTheLease(t *testing.T) {
 		}
 	})
 }
+
+// TestContextErrReadsTheClock stands for a process resumed after a pause:
+// the lease deadline has passed but the expiry timer has not run yet.
+// Err must already report the end, and the heartbeat must not write.
+func TestContextErrReadsTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		out := make(chan won, 1)
+		a := newNode(t, mem, "a")
+		a.campaign(t.Context(), out)
+		w := mustWin(t, out)
+		puts := a.fs.count("put")
+		w.l.mu.Lock()
+		w.l.deadline = time.Now() // as if the process had slept through its lease
+		w.l.mu.Unlock()
+		if err := w.l.Context().Err(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Context().Err() after the deadline = %v; want it cancelled", err)
+		}
+		if cause := context.Cause(w.l.Context()); !errors.Is(cause, ErrLeaseExpired) {
+			t.Errorf("cause = %v; want ErrLeaseExpired", cause)
+		}
+		<-w.l.exited
+		if got := a.fs.count("put"); got != puts {
+			t.Errorf("the expired leader wrote %d more times; want none", got-puts)
+		}
+	})
+}

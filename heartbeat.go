@@ -20,7 +20,10 @@ import (
 // heartbeat is doing; every successful renewal moves it.
 func (l *Leadership) heartbeat(sentAt time.Time, data []byte) error {
 	e := l.e
-	expiry := time.AfterFunc(time.Until(l.deadline), func() { l.cancel(ErrLeaseExpired) })
+	l.mu.Lock()
+	deadline := l.deadline
+	l.mu.Unlock()
+	expiry := time.AfterFunc(time.Until(deadline), func() { l.cancel(ErrLeaseExpired) })
 	defer expiry.Stop()
 	renew := time.NewTimer(time.Until(sentAt.Add(e.cfg.FrequentInterval)))
 	defer renew.Stop()
@@ -31,6 +34,13 @@ func (l *Leadership) heartbeat(sentAt time.Time, data []byte) error {
 		case <-l.ctx.Done():
 			continue
 		case <-renew.C:
+		}
+		if l.expired() {
+			// Resumed after a pause past the deadline, before the expiry
+			// timer ran: a write now would come from a leader whose lease
+			// is over. Stop without sending it.
+			l.cancel(ErrLeaseExpired)
+			continue
 		}
 		l.mu.Lock()
 		rec, etag := l.rec, l.etag

@@ -9,7 +9,8 @@ import (
 // Leadership is one term of leadership won by Campaign.
 type Leadership struct {
 	e      *Elector
-	ctx    context.Context
+	ctx    context.Context // cancelled when the leadership ends
+	pub    leaseContext    // ctx as Context returns it
 	cancel context.CancelCauseFunc
 	term   uint64
 	exited chan struct{} // closed when the heartbeat has returned, its release written or abandoned
@@ -34,9 +35,33 @@ type Leadership struct {
 //     also matches ErrClosed);
 //   - the cause of the Campaign context, when that ended.
 //
-// Do the leader's work under this context, and check Term where a stale
-// leader could do harm.
-func (l *Leadership) Context() context.Context { return l.ctx }
+// Its Err also reads the clock: a process resumed after a pause (SIGSTOP,
+// a suspended VM) that asks Err before the expiry timer has run already
+// gets the lease's end. Do the leader's work under this context, check
+// Err before each step that must not run twice, and pass Term where a
+// stale leader could do harm.
+func (l *Leadership) Context() context.Context { return l.pub }
+
+// leaseContext is the leadership's context with an Err that checks the
+// lease deadline on the monotonic clock before answering.
+type leaseContext struct {
+	context.Context
+	l *Leadership
+}
+
+func (c leaseContext) Err() error {
+	if c.Context.Err() == nil && c.l.expired() {
+		c.l.cancel(ErrLeaseExpired)
+	}
+	return c.Context.Err()
+}
+
+// expired reports whether the lease deadline has passed.
+func (l *Leadership) expired() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !time.Now().Before(l.deadline)
+}
 
 // Done is shorthand for Context().Done().
 func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }

@@ -155,22 +155,34 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 			return answer{}, err
 		case resp.StatusCode != http.StatusOK:
 			return refuse("answered %s", resp.Status)
-		case len(body) > maxPeerBody:
-			return refuse("answer is larger than %d bytes", maxPeerBody)
 		}
-		w, err := parseWire(body)
-		switch {
-		case err != nil:
-			return refuse("bad answer: %w", err)
-		case *w.LeaderID != t.id || w.Term != t.term:
-			return refuse("answered for %q term %d; expected %q term %d", *w.LeaderID, w.Term, t.id, t.term)
-		case w.LastUpdated.IsZero():
-			return refuse("answered with a released record")
+		rec, etag, err := decodePeerAnswer(body, t.id, t.term)
+		if err != nil {
+			return refuse("%w", err)
 		}
-		return answer{Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated, Term: w.Term}, w.ETag}, nil
+		return answer{rec, etag}, nil
 	})
 	if err != nil {
 		return Record{}, "", fmt.Errorf("s3lect: peer %s: %w", t.addr, err)
 	}
 	return a.rec, a.etag, nil
+}
+
+// decodePeerAnswer checks a peer's 200 answer: at most maxPeerBody bytes,
+// a valid record, naming the leader id with the term, not released. It
+// returns the record and the ETag the answer carries ("" if none).
+func decodePeerAnswer(body []byte, id string, term uint64) (Record, string, error) {
+	if len(body) > maxPeerBody {
+		return Record{}, "", fmt.Errorf("answer is larger than %d bytes", maxPeerBody)
+	}
+	w, err := parseWire(body)
+	switch {
+	case err != nil:
+		return Record{}, "", fmt.Errorf("bad answer: %w", err)
+	case *w.LeaderID != id || w.Term != term:
+		return Record{}, "", fmt.Errorf("answered for %q term %d; expected %q term %d", *w.LeaderID, w.Term, id, term)
+	case w.LastUpdated.IsZero():
+		return Record{}, "", errors.New("answered with a released record")
+	}
+	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated, Term: w.Term}, w.ETag, nil
 }

@@ -1,0 +1,11 @@
+// Package chaos holds the fault-injection tests that prove on real servers
+// what the virtual-time simulation proves in the root package: elections
+// on a real MinIO through a fault-injecting TCP proxy (latency spikes past
+// the lease, bandwidth limits, connections cut mid-reply, replies dropped
+// after the write landed, a partitioned leader), real OS processes killed,
+// paused past their lease and resumed, and MinIO restarted under load.
+//
+// The tests start their own MinIO from the binary .ci/run installs
+// (S3LECT_TEST_MINIO), so that they can restart it. A longer randomized
+// soak runs with -chaos.duration=10m.
+package chaos

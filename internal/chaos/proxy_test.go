@@ -107,7 +107,7 @@ func toxic(name, stream, typ string, attrs string) fault {
 }
 
 var faults = []fault{
-	toxic("latency spike past the lease", "downstream", "latency", fmt.Sprintf(`{"latency":%d}`, (2 * chaosLT).Milliseconds())),
+	toxic("latency spike past the lease", "downstream", "latency", fmt.Sprintf(`{"latency":%d}`, (2*chaosLT).Milliseconds())),
 	toxic("bandwidth limit", "downstream", "bandwidth", `{"rate":1}`),
 	toxic("connection cut mid-reply", "downstream", "limit_data", `{"bytes":60}`),
 	toxic("reply dropped after the write landed", "downstream", "timeout", `{"timeout":0}`),

@@ -1,61 +1,81 @@
-package s3lect
+package s3lect_test
 
 import (
 	"fmt"
-	"runtime"
+	"os"
 	"testing"
 	"time"
 
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/measure"
+	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
+	"github.com/s3lect/s3lect/store/s3store"
 )
 
 // BenchmarkThousandElectors starts 1,000 electors on distinct lockfiles in
 // one process, as a worker pool with one elector per shard would, and
 // reports what each costs at steady state. Each elector leads its own
-// lockfile, the most expensive role. Timings are scaled down tenfold
-// (FrequentInterval 500 ms); store calls per second scale with them.
+// lockfile, the most expensive role. Intervals are the defaults divided by
+// ten (FrequentInterval 500 ms); store operations per second scale with
+// them.
 func BenchmarkThousandElectors(b *testing.B) {
-	const n = 1000
 	for range b.N {
-		mem := memstore.New()
-		counter := store.NewCounter(mem)
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
-		goroutinesBefore := runtime.NumGoroutine()
-
-		electors := make([]*Elector, n)
-		for i := range electors {
-			e, err := New(ElectorConfig{
-				Store: counter, LockfilePath: fmt.Sprintf("shards/%d.json", i), ServerID: "worker-1",
-				FrequentInterval: 500 * time.Millisecond, InfrequentInterval: 3 * time.Second, LeaderTimeout: 1500 * time.Millisecond,
-				Logger: quietLogger,
-			})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := e.Campaign(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-			electors[i] = e
+		u, err := measure.Pool(b.Context(), 1000, 1000, 10, 3*time.Second)
+		if err != nil {
+			b.Fatal(err)
 		}
-		time.Sleep(time.Second) // settle
-		start, c0 := time.Now(), counter.Counts()
-		time.Sleep(3 * time.Second)
-		elapsed, c1 := time.Since(start), counter.Counts()
+		b.ReportMetric(u.Goroutines, "goroutines/elector")
+		b.ReportMetric(u.HeapBytes, "heap-B/elector")
+		b.ReportMetric(u.StoreOpsPerSec, "store-ops/s")
+		b.ReportMetric(u.CPU*100, "cpu-%")
+	}
+}
 
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(runtime.NumGoroutine()-goroutinesBefore)/n, "goroutines/elector")
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-B/elector")
-		b.ReportMetric(float64(c1.Gets+c1.Puts-c0.Gets-c0.Puts)/elapsed.Seconds(), "store-ops/s")
-		if f := c1.Failures - c0.Failures + c1.PreconditionFailed - c0.PreconditionFailed; f != 0 {
-			b.Errorf("%d store calls failed at steady state", f)
-		}
-		for _, e := range electors {
-			e.Close()
+// BenchmarkFailover measures crash-failover and graceful-handover times
+// for each mode over 20 groups of three, on memstore with 5 ms of latency
+// per call and, when the environment names one (as bash .ci/run does), on
+// MinIO, at 1/25 of the default intervals. It prints a table.
+//
+//	go test -run XXX -bench Failover -benchtime 1x .
+func BenchmarkFailover(b *testing.B) {
+	const k = 25
+	stores := []struct {
+		name string
+		new  func() store.Store
+	}{}
+	mem := memstore.New()
+	stores = append(stores, struct {
+		name string
+		new  func() store.Store
+	}{"memstore, 5 ms latency", func() store.Store { return measure.Latency(mem, 5*time.Millisecond) }})
+	if os.Getenv("S3LECT_TEST_S3_ENDPOINT") != "" {
+		client, bucket := s3test.NewClient(b, nil, "", ""), s3test.Bucket(b)
+		stores = append(stores, struct {
+			name string
+			new  func() store.Store
+		}{"MinIO", func() store.Store { return s3store.New(client, bucket) }})
+	}
+	lt := s3lect.DefaultLeaderTimeout / k
+	for range b.N {
+		fmt.Printf("\n| store | mode | event | p50 | max | p50 / LeaderTimeout |\n|---|---|---|---|---|---|\n")
+		for _, st := range stores {
+			for _, m := range measure.Modes {
+				for _, crash := range []bool{true, false} {
+					times, err := measure.Failover(b.Context(), st.new, m, crash, 20, k)
+					if err != nil {
+						b.Fatal(err)
+					}
+					event := "graceful handover"
+					if crash {
+						event = "crash failover"
+					}
+					p50, mx := measure.Percentile(times, 50), measure.Percentile(times, 100)
+					fmt.Printf("| %s | %s | %s | %v | %v | %.2f |\n", st.name, m.Name, event,
+						p50.Round(time.Millisecond), mx.Round(time.Millisecond), float64(p50)/float64(lt))
+				}
+			}
 		}
 	}
 }

@@ -500,7 +500,7 @@ func TestServePeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		cfg := pki.serverTLS()
-		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pki.pool
+		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pki.Pool
 		entered := make(chan struct{}, 1)
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			entered <- struct{}{}
@@ -516,13 +516,13 @@ func TestServePeers(t *testing.T) {
 			t.Error("a client without a certificate was served; want the handshake refused")
 		}
 		anon.CloseIdleConnections()
-		old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}, MaxVersion: tls.VersionTLS11}}}
+		old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, Certificates: []tls.Certificate{pki.Client}, MaxVersion: tls.VersionTLS11}}}
 		if _, err := old.Get(url); err == nil {
 			t.Error("a TLS 1.1 client was served; want it refused")
 		}
 		old.CloseIdleConnections()
 
-		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}}
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.Pool, Certificates: []tls.Certificate{pki.Client}}}
 		defer tr.CloseIdleConnections()
 		got := make(chan error, 1)
 		go func() {

@@ -79,8 +79,8 @@ func (e *Elector) pollPeers(ctx context.Context) error {
 		}
 		start := time.Now()
 		var wait time.Duration
-		if e.longPoll && t.etag != "" {
-			wait = e.cfg.LeaderTimeout / 2 // a live leader renews well within it
+		if e.cfg.PeerWait > 0 && t.etag != "" {
+			wait = e.cfg.PeerWait
 		}
 		rec, etag, err := e.askPeer(ctx, t, wait)
 		if ctx.Err() != nil {

@@ -159,6 +159,13 @@ type ElectorConfig struct {
 	// client built from PeerTLS. It should not follow redirects.
 	PeerClient *http.Client
 
+	// PeerWait is how long a follower's peer request may wait at the
+	// leader for its next write (a long-poll), so that followers hear of
+	// every renewal and of a resignation as they happen. Default
+	// LeaderTimeout/2. A negative PeerWait turns long-polling off:
+	// followers then ask once per InfrequentInterval.
+	PeerWait time.Duration
+
 	// Logger receives the elector's events. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -174,6 +181,7 @@ func (cfg ElectorConfig) withDefaults() ElectorConfig {
 	def(&cfg.InfrequentInterval, DefaultInfrequentInterval)
 	def(&cfg.LeaderTimeout, DefaultLeaderTimeout)
 	def(&cfg.PeerTimeout, DefaultPeerTimeout)
+	def(&cfg.PeerWait, cfg.LeaderTimeout/2)
 	if cfg.PeerHealthPath == "" {
 		cfg.PeerHealthPath = DefaultPeerHealthPath
 	}
@@ -207,6 +215,8 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LeaderTimeout %v is negative", cfg.LeaderTimeout)
 	case cfg.PeerTimeout < 0:
 		return bad("PeerTimeout %v is negative", cfg.PeerTimeout)
+	case cfg.PeerWait > maxPeerWait:
+		return bad("PeerWait %v is above the %v a leader waits at most", cfg.PeerWait, maxPeerWait)
 	case cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
 	case cfg.InfrequentInterval < cfg.FrequentInterval:
@@ -257,7 +267,6 @@ type Elector struct {
 
 	peerClient  *http.Client    // followers' peer requests; nil unless PeerMode
 	ownedPeer   bool            // peerClient was built here; Close releases it
-	longPoll    bool            // followers long-poll the leader (tests turn it off to compare)
 	peerTargets chan peerTarget // capacity 1: run loop -> poller, latest target wins
 	peerReports chan peerReport // poller -> run loop
 
@@ -304,7 +313,6 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	return &Elector{
 		peerClient:  peerClient,
 		ownedPeer:   ownedPeer,
-		longPoll:    true,
 		peerTargets: make(chan peerTarget, 1),
 		peerReports: make(chan peerReport),
 		loopCtx:     loopCtx,

@@ -22,18 +22,11 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"sync"
@@ -44,6 +37,7 @@ import (
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/internal/cutstore"
+	"github.com/s3lect/s3lect/internal/devtls"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/natskv"
@@ -130,9 +124,9 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	}
 	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n\n", o.n, where, mode, lt)
 
-	var pki *demoPKI
+	var pki *devtls.PKI
 	if o.peer {
-		if pki, err = newDemoPKI(); err != nil {
+		if pki, err = devtls.New(); err != nil {
 			return err
 		}
 	}
@@ -149,7 +143,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 			if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 				return err
 			}
-			ccfg.ServerAddr, ccfg.PeerTLS = ln.Addr().String(), pki.client
+			ccfg.ServerAddr, ccfg.PeerTLS = ln.Addr().String(), pki.ClientTLS()
 		}
 		e, err := s3lect.New(ccfg)
 		if err != nil {
@@ -160,7 +154,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		sctx, stop := context.WithCancel(ctx)
 		c.stop = stop
 		if ln != nil {
-			go func() { defer close(c.served); s3lect.ServePeers(sctx, ln, e.PeerHandler(), pki.server) }()
+			go func() { defer close(c.served); s3lect.ServePeers(sctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
 		} else {
 			close(c.served)
 		}
@@ -273,39 +267,4 @@ func openStore(ctx context.Context, o options) (store.Store, string, func(), err
 	default:
 		return memstore.New(), "the in-memory store", func() {}, nil
 	}
-}
-
-// demoPKI is a CA made at start-up, with a certificate for 127.0.0.1, so
-// that the candidates' peer endpoints speak real TLS.
-type demoPKI struct {
-	server, client *tls.Config
-}
-
-func newDemoPKI() (*demoPKI, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "s3lect demo"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		IsCA:        true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &demoPKI{
-		server: &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}},
-		client: &tls.Config{RootCAs: pool},
-	}, nil
 }

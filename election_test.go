@@ -278,13 +278,19 @@ func TestHandover(t *testing.T) {
 
 var errShutdown = errors.New("test: shutting down")
 
+// soleLeader elects node a alone on a fresh store.
+func soleLeader(t *testing.T) (*memstore.Store, *node, won) {
+	t.Helper()
+	mem := memstore.New()
+	out := make(chan won, 1)
+	a := newNode(t, mem, "a")
+	a.campaign(t.Context(), out)
+	return mem, a, mustWin(t, out)
+}
+
 func TestRenewalPreconditionFailed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		out := make(chan won, 1)
-		a := newNode(t, mem, "a")
-		a.campaign(t.Context(), out)
-		w := mustWin(t, out)
+		mem, _, w := soleLeader(t)
 		end := endedAt(w.l)
 		time.Sleep(testFI / 2)
 		mem.Set(testKey, []byte(`{"leaderID":"intruder","leaderAddr":"","lastUpdated":"2026-01-01T00:00:00Z","term":9}`))
@@ -312,11 +318,7 @@ func TestRenewalRetriesThenExpires(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				mem := memstore.New()
-				out := make(chan won, 1)
-				a := newNode(t, mem, "a")
-				a.campaign(t.Context(), out)
-				w := mustWin(t, out)
+				_, a, w := soleLeader(t)
 				end := endedAt(w.l)
 				time.Sleep(testFI / 2)
 				last := lastPut(a)
@@ -352,11 +354,7 @@ func TestRenewalRetriesThenExpires(t *testing.T) {
 
 func TestLostReplyIsAdopted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		out := make(chan won, 1)
-		a := newNode(t, mem, "a")
-		a.campaign(t.Context(), out)
-		w := mustWin(t, out)
+		mem, a, w := soleLeader(t)
 		a.fs.set(func(f *faultStore) { f.loseReplies = 1 })
 		time.Sleep(10 * testFI)
 		synctest.Wait() // a renewal due at this instant completes first
@@ -446,11 +444,7 @@ func TestDeletedLockfileWaitsOutTheLease(t *testing.T) {
 // Err must already report the end, and the heartbeat must not write.
 func TestContextErrReadsTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		out := make(chan won, 1)
-		a := newNode(t, mem, "a")
-		a.campaign(t.Context(), out)
-		w := mustWin(t, out)
+		_, a, w := soleLeader(t)
 		puts := a.fs.count("put")
 		w.l.mu.Lock()
 		w.l.deadline = time.Now() // as if the process had slept through its lease

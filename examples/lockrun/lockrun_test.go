@@ -73,11 +73,17 @@ func (p *proc) wait() error {
 
 func startLockrun(t *testing.T, bin, endpoint, bucket, key, id, marker string) *proc {
 	t.Helper()
+	// The command records its term, then sleeps until told to stop.
+	return startCommand(t, bin, endpoint, bucket, key, id, "2s", fmt.Sprintf(`echo "$S3LECT_TERM" > %q; exec sleep 600`, marker))
+}
+
+// startCommand starts lockrun running the shell script, with short
+// timings and the given grace period.
+func startCommand(t *testing.T, bin, endpoint, bucket, key, id, grace, script string) *proc {
+	t.Helper()
 	p := &proc{id: id, done: make(chan struct{})}
-	// The child records its term, then sleeps until told to stop.
-	script := fmt.Sprintf(`echo "$S3LECT_TERM" > %q; exec sleep 600`, marker)
 	p.cmd = exec.Command(bin, "-bucket", bucket, "-key", key, "-id", id, "-path-style",
-		"-frequent", "300ms", "-infrequent", "900ms", "-timeout", "1500ms", "-grace", "2s",
+		"-frequent", "300ms", "-infrequent", "900ms", "-timeout", "1500ms", "-grace", grace,
 		"--", "sh", "-c", script)
 	p.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_S3="+endpoint)
 	p.cmd.Stderr = &p.stderr
@@ -236,20 +242,9 @@ func TestLossStopsCommandAndCampaignsAgain(t *testing.T) {
 	key := "lockrun/loss.json"
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "terms")
-	p := &proc{id: "p1", done: make(chan struct{})}
 	// The command ignores SIGTERM, so only the SIGKILL after -grace stops it.
-	script := fmt.Sprintf(`echo "$S3LECT_TERM" >> %q; trap '' TERM; while :; do sleep 0.05; done`, marker)
-	p.cmd = exec.Command(bin, "-bucket", bucket, "-key", key, "-id", "p1", "-path-style",
-		"-frequent", "300ms", "-infrequent", "900ms", "-timeout", "1500ms", "-grace", "1s",
-		"--", "sh", "-c", script)
-	p.cmd.Env = append(os.Environ(), "AWS_ENDPOINT_URL_S3="+endpoint)
-	p.cmd.Stderr = &p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); p.wait() })
+	p := startCommand(t, bin, endpoint, bucket, key, "p1", "1s",
+		fmt.Sprintf(`echo "$S3LECT_TERM" >> %q; trap '' TERM; while :; do sleep 0.05; done`, marker))
 
 	first := waitLockfile(t, st, key, func(r s3lect.Record) bool { return r.LeaderID == "p1" && !r.LastUpdated.IsZero() })
 	// Another writer takes the lockfile: p1's next renewal finds it changed.

@@ -203,30 +203,36 @@ func (r *recorder) check(t *testing.T) {
 	}
 }
 
-func TestElectionOnNATS(t *testing.T) {
-	ns := startNATS(t)
-	rec := &recorder{wins: make(chan *span, 8)}
+// electAll starts electors a, b and c, each on its own connection to ns,
+// campaigning in a loop on key; they stop when the test ends.
+func electAll(t *testing.T, ns *natsServer, key string) (*recorder, map[string]*s3lect.Elector, map[string]*nats.Conn) {
+	t.Helper()
+	rec := &recorder{wins: make(chan *span, 16)}
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	electors := map[string]*s3lect.Elector{}
 	conns := map[string]*nats.Conn{}
 	for _, id := range []string{"a", "b", "c"} {
 		kv, nc := ns.bucket(t)
-		e, err := s3lect.New(config(kv, "leader/nats-e2e.json", id))
+		e, err := s3lect.New(config(kv, key, id))
 		if err != nil {
 			t.Fatal(err)
 		}
 		electors[id], conns[id] = e, nc
 		rec.campaignLoop(ctx, e, id, &loops)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		for _, e := range electors {
 			e.Close()
 		}
 		loops.Wait()
-	}()
+	})
+	return rec, electors, conns
+}
 
+func TestElectionOnNATS(t *testing.T) {
+	rec, electors, conns := electAll(t, startNATS(t), "leader/nats-e2e.json")
 	first := rec.next(t)
 	time.Sleep(2 * time.Second)
 
@@ -250,26 +256,7 @@ func TestElectionOnNATS(t *testing.T) {
 
 func TestServerRestartUnderElection(t *testing.T) {
 	ns := startNATS(t)
-	rec := &recorder{wins: make(chan *span, 16)}
-	ctx, cancel := context.WithCancel(context.Background())
-	var loops sync.WaitGroup
-	var electors []*s3lect.Elector
-	for _, id := range []string{"a", "b", "c"} {
-		kv, _ := ns.bucket(t)
-		e, err := s3lect.New(config(kv, "leader/restart.json", id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		electors = append(electors, e)
-		rec.campaignLoop(ctx, e, id, &loops)
-	}
-	defer func() {
-		cancel()
-		for _, e := range electors {
-			e.Close()
-		}
-		loops.Wait()
-	}()
+	rec, _, _ := electAll(t, ns, "leader/restart.json")
 	first := rec.next(t)
 	time.Sleep(2 * time.Second)
 

@@ -19,7 +19,10 @@ import (
 	"github.com/s3lect/s3lect/store/s3store"
 )
 
-var chaosDuration = flag.Duration("chaos.duration", 60*time.Second, "how long TestRandomFaults injects faults (a soak: 10m)")
+var (
+	chaosDuration = flag.Duration("chaos.duration", 60*time.Second, "how long TestRandomFaults injects faults (a soak: 10m)")
+	chaosSeed     = flag.Uint64("chaos.seed", 0, "TestRandomFaults' schedule seed (0: a new one, printed)")
+)
 
 // proxied is an elector in this process whose every S3 request goes
 // through a toxiproxy of its own.
@@ -158,10 +161,12 @@ func TestRandomFaults(t *testing.T) {
 	led := newLedger()
 	nodes := group(t, m, 3, "chaos/random.json", led)
 	led.waitLeader(t, 0)
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	seed := r.Uint64()
-	r = rand.New(rand.NewPCG(seed, 2))
-	t.Logf("schedule seed %d", seed)
+	seed := *chaosSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	r := rand.New(rand.NewPCG(seed, 2))
+	t.Logf("schedule seed %d (replay the schedule with -chaos.seed=%d)", seed, seed)
 	var survived tally
 	end := time.Now().Add(*chaosDuration)
 	for time.Now().Before(end) {

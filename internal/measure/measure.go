@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"runtime"
@@ -154,7 +155,7 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 	first := <-wins
 	// Let the followers settle, then strike at a random point of their
 	// polling and the leader's renewal cycles.
-	time.Sleep(3*lt + ii + time.Duration(time.Now().UnixNano()%int64(ii)))
+	time.Sleep(3*lt + ii + rand.N(ii))
 	start := time.Now()
 	if crash {
 		first.mb.conn.Cut()

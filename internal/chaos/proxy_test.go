@@ -113,6 +113,7 @@ var faults = []fault{
 	toxic("latency spike past the lease", "downstream", "latency", fmt.Sprintf(`{"latency":%d}`, (2*chaosLT).Milliseconds())),
 	toxic("bandwidth limit", "downstream", "bandwidth", `{"rate":1}`),
 	toxic("connection cut mid-reply", "downstream", "limit_data", `{"bytes":60}`),
+	toxic("connection reset mid-request", "upstream", "reset_peer", `{"timeout":0}`),
 	toxic("reply dropped after the write landed", "downstream", "timeout", `{"timeout":0}`),
 	{
 		kind:  "leader partitioned",

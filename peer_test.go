@@ -434,17 +434,25 @@ func TestPeerHandlerAndMux(t *testing.T) {
 	}
 }
 
-func TestPeerLongPoll(t *testing.T) {
-	e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
+// leadAlone makes an elector on st with the peer tests' timings and
+// elects it; it closes when the test ends.
+func leadAlone(t *testing.T, st store.Store) (*Elector, *Leadership) {
+	t.Helper()
+	e, err := New(ElectorConfig{Store: st, LockfilePath: testKey, ServerID: "w",
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
+	t.Cleanup(func() { e.Close() })
 	lead, err := e.Campaign(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, lead
+}
+
+func TestPeerLongPoll(t *testing.T) {
+	e, lead := leadAlone(t, memstore.New())
 	srv := httptest.NewServer(e.PeerHandler())
 	defer srv.Close()
 	defer srv.CloseClientConnections()
@@ -542,18 +550,8 @@ func TestServePeers(t *testing.T) {
 }
 
 func TestStaleLeaderAnswers503(t *testing.T) {
-	mem := memstore.New()
-	fs := newFaultStore(mem)
-	e, err := New(ElectorConfig{Store: fs, LockfilePath: testKey, ServerID: "w",
-		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	lead, err := e.Campaign(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := newFaultStore(memstore.New())
+	e, lead := leadAlone(t, fs)
 	fs.set(func(f *faultStore) { f.blackhole = true })
 	<-lead.Done()
 	rec := httptest.NewRecorder()

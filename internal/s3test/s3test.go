@@ -31,13 +31,19 @@ func Endpoint(t testing.TB) string {
 	t.Helper()
 	ep := os.Getenv("S3LECT_TEST_S3_ENDPOINT")
 	if ep == "" {
-		const how = "no S3 server: run `bash .ci/run`, which installs and starts MinIO, or start MinIO yourself and set S3LECT_TEST_S3_ENDPOINT, S3LECT_TEST_S3_BUCKET and the AWS_* credentials"
-		if os.Getenv("CI") == "true" {
-			t.Fatal(how)
-		}
-		t.Skip(how)
+		Need(t, "no S3 server: run `bash .ci/run`, which installs and starts MinIO, or start MinIO yourself and set S3LECT_TEST_S3_ENDPOINT, S3LECT_TEST_S3_BUCKET and the AWS_* credentials")
 	}
 	return ep
+}
+
+// Need ends a test that lacks a server it needs: it skips with how to get
+// one, except under CI=true, where it fails. CI never passes by skipping.
+func Need(t testing.TB, how string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(how)
+	}
+	t.Skip(how)
 }
 
 // NewClient returns a client for the test endpoint with a transport of its

@@ -316,7 +316,7 @@ func (e *Elector) claim(ctx context.Context, f *follower, c *campaign) {
 		c.result <- campaignResult{l: l}
 		e.publishLocked(Change{Leader: rec, IsLeader: true})
 		e.log.Info("became leader", "term", term)
-		e.g.Go(func() error { return l.heartbeat(sentAt, data) })
+		e.g.Go(func() error { return l.heartbeat(sentAt) })
 	case errors.Is(err, store.ErrPreconditionFailed):
 		f.lastRead = time.Time{} // someone else wrote first: see who
 		if c.withdrawn {

@@ -12,13 +12,13 @@ import (
 // heartbeat renews the lease every FrequentInterval until the leadership
 // ends, then releases the lockfile when the end allows it and hands what it
 // left in the store to the run loop. sentAt is when the winning write's
-// first attempt was sent; data is that write's content.
+// first attempt was sent.
 //
 // Self-fencing: the lease ends LeaderTimeout minus the margin after the
 // first attempt of the last successful write was sent, by this process's
 // monotonic clock. A timer cancels the context at that moment whatever the
 // heartbeat is doing; every successful renewal moves it.
-func (l *Leadership) heartbeat(sentAt time.Time, data []byte) error {
+func (l *Leadership) heartbeat(sentAt time.Time) error {
 	e := l.e
 	l.mu.Lock()
 	deadline := l.deadline
@@ -46,7 +46,7 @@ func (l *Leadership) heartbeat(sentAt time.Time, data []byte) error {
 		rec, etag := l.rec, l.etag
 		l.mu.Unlock()
 		rec.LastUpdated = e.nextStamp()
-		data = rec.encode()
+		data := rec.encode()
 		sentAt = time.Now()
 		// The renewal runs under the leadership's context, so the lease
 		// deadline, Resign and the parent all cut it short.
@@ -131,7 +131,7 @@ func (l *Leadership) release(rec Record, etag string, unsure []byte) (view, erro
 	}
 	switch {
 	case err == nil:
-		return view{kind: kindVacant, etag: tag, data: data, rec: rec, term: rec.Term, seenAt: time.Now()}, nil
+		return view{kind: kindVacant, etag: tag, rec: rec, term: rec.Term, seenAt: time.Now()}, nil
 	case errors.Is(err, store.ErrPreconditionFailed):
 		return view{}, nil // another holder wrote since: nothing of ours is left
 	default:

@@ -91,7 +91,6 @@ const (
 type view struct {
 	kind kind
 	etag string // "" when absent
-	data []byte
 	rec  Record // valid for kindVacant, kindHeld and kindOurs
 	term uint64 // the term a takeover must exceed
 
@@ -112,7 +111,7 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 	if v.kind != kindUnknown && etag == v.etag && (etag != "" || v.kind == kindAbsent) {
 		return v // unchanged: keep the time we first saw it
 	}
-	n := view{etag: etag, data: data, seenAt: now}
+	n := view{etag: etag, seenAt: now}
 	if etag == "" {
 		n.kind = kindAbsent
 		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs

@@ -251,7 +251,7 @@ type Change struct {
 // Elector campaigns for, holds and watches the leadership of one lockfile.
 // Its methods are safe for concurrent use. Many electors can share one
 // Store and one process; each costs one goroutine while it follows or
-// watches, and one more while it leads.
+// watches, one more while it leads, and one more in peer mode.
 type Elector struct {
 	cfg    ElectorConfig
 	owned  store.Store // the store New built from Bucket, released by Close
@@ -263,7 +263,7 @@ type Elector struct {
 	cancel   context.CancelFunc
 	loopCtx  context.Context // the run loop's reads; cancelled first by Close
 	stopLoop context.CancelFunc
-	g        errgroup.Group // the run loop and the heartbeat of the live Leadership
+	g        errgroup.Group // the run loop, the peer poller and the live Leadership's heartbeat
 
 	peerClient  *http.Client    // followers' peer requests; nil unless PeerMode
 	ownedPeer   bool            // peerClient was built here; Close releases it

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 )
 
@@ -11,6 +12,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(nodeEnv) != "" {
 		os.Exit(runNode()) // this binary is a node process of TestProcessFaults
 	}
+	zerolog.SetGlobalLevel(zerolog.Disabled) // toxiproxy's toxics log through the global logger
 	goleak.VerifyTestMain(m,
 		// toxiproxy leaves a toxic's pipe goroutine blocked on a channel
 		// send when a link is torn down under it (seen with its bandwidth

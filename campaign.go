@@ -294,8 +294,9 @@ func (e *Elector) claim(ctx context.Context, f *follower, c *campaign) {
 		// it back so that nobody waits for it.
 		err = fmt.Errorf("s3lect: takeover of %q took longer than the lease", e.key)
 		rec.LastUpdated = time.Time{}
-		if tag, rerr := e.put(ctx, rec.encode(), etag); rerr == nil {
-			etag, data = tag, rec.encode()
+		released := rec.encode()
+		if tag, rerr := e.put(ctx, released, etag); rerr == nil {
+			etag, data = tag, released
 		}
 		f.v = view{}.observe(data, etag, time.Now())
 	}

@@ -58,9 +58,7 @@ func (l *Leadership) heartbeat(sentAt time.Time) error {
 			unsure = nil
 			expiry.Reset(time.Until(deadline))
 			renew.Reset(time.Until(sentAt.Add(e.cfg.FrequentInterval)))
-			e.mu.Lock()
-			e.current.Leader = rec // same leader and term: nothing to announce
-			e.mu.Unlock()
+			e.publish(Change{Leader: rec, IsLeader: true}) // same leader and term: recorded, not announced
 		case l.ctx.Err() != nil:
 			unsure = data
 		case errors.Is(err, store.ErrPreconditionFailed):

@@ -113,12 +113,14 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 	}
 	wins := make(chan win, 3)
 	var members []*member
+	var campaigns sync.WaitGroup
 	defer func() {
 		for _, mb := range members {
-			mb.e.Close()
+			mb.e.Close() // ends its Campaign
 			mb.stop()
 			<-mb.done
 		}
+		campaigns.Wait()
 	}()
 	for i := range 3 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -144,9 +146,11 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 		mb.stop = stop
 		go func() { defer close(mb.done); s3lect.ServePeers(sctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
 		members = append(members, mb)
+		campaigns.Add(1)
 		go func() {
+			defer campaigns.Done()
 			if lead, err := e.Campaign(ctx); err == nil {
-				wins <- win{mb, lead}
+				wins <- win{mb, lead} // buffered for all three
 			}
 		}()
 	}
@@ -201,12 +205,14 @@ func Cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 	key := fmt.Sprintf("measure/cost-%d-%d.json", n, time.Now().UnixNano())
 	counters := make([]*store.Counter, n)
 	electors := make([]*s3lect.Elector, n)
+	var campaigns sync.WaitGroup
 	defer func() {
 		for _, e := range electors {
 			if e != nil {
-				e.Close()
+				e.Close() // ends its Campaign
 			}
 		}
+		campaigns.Wait()
 	}()
 	for i := range n {
 		counters[i] = store.NewCounter(newStore())
@@ -215,7 +221,8 @@ func Cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 			return Rates{}, err
 		}
 		electors[i] = e
-		go e.Campaign(ctx)
+		campaigns.Add(1)
+		go func() { defer campaigns.Done(); e.Campaign(ctx) }()
 	}
 	time.Sleep(6 * s3lect.DefaultLeaderTimeout / time.Duration(k)) // settle into the infrequent interval
 	before := make([]store.Counts, n)
@@ -258,10 +265,12 @@ func Pool(ctx context.Context, n, lockfiles, k int, window time.Duration) (Usage
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
 	electors := make([]*s3lect.Elector, 0, n)
+	var campaigns sync.WaitGroup
 	defer func() {
 		for _, e := range electors {
-			e.Close()
+			e.Close() // ends its Campaign
 		}
+		campaigns.Wait()
 	}()
 	for i := range n {
 		e, err := s3lect.New(Config(mem, fmt.Sprintf("shards/%d.json", i%lockfiles), fmt.Sprintf("worker-%d", i/lockfiles), k))
@@ -269,7 +278,8 @@ func Pool(ctx context.Context, n, lockfiles, k int, window time.Duration) (Usage
 			return Usage{}, err
 		}
 		electors = append(electors, e)
-		go e.Campaign(ctx)
+		campaigns.Add(1)
+		go func() { defer campaigns.Done(); e.Campaign(ctx) }()
 	}
 	time.Sleep(6 * s3lect.DefaultLeaderTimeout / time.Duration(k))
 	c0, cpu0, t0 := mem.Counts(), cpuTime(), time.Now()

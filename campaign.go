@@ -113,6 +113,7 @@ type follower struct {
 	claimAfter  time.Time // no takeover before this local time (after a failed one)
 	peerGen     uint64    // generation of the poller's current target
 	peerActive  bool      // the leader answers for the lockfile: no storage reads
+	readErr     error     // the last read's failure, nil after a success
 }
 
 // run is the elector's main loop. It reads the lockfile while this elector
@@ -171,7 +172,7 @@ func (e *Elector) step(ctx context.Context, f *follower) (time.Duration, bool) {
 		if f.peerActive {
 			// The leader answers for the lockfile; its silence or refusal
 			// comes back as a failed report.
-			e.publish(Change{Leader: f.v.leader(now, e.cfg.LeaderTimeout)})
+			e.publish(Change{Leader: f.v.leader(now, e.cfg.LeaderTimeout), Err: f.readErr})
 			return 0, false
 		}
 		if f.lastRead.IsZero() || !now.Before(f.lastRead.Add(e.interval(f.mode))) {
@@ -186,7 +187,7 @@ func (e *Elector) step(ctx context.Context, f *follower) (time.Duration, bool) {
 			e.claim(e.ctx, f, c)
 			continue
 		}
-		e.publish(Change{Leader: f.v.leader(now, e.cfg.LeaderTimeout)})
+		e.publish(Change{Leader: f.v.leader(now, e.cfg.LeaderTimeout), Err: f.readErr})
 
 		wakeAt := f.lastRead.Add(e.interval(f.mode))
 		if ok && at.After(now) && at.Before(wakeAt) {
@@ -220,8 +221,10 @@ func (e *Elector) read(ctx context.Context, f *follower, c *campaign) {
 			f.mode = infrequent // keep watching, without hammering a store that refuses us
 		}
 		e.log.Warn("reading the lockfile failed", "err", err)
+		f.readErr = err
 		return
 	}
+	f.readErr = nil
 	now := time.Now()
 	f.v = f.v.observe(data, etag, now)
 	if f.v.kind == kindCorrupt && etag != f.prevETag {

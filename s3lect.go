@@ -246,6 +246,11 @@ type Record struct {
 type Change struct {
 	Leader   Record
 	IsLeader bool
+
+	// Err is the store failure this elector saw at its last read of the
+	// lockfile, nil once reads succeed again. A watcher uses it to tell
+	// "no leader" from "cannot read the store".
+	Err error
 }
 
 // Elector campaigns for, holds and watches the leadership of one lockfile.
@@ -420,7 +425,7 @@ func (e *Elector) publishLocked(c Change) {
 	}
 	prev, wasKnown := e.current, e.known
 	e.current, e.known = c, true
-	if e.closed || (wasKnown && prev.IsLeader == c.IsLeader &&
+	if e.closed || (wasKnown && prev.IsLeader == c.IsLeader && sameErr(prev.Err, c.Err) &&
 		prev.Leader.LeaderID == c.Leader.LeaderID && prev.Leader.Term == c.Leader.Term) {
 		return
 	}
@@ -431,6 +436,41 @@ func (e *Elector) publishLocked(c Change) {
 		}
 		ch <- c
 	}
+}
+
+func sameErr(a, b error) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error())
+}
+
+// Observe returns a channel that receives this elector's view of the
+// leadership like Changes, but that is closed and forgotten when ctx ends
+// or at Close.
+func (e *Elector) Observe(ctx context.Context) <-chan Change {
+	ch := make(chan Change, 1)
+	e.mu.Lock()
+	if e.closed || ctx.Err() != nil {
+		e.mu.Unlock()
+		close(ch)
+		return ch
+	}
+	if e.known {
+		ch <- e.current
+	}
+	e.subs = append(e.subs, ch)
+	e.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for i, s := range e.subs {
+			if s == ch {
+				e.subs = append(e.subs[:i], e.subs[i+1:]...)
+				close(ch)
+				return
+			}
+		}
+	})
+	e.start()
+	return ch
 }
 
 // nextStamp returns a lastUpdated for a new write: the wall clock, but

@@ -69,7 +69,7 @@ func FuzzPeerAnswer(f *testing.F) {
 	f.Add(ok, "L", uint64(3))
 	f.Add(bytes.Repeat([]byte(" "), maxPeerBody+1), "L", uint64(3))
 	f.Fuzz(func(t *testing.T, body []byte, id string, term uint64) {
-		rec, _, err := decodePeerAnswer(body, id, term)
+		rec, _, err := decodePeerAnswer(body, id, term, "")
 		if err != nil {
 			return
 		}

@@ -2,7 +2,7 @@ package s3lect
 
 import (
 	"context"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,14 +13,44 @@ type Leadership struct {
 	pub    leaseContext    // ctx as Context returns it
 	cancel context.CancelCauseFunc
 	term   uint64
-	exited chan struct{} // closed when the heartbeat has returned, its release written or abandoned
+	exited chan struct{} // closed by the run loop when the leadership is over, its release written or abandoned
+	endErr error         // why the release could not be written; set before exited is closed
 
-	mu       sync.Mutex
-	deadline time.Time     // local monotonic time the lease ends without a newer write
-	rec      Record        // the record last written
-	etag     string        // its ETag
-	changed  chan struct{} // closed at the next renewal, and at the end (then never replaced)
-	endErr   error         // why the release could not be written, if it could not
+	// deadline is the lease's end, in nanoseconds after e.base on the
+	// elector's local clock. The run loop moves it at every renewal; Err,
+	// the expiry timer and the peer handler read it.
+	deadline atomic.Int64
+	expiry   *time.Timer // cancels ctx at the deadline, whatever the run loop is doing
+	stopDone func() bool // stops the AfterFunc that reports the end to the run loop
+}
+
+// newLeadership starts the leadership won for a Campaign whose context is
+// parent, with its lease ending at deadline.
+func newLeadership(e *Elector, parent context.Context, term uint64, deadline time.Time) *Leadership {
+	ctx, cancel := context.WithCancelCause(parent)
+	l := &Leadership{e: e, ctx: ctx, cancel: cancel, term: term, exited: make(chan struct{})}
+	l.pub = leaseContext{Context: ctx, l: l}
+	l.deadline.Store(int64(deadline.Sub(e.base)))
+	l.expiry = time.AfterFunc(e.realUntil(deadline), func() { l.cancel(ErrLeaseExpired) })
+	l.stopDone = context.AfterFunc(ctx, func() {
+		select {
+		case e.leadDone <- l:
+		case <-e.loopDone:
+		}
+	})
+	return l
+}
+
+// extend moves the lease's end after a renewal.
+func (l *Leadership) extend(deadline time.Time) {
+	l.deadline.Store(int64(deadline.Sub(l.e.base)))
+	l.expiry.Reset(l.e.realUntil(deadline))
+}
+
+// stop releases the leadership's timers once it is over.
+func (l *Leadership) stop() {
+	l.expiry.Stop()
+	l.stopDone()
 }
 
 // Context returns the leadership's context. It derives from the context
@@ -56,11 +86,9 @@ func (c leaseContext) Err() error {
 	return c.Context.Err()
 }
 
-// expired reports whether the lease deadline has passed.
+// expired reports whether the lease deadline has passed on the local clock.
 func (l *Leadership) expired() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !time.Now().Before(l.deadline)
+	return !l.e.now().Before(l.e.base.Add(time.Duration(l.deadline.Load())))
 }
 
 // Done is shorthand for Context().Done().
@@ -71,53 +99,34 @@ func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }
 func (l *Leadership) Term() uint64 { return l.term }
 
 // Resign ends the leadership: it cancels Context with ErrResigned first,
-// then writes the released record so that a follower takes over at once
-// instead of waiting for LeaderTimeout, and returns when that write is done
-// or has definitely failed. If ctx ends first, Resign returns ctx.Err() and
-// the release goes on in the background. Resign is safe to call more than
-// once and after the leadership ended on its own; it returns nil when there
-// was nothing left to release.
+// then the lockfile is released (written with lastUpdated zero) so that a
+// follower takes over at once instead of waiting for LeaderTimeout. It
+// returns when that write is done or has definitely failed. If ctx ends
+// first, Resign returns ctx.Err() and the release goes on in the
+// background. Resign is safe to call more than once and after the
+// leadership ended on its own; it returns nil when there was nothing left
+// to release.
 //
 // Cancellation only asks the leader's work to stop. Where that work must
 // be finished before anyone else starts, drain first: cancel or stop your
 // work, wait for it to return, then call Resign.
 func (l *Leadership) Resign(ctx context.Context) error {
-	l.end(ErrResigned)
+	l.cancel(ErrResigned)
 	select {
 	case <-l.exited:
+		return l.endErr
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.endErr
 }
 
 // end cancels the leadership's context with cause, unless it already ended.
 func (l *Leadership) end(cause error) { l.cancel(cause) }
 
-// live reports whether the lease is live by this instance's clock, and the
-// record and ETag last written.
-func (l *Leadership) live() (Record, string, bool) {
-	rec, etag, live, _ := l.watch()
-	return rec, etag, live
-}
-
-// watch is live plus a channel that is closed at the next renewal or at
-// the end of the leadership (after its release is written). Liveness is
-// computed from the clock on every call, never from a timer having fired,
-// so a process resumed after a pause cannot claim a lease that ran out.
-func (l *Leadership) watch() (Record, string, bool, <-chan struct{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rec, l.etag, l.ctx.Err() == nil && time.Now().Before(l.deadline), l.changed
-}
-
-// renewed records a successful write and wakes the watchers.
-func (l *Leadership) renewed(rec Record, etag string, deadline time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.rec, l.etag, l.deadline = rec, etag, deadline
-	close(l.changed)
-	l.changed = make(chan struct{})
+// live reports whether the lease is live by this instance's clock.
+// Liveness is computed from the clock on every call, never from a timer
+// having fired, so a process resumed after a pause cannot claim a lease
+// that ran out.
+func (l *Leadership) live() bool {
+	return l.ctx.Err() == nil && !l.expired()
 }

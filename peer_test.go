@@ -188,9 +188,10 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 		handler func(w http.ResponseWriter, r *http.Request)
 		tls     *tls.Config // server TLS; nil: the test CA's
 		refused bool        // nothing listens
+		honest  bool        // answers with the lockfile's current record and ETag, as a live leader does
 		wantOK  bool
 	}{
-		{name: "Honest", handler: good("L", 5), wantOK: true},
+		{name: "Honest", honest: true, wantOK: true},
 		{name: "WrongLeader", handler: good("someone-else", 5)},
 		{name: "OlderTerm", handler: good("L", 4)},
 		{name: "BadJSON", handler: func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"leaderID":`) }},
@@ -225,6 +226,18 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 	runs := make([]*running, len(cases))
 	for i, tc := range cases {
 		var addr string
+		mem := memstore.New()
+		if tc.honest {
+			tc.handler = func(w http.ResponseWriter, r *http.Request) {
+				data, etag, err := mem.Get(r.Context(), testKey)
+				if err != nil {
+					http.Error(w, err.Error(), 503)
+					return
+				}
+				rec, _ := ParseRecord(data)
+				json.NewEncoder(w).Encode(peerRecord{Record: rec, ETag: etag})
+			}
+		}
 		if tc.refused {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -242,7 +255,6 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 			t.Cleanup(srv.Close)
 			addr = srv.Listener.Addr().String()
 		}
-		mem := memstore.New()
 		fakeLeader(t, mem, "L", 5, addr)
 		r := &running{fs: newFaultStore(mem)}
 		f, err := New(ElectorConfig{Store: r.fs, LockfilePath: testKey, ServerID: "f", ServerAddr: "127.0.0.1:1",
@@ -456,7 +468,7 @@ func TestPeerLongPoll(t *testing.T) {
 	srv := httptest.NewServer(e.PeerHandler())
 	defer srv.Close()
 	defer srv.CloseClientConnections()
-	_, etag, _ := lead.live()
+	_, etag := lastWrite(lead)
 	get := func(query string) (int, peerRecord, time.Duration) {
 		start := time.Now()
 		resp, err := srv.Client().Get(srv.URL + DefaultPeerHealthPath + query)
@@ -479,7 +491,7 @@ func TestPeerLongPoll(t *testing.T) {
 	var endCode int
 	go func() {
 		defer wg.Done()
-		_, cur, _ := lead.live()
+		_, cur := lastWrite(lead)
 		endCode, _, _ = get("?etag=" + cur + "&wait=10s")
 	}()
 	time.Sleep(peerFI / 4)

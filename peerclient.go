@@ -19,11 +19,12 @@ const maxPeerBody = 4 << 10
 // with an empty addr stops the poller. gen tells reports about an old
 // target from current ones.
 type peerTarget struct {
-	gen  uint64
-	id   string
-	term uint64
-	addr string
-	etag string // the ETag the follower knows; the long-poll waits for another
+	gen   uint64
+	id    string
+	term  uint64
+	lease string
+	addr  string
+	etag  string // the ETag the follower knows; the long-poll waits for another
 }
 
 // peerReport is what the poller heard.
@@ -104,7 +105,14 @@ func (e *Elector) pollPeers(ctx context.Context) error {
 		if wait > 0 && (fresh || time.Since(start) >= wait/2) {
 			continue // long-polling: the wait itself paces the requests
 		}
-		pause := time.NewTimer(time.Until(start.Add(e.cfg.InfrequentInterval)))
+		// Without a long-poll, ask often enough that an answer (with an
+		// ETag) comes before the follower's takeover clock runs out; a
+		// server without ETags is asked once per InfrequentInterval.
+		pace := e.cfg.InfrequentInterval
+		if etag != "" {
+			pace = min(pace, e.cfg.LeaderTimeout/2)
+		}
+		pause := time.NewTimer(time.Until(start.Add(pace)))
 		select {
 		case <-pause.C:
 		case t = <-e.peerTargets:
@@ -156,7 +164,7 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 		case resp.StatusCode != http.StatusOK:
 			return refuse("answered %s", resp.Status)
 		}
-		rec, etag, err := decodePeerAnswer(body, t.id, t.term)
+		rec, etag, err := decodePeerAnswer(body, t.id, t.term, t.lease)
 		if err != nil {
 			return refuse("%w", err)
 		}
@@ -169,9 +177,10 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 }
 
 // decodePeerAnswer checks a peer's 200 answer: at most maxPeerBody bytes,
-// a valid record, naming the leader id with the term, not released. It
-// returns the record and the ETag the answer carries ("" if none).
-func decodePeerAnswer(body []byte, id string, term uint64) (Record, string, error) {
+// a valid record, naming the leader id with the term (and the lease, when
+// the follower knows one), not released. It returns the record and the
+// ETag the answer carries ("" if none).
+func decodePeerAnswer(body []byte, id string, term uint64, lease string) (Record, string, error) {
 	if len(body) > maxPeerBody {
 		return Record{}, "", fmt.Errorf("answer is larger than %d bytes", maxPeerBody)
 	}
@@ -181,8 +190,10 @@ func decodePeerAnswer(body []byte, id string, term uint64) (Record, string, erro
 		return Record{}, "", fmt.Errorf("bad answer: %w", err)
 	case *w.LeaderID != id || w.Term != term:
 		return Record{}, "", fmt.Errorf("answered for %q term %d; expected %q term %d", *w.LeaderID, w.Term, id, term)
+	case lease != "" && w.Lease != lease:
+		return Record{}, "", fmt.Errorf("answered for lease %q; expected %q", w.Lease, lease)
 	case w.LastUpdated.IsZero():
 		return Record{}, "", errors.New("answered with a released record")
 	}
-	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated, Term: w.Term}, w.ETag, nil
+	return w.record(), w.ETag, nil
 }

@@ -68,39 +68,40 @@ func (e *Elector) servePeer(w http.ResponseWriter, r *http.Request) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		e.mu.Lock()
-		l := e.lead
-		e.mu.Unlock()
+		snap := e.snap.Load()
+		l := snap.lead
 		if l == nil {
 			notLeader(w)
 			return
 		}
-		rec, etag, live, changed := l.watch()
-		if !live {
+		if !l.live() {
 			if l.ctx.Err() != nil && wait > 0 {
 				// Ending: answer once the release is written, so that the
 				// follower's next read finds the lease vacant.
 				select {
-				case <-changed:
+				case <-l.exited:
 				case <-timer.C:
 				case <-r.Context().Done():
-					return
 				}
 			}
 			notLeader(w)
 			return
 		}
-		if known != etag || known == "" {
+		if known != snap.etag || known == "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Cache-Control", "no-store")
-			json.NewEncoder(w).Encode(peerRecord{Record: rec, ETag: etag})
+			json.NewEncoder(w).Encode(peerRecord{Record: snap.rec, ETag: snap.etag})
 			return
 		}
 		select { // nothing new yet: wait for a renewal or the end
-		case <-changed:
+		case <-snap.next:
+		case <-l.ctx.Done():
 		case <-timer.C:
 			known = "" // answer with what there is
 		case <-r.Context().Done():
+			// The follower gave up, or the server is shutting down: a
+			// shutdown is no answer for the leadership, so say 503.
+			notLeader(w)
 			return
 		}
 	}
@@ -169,9 +170,10 @@ func (m *PeerMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TLS versions below 1.2 are refused whatever cfg says. Read, write and
 // header timeouts bound every connection.
 //
-// When ctx ends, ServePeers stops accepting, answers waiting long-polls,
-// waits up to five seconds for requests in flight, closes every connection,
-// and returns nil. It returns early with the error if serving fails.
+// When ctx ends, ServePeers stops accepting, answers waiting long-polls
+// with 503, waits up to five seconds for requests in flight, closes every
+// connection, and returns nil. If serving fails first, it closes every
+// connection and returns the error.
 func ServePeers(ctx context.Context, ln net.Listener, h http.Handler, cfg *tls.Config) error {
 	if cfg == nil || (len(cfg.Certificates) == 0 && cfg.GetCertificate == nil && cfg.GetConfigForClient == nil) {
 		ln.Close()
@@ -195,6 +197,9 @@ func ServePeers(ctx context.Context, ln net.Listener, h http.Handler, cfg *tls.C
 	go func() { served <- srv.ServeTLS(ln, "", "") }()
 	select {
 	case err := <-served:
+		// The listener failed: connections it accepted may still be
+		// served, so close them all before returning.
+		srv.Close()
 		return fmt.Errorf("s3lect: serve peers on %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}

@@ -2,6 +2,7 @@ package s3lect
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -16,8 +17,19 @@ type wireRecord struct {
 	LeaderAddr  string     `json:"leaderAddr"`
 	LastUpdated *time.Time `json:"lastUpdated"`
 	Term        uint64     `json:"term"`
+	Lease       string     `json:"lease"`
+	Held        int64      `json:"held"`
 	ETag        string     `json:"etag,omitempty"`
 }
+
+// record returns the decoded Record.
+func (w wireRecord) record() Record {
+	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated,
+		Term: w.Term, Lease: w.Lease, Held: w.Held}
+}
+
+// maxLease bounds the lease field; ours are 16 hex digits.
+const maxLease = 64
 
 // encode returns the record's JSON form.
 func (r Record) encode() []byte {
@@ -38,7 +50,7 @@ func ParseRecord(data []byte) (Record, error) {
 	if err != nil {
 		return Record{}, err
 	}
-	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated, Term: w.Term}, nil
+	return w.record(), nil
 }
 
 func parseWire(data []byte) (wireRecord, error) {
@@ -58,6 +70,10 @@ func parseWire(data []byte) (wireRecord, error) {
 		return w, fmt.Errorf("%w: leaderID is missing or empty", ErrInvalidRecord)
 	case w.LastUpdated == nil:
 		return w, fmt.Errorf("%w: lastUpdated is missing", ErrInvalidRecord)
+	case w.Held < 0:
+		return w, fmt.Errorf("%w: held is negative (%d)", ErrInvalidRecord, w.Held)
+	case len(w.Lease) > maxLease:
+		return w, fmt.Errorf("%w: lease is longer than %d bytes", ErrInvalidRecord, maxLease)
 	}
 	return w, nil
 }
@@ -87,33 +103,70 @@ const (
 	kindOurs                // our own record, left by a leadership of this elector that has ended
 )
 
-// view is what the elector knows of the lockfile.
+// view is what the elector knows of the lockfile: its current sighting.
+// A sighting is an ETag together with a hash of the bytes read, so that a
+// store that reuses an ETag for other content (a rewound store) is seen
+// as having changed.
 type view struct {
 	kind kind
-	etag string // "" when absent
-	rec  Record // valid for kindVacant, kindHeld and kindOurs
-	term uint64 // the term a takeover must exceed
+	etag string   // "" when absent
+	sum  [32]byte // SHA-256 of the content; zero when absent
+	rec  Record   // valid for kindVacant, kindHeld and kindOurs
+	term uint64   // the term a takeover must exceed
 
-	// seenAt is the local monotonic time at which this ETag (or this
-	// absence) was first seen. Expiry is measured from it, never from
-	// rec.LastUpdated.
+	// seenAt is the local monotonic time at which this sighting was first
+	// seen. Expiry is measured from it, never from rec.LastUpdated.
 	seenAt time.Time
 
 	// heldBefore is set on an absence that followed a held or unreadable
 	// record: the object was deleted under a leader that may still be
 	// live, so the absence must be watched for LeaderTimeout like a lease.
 	heldBefore bool
+
+	// For the elapsed-time rule (docs/protocol.md, 3.2), on held records
+	// that carry a lease: anchor is the earliest, over the sightings i of
+	// this leadership, of seenAt_i - stretch(held_i - 1ms), and maxHeld the
+	// largest held seen. anchored is false when the rule may not be used.
+	anchor   time.Time
+	maxHeld  int64
+	anchored bool
+}
+
+// leaseKey names one leadership: its leader, term and lease value.
+type leaseKey struct {
+	id    string
+	term  uint64
+	lease string
+}
+
+func (v view) key() leaseKey { return leaseKey{v.rec.LeaderID, v.rec.Term, v.rec.Lease} }
+
+// same reports whether w is the same sighting as v.
+func (v view) same(w view) bool {
+	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly)
+}
+
+// stretch returns d lengthened by δ = 1/8 (docs/protocol.md, 3.2).
+func stretch(d time.Duration) time.Duration {
+	if mutDeltaZero {
+		return d
+	}
+	return d + d/8
 }
 
 // observe returns the view after a read at local time now that returned
 // data and etag (absent when etag == "").
 func (v view) observe(data []byte, etag string, now time.Time) view {
-	if v.kind != kindUnknown && etag == v.etag && (etag != "" || v.kind == kindAbsent) {
+	n := view{etag: etag, seenAt: now}
+	if etag != "" {
+		n.sum = sha256.Sum256(data)
+	} else {
+		n.kind = kindAbsent
+	}
+	if v.kind != kindUnknown && etag == v.etag && (n.sum == v.sum || mutETagOnly) {
 		return v // unchanged: keep the time we first saw it
 	}
-	n := view{etag: etag, seenAt: now}
 	if etag == "" {
-		n.kind = kindAbsent
 		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs
 		return n
 	}
@@ -122,10 +175,28 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 	case err != nil:
 		n.kind = kindCorrupt
 		n.term = salvageTerm(data)
+		return n
 	case rec.LastUpdated.IsZero():
 		n.kind, n.rec, n.term = kindVacant, rec, rec.Term
+		return n
+	}
+	n.kind, n.rec, n.term = kindHeld, rec, rec.Term
+	if rec.Lease == "" {
+		return n // an older writer: observed silence only
+	}
+	a := now.Add(-stretch(time.Duration(rec.Held)*time.Millisecond - time.Millisecond))
+	switch {
+	case v.kind != kindHeld || v.key() != n.key():
+		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
+	case rec.Held >= v.maxHeld:
+		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
+		if v.anchored && v.anchor.Before(a) {
+			n.anchor = v.anchor
+		}
 	default:
-		n.kind, n.rec, n.term = kindHeld, rec, rec.Term
+		// The leader's time went backwards: a rewound store or a liar.
+		// Only this sighting's own time is trusted from here on.
+		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
 	}
 	return n
 }
@@ -143,13 +214,24 @@ func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
 			return v.seenAt, true
 		}
 	}
-	return v.seenAt.Add(timeout), true
+	at := v.seenAt.Add(timeout)
+	if v.kind == kindHeld && v.anchored {
+		// The leader's lease ran from no later than its send of this
+		// record, which its held time places relative to earlier ones.
+		if t := v.anchor.Add(stretch(time.Duration(v.rec.Held) * time.Millisecond)).Add(timeout); t.Before(at) {
+			at = t
+		}
+	}
+	return at, true
 }
 
 // leader returns the live leader the view shows at local time now, or the
 // zero Record.
 func (v view) leader(now time.Time, timeout time.Duration) Record {
-	if v.kind != kindHeld || !now.Before(v.seenAt.Add(timeout)) {
+	if v.kind != kindHeld {
+		return Record{}
+	}
+	if at, _ := v.takeoverAt(timeout); !now.Before(at) {
 		return Record{}
 	}
 	return v.rec

@@ -56,6 +56,16 @@ func retry[T any](ctx context.Context, timeout time.Duration, op func(ctx contex
 	return res, err
 }
 
+// opError is a store call's failure: the operation and the lockfile, then
+// the store's error. It carries the s3lect: prefix, once.
+type opError struct {
+	op, key string
+	err     error
+}
+
+func (e *opError) Error() string { return fmt.Sprintf("s3lect: %s %q: %v", e.op, e.key, e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
 // get reads the lockfile under the retry policy. An absent lockfile is
 // returned as etag "" and a nil error.
 func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error) {
@@ -71,39 +81,43 @@ func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error)
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("s3lect: read %q: %w", e.key, err)
+		return nil, "", &opError{"read", e.key, err}
 	}
 	if r.etag == "" {
-		return nil, "", fmt.Errorf("s3lect: read %q: store returned an object without an ETag", e.key)
+		return nil, "", &opError{"read", e.key, errors.New("the store returned an object without an ETag")}
 	}
 	return r.data, r.etag, nil
 }
 
-// put writes data over etag ("" to create) under the retry policy.
+// put writes data over etag ("" to create) under the retry policy. With a
+// non-zero notAfter, no attempt is sent once the local clock reaches it.
 //
 // If an attempt fails with its outcome unknown (a timeout, a lost reply)
 // and a later one finds the precondition failed, the earlier attempt may
 // have landed: put reads the lockfile back and, if it holds exactly data,
 // returns its ETag as the write's. No other writer produces our bytes:
-// every record we write carries a stamp no earlier write of ours had.
-func (e *Elector) put(ctx context.Context, data []byte, etag string) (string, error) {
-	unknown := false
-	tag, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
+// every record carries a lease value and a stamp no other write has.
+// unsure reports, on failure, that an attempt may have landed.
+func (e *Elector) put(ctx context.Context, data []byte, etag string, notAfter time.Time) (tag string, unsure bool, err error) {
+	tag, err = retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
+		if !notAfter.IsZero() && !e.now().Before(notAfter) {
+			return "", backoff.Permanent(context.DeadlineExceeded)
+		}
 		tag, err := e.cfg.Store.PutIfMatch(ctx, e.key, data, etag)
 		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
-			unknown = true
+			unsure = true
 		}
 		return tag, err
 	})
 	if err == nil {
-		return tag, nil
+		return tag, false, nil
 	}
-	if errors.Is(err, store.ErrPreconditionFailed) && unknown {
+	if errors.Is(err, store.ErrPreconditionFailed) && unsure {
 		got, gotTag, gerr := e.get(ctx)
 		if gerr == nil && bytes.Equal(got, data) {
 			e.log.Debug("adopted own write whose reply was lost", "etag", gotTag)
-			return gotTag, nil
+			return gotTag, false, nil
 		}
 	}
-	return "", fmt.Errorf("s3lect: write %q: %w", e.key, err)
+	return "", unsure, &opError{"write", e.key, err}
 }

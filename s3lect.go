@@ -49,6 +49,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -238,6 +239,16 @@ type Record struct {
 	LeaderAddr  string    `json:"leaderAddr"`
 	LastUpdated time.Time `json:"lastUpdated"` // the writer's wall clock; zero means released
 	Term        uint64    `json:"term,omitempty"`
+
+	// Lease is a random value drawn once per leadership and kept on all
+	// its writes: it tells leaderships apart even when two processes share
+	// a ServerID, and makes every write's bytes unique.
+	Lease string `json:"lease,omitempty"`
+
+	// Held is the leader's monotonic time, in milliseconds, from the send
+	// of its leadership's first write to the send of this one. Followers
+	// use it to bound when a silent leader's lease has run out.
+	Held int64 `json:"held,omitempty"`
 }
 
 // Change is what Changes delivers: the leader this elector knows of, and
@@ -255,8 +266,11 @@ type Change struct {
 
 // Elector campaigns for, holds and watches the leadership of one lockfile.
 // Its methods are safe for concurrent use. Many electors can share one
-// Store and one process; each costs one goroutine while it follows or
-// watches, one more while it leads, and one more in peer mode.
+// Store and one process. Once started (by Campaign, Changes or Observe), an
+// elector runs three goroutines: its run loop, which alone owns the
+// election state, and two storage goroutines (the reader, for a
+// follower's reads and takeovers, and the heartbeat, for a leader's
+// renewals and release); in PeerMode a fourth, the peer poller.
 type Elector struct {
 	cfg    ElectorConfig
 	owned  store.Store // the store New built from Bucket, released by Close
@@ -264,37 +278,49 @@ type Elector struct {
 	log    *slog.Logger
 	margin time.Duration // the leader's safety margin: LeaderTimeout / 10
 
-	ctx      context.Context // the elector's lifetime; cancelled last by Close
-	cancel   context.CancelFunc
-	loopCtx  context.Context // the run loop's reads; cancelled first by Close
-	stopLoop context.CancelFunc
-	g        errgroup.Group // the run loop, the peer poller and the live Leadership's heartbeat
+	ctx    context.Context // the storage goroutines' lifetime; cancelled by Close after the loop ends
+	cancel context.CancelFunc
+	g      errgroup.Group // the run loop, the storage goroutines and the peer poller
 
-	peerClient  *http.Client    // followers' peer requests; nil unless PeerMode
-	ownedPeer   bool            // peerClient was built here; Close releases it
-	peerTargets chan peerTarget // capacity 1: run loop -> poller, latest target wins
-	peerReports chan peerReport // poller -> run loop
+	// Channels of the run loop. Nobody closes them; senders select on
+	// loopDone or their own context.
+	reqs        chan request     // API calls -> loop
+	results     chan evStore     // storage goroutines -> loop
+	readOps     chan storeOp     // capacity 1: loop -> reader
+	beatOps     chan storeOp     // capacity 1: loop -> heartbeat
+	leadDone    chan *Leadership // a leadership's context ended -> loop
+	peerTargets chan peerTarget  // capacity 1: loop -> poller, latest target wins
+	peerReports chan peerReport  // poller -> loop
+	loopDone    chan struct{}    // closed when the run loop has returned
 
-	closing  chan struct{} // closed when Close starts
-	loopDone chan struct{} // closed when the run loop returns
-	wake     chan struct{} // capacity 1: nudges the run loop to look at its inputs
+	peerClient *http.Client // followers' peer requests; nil unless PeerMode
+	ownedPeer  bool         // peerClient was built here; Close releases it
 
-	mu        sync.Mutex
-	started   bool // the run loop was launched
+	snap      atomic.Pointer[snapshot] // what Leader and the peer handler read
+	campaigns atomic.Uint64            // numbers Campaign calls
+
+	base time.Time // a fixed local time, for rate
+	rate float64   // the local clock's rate relative to real time; 0 or 1: real (tests only)
+
+	life      sync.Mutex // guards started and closed, nothing else
+	started   bool
 	closed    bool
-	camp      *campaign   // the waiting Campaign call, if any
-	lead      *Leadership // the live or ending Leadership, if any
-	handoff   *view       // what a finished Leadership left in the store, for the run loop
-	subs      []chan Change
-	current   Change // last state published
-	known     bool   // current reflects at least one read or write
-	stamp     time.Time
-	maxTerm   uint64 // highest term seen or written
 	closeDone chan struct{}
 }
 
+// snapshot is an immutable picture of the election, published by the run
+// loop after every step.
+type snapshot struct {
+	change Change
+	known  bool
+	lead   *Leadership // the live or ending leadership, if any
+	rec    Record      // its last write
+	etag   string
+	next   chan struct{} // closed when a newer snapshot is published
+}
+
 // New validates cfg and returns an Elector. It starts nothing: background
-// work begins with the first call to Campaign or Changes.
+// work begins with the first call to Campaign, Changes or Observe.
 func New(cfg ElectorConfig) (*Elector, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -310,18 +336,11 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		owned = st
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	loopCtx, stopLoop := context.WithCancel(ctx)
 	peerClient, ownedPeer := cfg.PeerClient, false
 	if cfg.PeerMode && peerClient == nil {
 		peerClient, ownedPeer = newPeerClient(cfg), true
 	}
-	return &Elector{
-		peerClient:  peerClient,
-		ownedPeer:   ownedPeer,
-		peerTargets: make(chan peerTarget, 1),
-		peerReports: make(chan peerReport),
-		loopCtx:     loopCtx,
-		stopLoop:    stopLoop,
+	e := &Elector{
 		cfg:         cfg,
 		owned:       owned,
 		key:         cfg.LockfilePath,
@@ -329,60 +348,101 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		margin:      cfg.LeaderTimeout / 10,
 		ctx:         ctx,
 		cancel:      cancel,
-		closing:     make(chan struct{}),
+		reqs:        make(chan request),
+		results:     make(chan evStore),
+		readOps:     make(chan storeOp, 1),
+		beatOps:     make(chan storeOp, 1),
+		leadDone:    make(chan *Leadership),
+		peerTargets: make(chan peerTarget, 1),
+		peerReports: make(chan peerReport),
 		loopDone:    make(chan struct{}),
-		wake:        make(chan struct{}, 1),
+		peerClient:  peerClient,
+		ownedPeer:   ownedPeer,
+		base:        time.Now(),
 		closeDone:   make(chan struct{}),
-	}, nil
+	}
+	if mutMarginZero {
+		e.margin = 0
+	}
+	e.snap.Store(&snapshot{next: make(chan struct{})})
+	return e, nil
 }
 
-// start launches the run loop, once, unless Close has begun.
-func (e *Elector) start() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started || e.closed {
-		return
+// params returns the fixed inputs of the election's decisions.
+func (e *Elector) params() params {
+	return params{id: e.cfg.ServerID, addr: e.cfg.ServerAddr, fi: e.cfg.FrequentInterval,
+		ii: e.cfg.InfrequentInterval, lt: e.cfg.LeaderTimeout, margin: e.margin, peerMode: e.cfg.PeerMode}
+}
+
+// start launches the goroutines, once, unless Close has begun. It reports
+// whether the run loop is (or was) running.
+func (e *Elector) start() bool {
+	e.life.Lock()
+	defer e.life.Unlock()
+	if e.started {
+		return true
+	}
+	if e.closed {
+		return false
 	}
 	e.started = true
 	e.g.Go(func() error {
 		defer close(e.loopDone)
-		return e.run(e.loopCtx)
+		return e.run(e.ctx)
 	})
+	e.g.Go(func() error { return e.serveStore(e.ctx, e.readOps) }) // the storage reader
+	e.g.Go(func() error { return e.serveStore(e.ctx, e.beatOps) }) // the heartbeat
 	if e.cfg.PeerMode {
-		e.g.Go(func() error { return e.pollPeers(e.loopCtx) })
+		e.g.Go(func() error { return e.pollPeers(e.ctx) })
 	}
+	return true
 }
 
-// nudge asks the run loop to look at its inputs again. It never blocks.
-func (e *Elector) nudge() {
-	select {
-	case e.wake <- struct{}{}:
-	default:
+// publishSnapshot publishes what the loop's state shows, if it changed.
+func (e *Elector) publishSnapshot(lp *loop) {
+	old := e.snap.Load()
+	n := &snapshot{change: lp.s.pub, known: lp.s.known, lead: lp.lead}
+	if lp.lead != nil {
+		n.rec, n.etag = lp.s.lead.rec, lp.s.lead.etag
 	}
+	if old.known == n.known && old.lead == n.lead && old.etag == n.etag &&
+		old.change.IsLeader == n.change.IsLeader && old.change.Leader == n.change.Leader && sameErr(old.change.Err, n.change.Err) {
+		return
+	}
+	n.next = make(chan struct{})
+	e.snap.Store(n)
+	close(old.next)
 }
 
 // Changes returns a new channel that receives this elector's view of the
 // leadership: first the current state, once known, then every change of
-// leader (ID or term) or of whether this elector leads. The elector never
-// waits for a reader: a slow reader finds only the latest state, having
-// missed the ones in between. The channel is closed by Close. Calling
-// Changes starts the background reader, so an elector that never
-// campaigns can watch a group.
-func (e *Elector) Changes() <-chan Change {
-	ch := make(chan Change, 1)
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		close(ch)
-		return ch
+// leader (ID or term), of whether this elector leads, or of the store
+// error it sees. The elector never waits for a reader: a slow reader
+// finds only the latest state, having missed the ones in between. The
+// channel is closed by Close. Calling Changes starts the background
+// reader, so an elector that never campaigns can watch a group. Use
+// Observe for a channel that can be given up before Close.
+func (e *Elector) Changes() <-chan Change { return e.Observe(context.Background()) }
+
+// Observe is Changes for a channel that is closed, and forgotten by the
+// elector, when ctx ends or at Close, whichever comes first.
+func (e *Elector) Observe(ctx context.Context) <-chan Change {
+	sub := &subscription{ch: make(chan Change, 1)}
+	if ctx.Err() != nil || !e.ask(ctx, request{sub: sub}) {
+		close(sub.ch)
+		return sub.ch
 	}
-	if e.known {
-		ch <- e.current
+	if ctx.Done() != nil {
+		context.AfterFunc(ctx, func() {
+			// Hand the channel back to the loop, which closes it; after
+			// Close the loop has closed it already.
+			select {
+			case e.reqs <- request{unsub: sub}:
+			case <-e.loopDone:
+			}
+		})
 	}
-	e.subs = append(e.subs, ch)
-	e.mu.Unlock()
-	e.start()
-	return ch
+	return sub.ch
 }
 
 // Lockfile reads the lockfile once, under the retry policy, and returns
@@ -405,127 +465,39 @@ func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err err
 // knows of none (before the first read, or when the lease is vacant,
 // expired or unreadable).
 func (e *Elector) Leader() (Record, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.current.Leader, e.known && e.current.Leader.LeaderID != ""
-}
-
-// publish records c as the current state and, if the leader's ID or term or
-// IsLeader changed, hands it to every Changes channel, replacing a value
-// the reader has not taken yet.
-func (e *Elector) publish(c Change) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.publishLocked(c)
-}
-
-func (e *Elector) publishLocked(c Change) {
-	if c.Leader.Term > e.maxTerm {
-		e.maxTerm = c.Leader.Term
-	}
-	prev, wasKnown := e.current, e.known
-	e.current, e.known = c, true
-	if e.closed || (wasKnown && prev.IsLeader == c.IsLeader && sameErr(prev.Err, c.Err) &&
-		prev.Leader.LeaderID == c.Leader.LeaderID && prev.Leader.Term == c.Leader.Term) {
-		return
-	}
-	for _, ch := range e.subs {
-		select { // drop the unread value, if any; only publishers send, under e.mu
-		case <-ch:
-		default:
-		}
-		ch <- c
-	}
-}
-
-func sameErr(a, b error) bool {
-	return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error())
-}
-
-// Observe returns a channel that receives this elector's view of the
-// leadership like Changes, but that is closed and forgotten when ctx ends
-// or at Close.
-func (e *Elector) Observe(ctx context.Context) <-chan Change {
-	ch := make(chan Change, 1)
-	e.mu.Lock()
-	if e.closed || ctx.Err() != nil {
-		e.mu.Unlock()
-		close(ch)
-		return ch
-	}
-	if e.known {
-		ch <- e.current
-	}
-	e.subs = append(e.subs, ch)
-	e.mu.Unlock()
-	context.AfterFunc(ctx, func() {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		for i, s := range e.subs {
-			if s == ch {
-				e.subs = append(e.subs[:i], e.subs[i+1:]...)
-				close(ch)
-				return
-			}
-		}
-	})
-	e.start()
-	return ch
-}
-
-// nextStamp returns a lastUpdated for a new write: the wall clock, but
-// always after every stamp this elector wrote before, so that no two of its
-// writes have the same bytes even if the wall clock steps back.
-func (e *Elector) nextStamp() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := time.Now().UTC().Round(0)
-	if !now.After(e.stamp) {
-		now = e.stamp.Add(time.Nanosecond)
-	}
-	e.stamp = now
-	return now
+	s := e.snap.Load()
+	return s.change.Leader, s.known && s.change.Leader.LeaderID != ""
 }
 
 // Close resigns a held leadership (releasing the lockfile), makes a waiting
 // Campaign return ErrClosed, stops every goroutine and waits for them, and
-// closes every Changes channel. It is safe to call more than once; later
-// calls wait for the first to finish.
+// closes every Changes and Observe channel. It is safe to call more than
+// once; later calls wait for the first to finish.
 func (e *Elector) Close() error {
-	e.mu.Lock()
+	e.life.Lock()
 	if e.closed {
-		e.mu.Unlock()
+		e.life.Unlock()
 		<-e.closeDone
 		return nil
 	}
 	e.closed = true
-	close(e.closing)
-	e.stopLoop()
 	started := e.started
-	e.mu.Unlock()
+	e.life.Unlock()
 
-	// The run loop returns at its next look at its inputs, after finishing
-	// a takeover it may be writing; from then on no leadership can start.
-	// A Campaign that sees closing withdraws, and resigns what a takeover
-	// in flight won.
+	var err error
 	if started {
+		// The loop ends a leadership (writing its release), answers a
+		// waiting Campaign once a takeover in flight has decided, closes
+		// every subscription and returns.
+		select {
+		case e.reqs <- request{close: true}:
+		case <-e.loopDone:
+		}
 		<-e.loopDone
-	}
-	e.mu.Lock()
-	l := e.lead
-	e.mu.Unlock()
-	if l != nil {
-		l.end(errCloseResign)
-		<-l.exited
+		e.cancel()
+		err = e.g.Wait()
 	}
 	e.cancel()
-	err := e.g.Wait()
-	e.mu.Lock()
-	for _, ch := range e.subs {
-		close(ch)
-	}
-	e.subs = nil
-	e.mu.Unlock()
 	if c, ok := e.owned.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}

@@ -1,0 +1,277 @@
+package s3lect
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// The run loop is the one goroutine that owns an elector's election state.
+// Everything else talks to it over channels: API calls send requests and
+// wait for answers; the storage goroutines (the reader, for follower
+// reads and takeovers, and the heartbeat, for a leader's renewals and
+// release) send results tagged with the generation of the call; the peer
+// poller sends what it heard; a leadership's end arrives from its
+// context. The decisions are core.go's; the loop performs their effects.
+
+// request is an API call to the run loop. Each kind is answered on its own
+// channel, which has room for the answer, so the loop never blocks on it.
+type request struct {
+	campaign *campaignReq
+	withdraw *evWithdraw
+	sub      *subscription
+	unsub    *subscription
+	close    bool
+	ping     chan struct{}
+}
+
+// campaignReq is one Campaign call.
+type campaignReq struct {
+	id     uint64
+	ctx    context.Context
+	answer chan campaignAnswer // capacity 1; the loop sends exactly one answer
+}
+
+type campaignAnswer struct {
+	l   *Leadership
+	err error
+}
+
+// subscription is one Changes or Observe channel. The loop alone sends on
+// ch and closes it.
+type subscription struct {
+	ch chan Change // capacity 1: holds the latest change the reader has not taken
+}
+
+// storeOp is a store call for a storage goroutine.
+type storeOp struct {
+	ctx      context.Context
+	gen      uint64
+	kind     opKind
+	data     []byte
+	ifMatch  string
+	orOver   []byte
+	notAfter time.Time
+}
+
+// loop is the run loop's own bookkeeping: what the decisions need not see.
+type loop struct {
+	e       *Elector
+	s       state
+	camps   map[uint64]*campaignReq
+	lead    *Leadership
+	subs    map[*subscription]struct{}
+	readCtx context.Context // reads; cancelled when Close begins
+	stopRds context.CancelFunc
+	timer   *time.Timer
+}
+
+// run is the elector's run loop. It returns when Close has finished every
+// leadership and answered every Campaign.
+func (e *Elector) run(ctx context.Context) error {
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	lp := &loop{e: e, s: newState(e.params()), camps: map[uint64]*campaignReq{},
+		subs: map[*subscription]struct{}{}, readCtx: rctx, stopRds: stop, timer: time.NewTimer(time.Hour)}
+	defer lp.timer.Stop()
+	defer func() {
+		for sub := range lp.subs {
+			close(sub.ch)
+		}
+	}()
+	lp.step(evTimer{})
+	for !lp.s.closed {
+		var ev event
+		select {
+		case r := <-e.reqs:
+			ev = lp.request(r)
+		case r := <-e.results:
+			ev = r
+		case r := <-e.peerReports:
+			ev = evPeer(r)
+		case l := <-e.leadDone:
+			if l != lp.lead || lp.s.lead.ending != nil {
+				continue // an earlier leadership, or an end the loop already knows
+			}
+			ev = evLeadDone{context.Cause(l.ctx)}
+		case <-lp.timer.C:
+			ev = evTimer{}
+		}
+		if ev != nil {
+			lp.step(ev)
+		}
+	}
+	return nil
+}
+
+// request turns an API call into an event, or answers it directly when it
+// is not the election's business.
+func (lp *loop) request(r request) event {
+	switch {
+	case r.campaign != nil:
+		if l := lp.lead; l != nil && lp.s.lead.ending == nil && l.ctx.Err() != nil {
+			// The previous leadership's Done is closed: it has ended,
+			// even if its end has not reached the loop yet.
+			lp.step(evLeadDone{context.Cause(l.ctx)})
+		}
+		lp.camps[r.campaign.id] = r.campaign
+		return evCampaign{id: r.campaign.id, lease: newLease()}
+	case r.withdraw != nil:
+		return *r.withdraw
+	case r.sub != nil:
+		lp.subs[r.sub] = struct{}{}
+		if lp.s.known {
+			r.sub.ch <- lp.s.pub
+		}
+	case r.unsub != nil:
+		if _, ok := lp.subs[r.unsub]; ok {
+			delete(lp.subs, r.unsub)
+			close(r.unsub.ch)
+		}
+	case r.close:
+		lp.stopRds()
+		return evClose{}
+	case r.ping != nil:
+		close(r.ping)
+	}
+	return nil
+}
+
+// step feeds ev to the decisions and performs the effects.
+func (lp *loop) step(ev event) {
+	e := lp.e
+	s, fx, wake := lp.s.next(ev, e.now())
+	lp.s = s
+	for _, f := range fx {
+		lp.perform(f)
+	}
+	lp.timer.Stop()
+	if !wake.IsZero() {
+		lp.timer.Reset(max(e.realUntil(wake), time.Millisecond/10))
+	}
+	e.publishSnapshot(lp)
+}
+
+func (lp *loop) perform(f effect) {
+	e := lp.e
+	switch f := f.(type) {
+	case doRead:
+		e.readOps <- storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead}
+	case doWrite:
+		op := storeOp{ctx: e.ctx, gen: f.gen, kind: f.kind, data: f.data, ifMatch: f.ifMatch, orOver: f.orOver, notAfter: f.notAfter}
+		switch f.kind {
+		case opRenew:
+			op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
+			e.beatOps <- op
+		case opRelease:
+			e.beatOps <- op // under the elector's context: Close cancels it only after the release
+		default:
+			e.readOps <- op // a takeover runs to its end, so that its outcome is known
+		}
+	case doLead:
+		c := lp.camps[f.campID]
+		delete(lp.camps, f.campID)
+		l := newLeadership(e, c.ctx, f.term, f.deadline)
+		lp.lead = l
+		c.answer <- campaignAnswer{l: l}
+	case doRenewed:
+		lp.lead.extend(f.deadline)
+	case doEnd:
+		if lp.lead != nil {
+			lp.lead.cancel(f.cause)
+		}
+	case doExited:
+		if l := lp.lead; l != nil {
+			l.cancel(ErrResigned) // no-op unless it was never cancelled
+			l.stop()
+			l.endErr = f.err
+			close(l.exited)
+			lp.lead = nil
+		}
+	case doAnswer:
+		c := lp.camps[f.campID]
+		delete(lp.camps, f.campID)
+		err := f.err
+		if err != nil && err != ErrClosed && err != ErrCampaigning && c.ctx.Err() == nil {
+			err = fmt.Errorf("s3lect: campaign for %q: %w", e.key, err)
+		}
+		c.answer <- campaignAnswer{err: err}
+	case doPeer:
+		e.setPeerTarget(f.t)
+	case doPublish:
+		for sub := range lp.subs {
+			select { // replace a value the reader has not taken; only the loop sends
+			case <-sub.ch:
+			default:
+			}
+			sub.ch <- f.c
+		}
+	case doLog:
+		e.log.Info(f.msg, f.args...)
+	case doClosed:
+	default:
+		panic(fmt.Sprintf("s3lect: unknown effect %T", f))
+	}
+}
+
+// newLease draws a leadership's lease value.
+func newLease() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ask sends r to the run loop, starting it if needed. It returns false if
+// the loop has ended (the elector is closed) or ctx ended first.
+func (e *Elector) ask(ctx context.Context, r request) bool {
+	if !e.start() {
+		return false
+	}
+	select {
+	case e.reqs <- r:
+		return true
+	case <-e.loopDone:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// now is the elector's local monotonic time. Tests model a clock that
+// runs fast or slow by setting rate.
+func (e *Elector) now() time.Time {
+	if e.rate == 0 || e.rate == 1 {
+		return time.Now()
+	}
+	real := time.Since(e.base)
+	return e.base.Add(time.Duration(float64(real) * e.rate))
+}
+
+// realUntil returns how long, in real time, until local time t.
+func (e *Elector) realUntil(t time.Time) time.Duration {
+	d := t.Sub(e.now())
+	if e.rate == 0 || e.rate == 1 || d <= 0 {
+		return d
+	}
+	return time.Duration(float64(d) / e.rate)
+}
+
+// ping returns nil once the run loop has answered, or ctx's error. A loop
+// that does not answer is stuck.
+func (e *Elector) ping(ctx context.Context) error {
+	r := request{ping: make(chan struct{})}
+	if !e.ask(ctx, r) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return ErrClosed
+	}
+	select {
+	case <-r.ping:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

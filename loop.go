@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -25,6 +26,7 @@ type request struct {
 	unsub    *subscription
 	close    bool
 	ping     chan struct{}
+	subs     chan int // answered with the number of subscriptions (tests)
 }
 
 // campaignReq is one Campaign call.
@@ -135,6 +137,8 @@ func (lp *loop) request(r request) event {
 		return evClose{}
 	case r.ping != nil:
 		close(r.ping)
+	case r.subs != nil:
+		r.subs <- len(lp.subs)
 	}
 	return nil
 }
@@ -194,7 +198,8 @@ func (lp *loop) perform(f effect) {
 		c := lp.camps[f.campID]
 		delete(lp.camps, f.campID)
 		err := f.err
-		if err != nil && err != ErrClosed && err != ErrCampaigning && c.ctx.Err() == nil {
+		var opErr *opError
+		if err != nil && err != ErrClosed && err != ErrCampaigning && c.ctx.Err() == nil && !errors.As(err, &opErr) {
 			err = fmt.Errorf("s3lect: campaign for %q: %w", e.key, err)
 		}
 		c.answer <- campaignAnswer{err: err}

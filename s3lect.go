@@ -51,6 +51,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/errgroup"
 
@@ -171,6 +172,9 @@ type ElectorConfig struct {
 	Logger *slog.Logger
 }
 
+// maxKeyLen is the longest object key S3 (and the other stores) accept.
+const maxKeyLen = 1024
+
 // withDefaults returns cfg with every zero field set to its default.
 func (cfg ElectorConfig) withDefaults() ElectorConfig {
 	def := func(d *time.Duration, v time.Duration) {
@@ -206,6 +210,12 @@ func (cfg ElectorConfig) validate() error {
 		return bad("Bucket is set but the S3 backend is not linked in; import _ %q", "github.com/s3lect/s3lect/store/s3store")
 	case cfg.LockfilePath == "":
 		return bad("LockfilePath is empty")
+	case strings.ContainsRune(cfg.LockfilePath, 0):
+		return bad("LockfilePath %q contains a NUL byte, which no object store accepts in a key", cfg.LockfilePath)
+	case len(cfg.LockfilePath) > maxKeyLen:
+		return bad("LockfilePath is %d bytes long; object stores accept at most %d", len(cfg.LockfilePath), maxKeyLen)
+	case !utf8.ValidString(cfg.LockfilePath):
+		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":
 		return bad("ServerID is empty")
 	case cfg.FrequentInterval < 0:

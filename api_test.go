@@ -1,0 +1,160 @@
+package s3lect
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// TestCampaignRightAfterDone: once a Leadership's Done is closed, Campaign
+// may be called again at once, even while the release is being written by
+// a Resign running in another goroutine.
+func TestCampaignRightAfterDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, memstore.New(), "a")
+		l, err := n.e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for trial := range 300 {
+			go l.Resign(context.Background())
+			<-l.Done()
+			next, err := n.e.Campaign(t.Context())
+			if err != nil {
+				t.Fatalf("trial %d: Campaign() right after Done = %v; want a leadership", trial, err)
+			}
+			if next.Term() != l.Term()+1 {
+				t.Fatalf("trial %d: Term() = %d; want %d", trial, next.Term(), l.Term()+1)
+			}
+			l = next
+		}
+	})
+}
+
+func subscriptions(t *testing.T, e *Elector) int {
+	t.Helper()
+	r := request{subs: make(chan int, 1)}
+	if !e.ask(t.Context(), r) {
+		t.Fatal("the run loop did not take the request")
+	}
+	return <-r.subs
+}
+
+// TestObserveLeavesNoResidue: a thousand Observe calls whose contexts end
+// leave no subscription, goroutine or channel behind.
+func TestObserveLeavesNoResidue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, memstore.New(), "w")
+		base := n.e.Observe(t.Context())
+		<-base // the first read is done
+		synctest.Wait()
+		goroutines := runtime.NumGoroutine()
+		chans := make([]<-chan Change, 1000)
+		cancels := make([]context.CancelFunc, 1000)
+		for i := range chans {
+			ctx, cancel := context.WithCancel(t.Context())
+			chans[i], cancels[i] = n.e.Observe(ctx), cancel
+		}
+		if got := subscriptions(t, n.e); got != 1001 {
+			t.Fatalf("%d subscriptions; want 1001", got)
+		}
+		for _, cancel := range cancels {
+			cancel()
+		}
+		synctest.Wait()
+		for i, ch := range chans {
+			for range ch { // drain the first value; then it must be closed
+			}
+			_ = i
+		}
+		if got := subscriptions(t, n.e); got != 1 {
+			t.Errorf("%d subscriptions after their contexts ended; want 1", got)
+		}
+		synctest.Wait()
+		if got := runtime.NumGoroutine(); got != goroutines {
+			t.Errorf("%d goroutines after the contexts ended; want %d as before", got, goroutines)
+		}
+		// Changes keeps working as before, and is closed by Close.
+		ch := n.e.Changes()
+		if c := <-ch; c.Leader.LeaderID != "" || c.Err != nil {
+			t.Errorf("first Changes() value = %+v; want no leader, no error", c)
+		}
+		n.e.Close()
+		if _, ok := <-ch; ok {
+			t.Error("Changes() channel still open after Close")
+		}
+	})
+}
+
+// brokenStore fails every call with err until fixed.
+type brokenStore struct {
+	store.Store
+	err   error
+	fixed chan struct{}
+}
+
+func (b *brokenStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	select {
+	case <-b.fixed:
+		return b.Store.Get(ctx, key)
+	default:
+		return nil, "", b.err
+	}
+}
+
+// TestChangeErrTellsNoLeaderFromNoStore: a watcher sees the store's error
+// while reads fail, and nil once they succeed again.
+func TestChangeErrTellsNoLeaderFromNoStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		missing := store.Permanent(errors.New("NoSuchBucket: the bucket does not exist"))
+		st := &brokenStore{Store: memstore.New(), err: missing, fixed: make(chan struct{})}
+		e, err := New(testConfig(st, "w"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ch := e.Observe(t.Context())
+		c := <-ch
+		if !errors.Is(c.Err, missing) {
+			t.Fatalf("Change.Err = %v; want the store's error", c.Err)
+		}
+		if msg := c.Err.Error(); strings.Count(msg, "s3lect:") != 1 || strings.Count(msg, testKey) != 1 {
+			t.Errorf("Change.Err = %q; want the s3lect: prefix and the key once each", msg)
+		}
+		close(st.fixed)
+		c = <-ch
+		if c.Err != nil {
+			t.Errorf("Change.Err after the store recovered = %v; want nil", c.Err)
+		}
+	})
+}
+
+// TestCampaignErrorChain: a permanent store failure reaches Campaign with
+// the prefix and the key once.
+func TestCampaignErrorChain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		denied := store.Permanent(errors.New("AccessDenied"))
+		st := &brokenStore{Store: memstore.New(), err: denied, fixed: make(chan struct{})}
+		e, err := New(testConfig(st, "a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		_, err = e.Campaign(ctx)
+		if !errors.Is(err, denied) {
+			t.Fatalf("Campaign() = %v; want the permanent error", err)
+		}
+		if msg := err.Error(); strings.Count(msg, "s3lect:") != 1 || strings.Count(msg, testKey) != 1 {
+			t.Errorf("Campaign() error = %q; want the s3lect: prefix and the key once each", msg)
+		}
+	})
+}

@@ -1,0 +1,488 @@
+package s3lect
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// The election's decisions, table-tested without goroutines or clocks: a
+// row per rule of docs/protocol.md. Each row drives a state machine
+// through events at given times and checks the effects.
+
+var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+var coreParams = params{id: "me", addr: "me:1", fi: time.Second, ii: 5 * time.Second, lt: 3 * time.Second, margin: 300 * time.Millisecond}
+
+// machine drives a state through events and keeps what it emitted.
+type machine struct {
+	t    *testing.T
+	s    state
+	fx   []effect // the last step's effects
+	wake time.Time
+}
+
+func newMachine(t *testing.T, p params) *machine {
+	m := &machine{t: t, s: newState(p)}
+	return m
+}
+
+func (m *machine) on(ev event, now time.Time) *machine {
+	m.t.Helper()
+	m.s, m.fx, m.wake = m.s.next(ev, now)
+	return m
+}
+
+// read answers the read in flight with data and etag ("" for absent).
+func (m *machine) read(data []byte, etag string, now time.Time) *machine {
+	m.t.Helper()
+	if m.s.io != opRead {
+		m.t.Fatalf("at %v: read answered, but the call in flight is %v", now.Sub(t0), m.s.io)
+	}
+	return m.on(evStore{gen: m.s.gen, data: data, etag: etag}, now)
+}
+
+// wrote answers the write in flight.
+func (m *machine) wrote(etag string, err error, now time.Time) *machine {
+	m.t.Helper()
+	if m.s.io == opNone || m.s.io == opRead {
+		m.t.Fatalf("at %v: write answered, but the call in flight is %v", now.Sub(t0), m.s.io)
+	}
+	return m.on(evStore{gen: m.s.gen, etag: etag, err: err}, now)
+}
+
+// effect returns the last step's first effect of type T.
+func effectOf[T any](m *machine) (T, bool) {
+	for _, f := range m.fx {
+		if v, ok := f.(T); ok {
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+func mustEffect[T any](t *testing.T, m *machine, what string) T {
+	t.Helper()
+	v, ok := effectOf[T](m)
+	if !ok {
+		t.Fatalf("%s: no %T among %s", what, v, describe(m.fx))
+	}
+	return v
+}
+
+func noEffect[T any](t *testing.T, m *machine, what string) {
+	t.Helper()
+	if v, ok := effectOf[T](m); ok {
+		t.Fatalf("%s: unexpected %T %+v", what, v, v)
+	}
+}
+
+func describe(fx []effect) string {
+	var b strings.Builder
+	for _, f := range fx {
+		fmt.Fprintf(&b, "%T ", f)
+	}
+	return b.String()
+}
+
+func held(id string, term uint64, lease string, heldMS int64, stamp time.Duration) []byte {
+	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS}.encode()
+}
+
+// campaignAt starts a Campaign at time now and answers the first read.
+func campaignAt(t *testing.T, m *machine, data []byte, etag string, now time.Time) *machine {
+	t.Helper()
+	m.on(evCampaign{id: 1, lease: "l1"}, now)
+	return m.read(data, etag, now)
+}
+
+func TestCoreTakeoverTimes(t *testing.T) {
+	lt := coreParams.lt
+	cases := []struct {
+		name string
+		data []byte
+		etag string
+		want time.Duration // when the takeover write is sent, after the first read at 0
+	}{
+		{"AbsentNeverSeen", nil, "", 0},
+		{"Released", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, 0},
+		{"HeldNoLease", held("x", 4, "", 0, 0), `"h"`, lt},
+		{"HeldWithLease", held("x", 4, "a", 9000, 0), `"h"`, lt},
+		{"Unreadable", []byte("not json"), `"c"`, lt},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMachine(t, coreParams)
+			campaignAt(t, m, tc.data, tc.etag, at(0))
+			// Reads every FrequentInterval see the same thing; the claim
+			// goes out exactly at the takeover time, not at a read.
+			for now := time.Duration(0); now <= 2*lt; now += time.Millisecond {
+				if now > 0 {
+					if m.s.io == opRead {
+						m.read(tc.data, tc.etag, at(now))
+					} else {
+						m.on(evTimer{}, at(now))
+					}
+				}
+				if w, ok := effectOf[doWrite](m); ok {
+					if now != tc.want {
+						t.Fatalf("takeover sent at %v; want %v", now, tc.want)
+					}
+					if w.kind != opClaim || w.ifMatch != tc.etag {
+						t.Fatalf("write = %+v; want a claim over %q", w, tc.etag)
+					}
+					return
+				}
+			}
+			t.Fatalf("no takeover within %v", 2*lt)
+		})
+	}
+}
+
+func TestCoreAbsenceAfterHeldWaitsOutTheLease(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, held("x", 4, "", 0, 0), `"h"`, at(0))
+	m.on(evTimer{}, at(time.Second)).read(nil, "", at(time.Second)) // deleted under a live leader
+	noEffect[doWrite](t, m, "absence after a held record")
+	if got, _ := m.s.v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + coreParams.lt)) {
+		t.Errorf("takeover of a deleted lockfile at %v; want LeaderTimeout after the absence was seen", got.Sub(t0))
+	}
+}
+
+// TestCoreElapsedTimeRule: a follower that saw two records of one
+// leadership may take over at p_i + stretch(held_k - held_i + 1ms) + LT,
+// earlier than LeaderTimeout after its first sight of record k.
+func TestCoreElapsedTimeRule(t *testing.T) {
+	p := coreParams
+	m := newMachine(t, p)
+	campaignAt(t, m, held("x", 4, "a", 10_000, 0), `"1"`, at(0)) // record i, first seen at 0
+	// Record k, written 2 s of the leader's time later, first seen at 4.5 s.
+	m.on(evTimer{}, at(time.Second)).read(held("x", 4, "a", 12_000, 0), `"2"`, at(4500*time.Millisecond))
+	got, _ := m.s.v.takeoverAt(p.lt)
+	want := at(0).Add(stretch(2001 * time.Millisecond)).Add(p.lt) // 2.251 s + 3 s
+	if !got.Equal(want) {
+		t.Fatalf("takeoverAt = %v; want %v (not first sight + LT = %v)", got.Sub(t0), want.Sub(t0), (4500*time.Millisecond + p.lt))
+	}
+	// δ = 1/8 exactly.
+	if d := stretch(8 * time.Second); d != 9*time.Second {
+		t.Errorf("stretch(8s) = %v; want 9s", d)
+	}
+	// A leader whose reported time goes backwards (a rewound store, a
+	// liar) is trusted no more than observed silence allows.
+	m.on(evTimer{}, at(5*time.Second)).read(held("x", 4, "a", 11_000, 0), `"3"`, at(5*time.Second))
+	if got, _ := m.s.v.takeoverAt(p.lt); got.Before(at(5*time.Second + p.lt)) {
+		t.Errorf("takeoverAt after held went backwards = %v; want no earlier than first sight + LT", got.Sub(t0))
+	}
+	// Another leadership (a new lease) starts afresh.
+	m.on(evTimer{}, at(6*time.Second)).read(held("x", 4, "b", 50_000, 0), `"4"`, at(6*time.Second))
+	if got, _ := m.s.v.takeoverAt(p.lt); !got.Equal(at(6*time.Second + p.lt)) {
+		t.Errorf("takeoverAt of a new leadership = %v; want first sight + LT", got.Sub(t0))
+	}
+}
+
+// TestCoreSightingIsETagAndBytes: a store that reuses an ETag for other
+// content has changed; the first-sight time moves.
+func TestCoreSightingIsETagAndBytes(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, held("x", 4, "a", 0, 0), `"7"`, at(0))
+	m.on(evTimer{}, at(time.Second)).read(held("y", 4, "b", 0, 0), `"7"`, at(time.Second))
+	if !m.s.v.seenAt.Equal(at(time.Second)) || m.s.v.rec.LeaderID != "y" {
+		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting at 1s of y", m.s.v.seenAt.Sub(t0), m.s.v.rec.LeaderID)
+	}
+	m.on(evTimer{}, at(2*time.Second)).read(held("y", 4, "b", 0, 0), `"7"`, at(2*time.Second))
+	if !m.s.v.seenAt.Equal(at(time.Second)) {
+		t.Errorf("same ETag, same bytes: seenAt moved to %v; want 1s", m.s.v.seenAt.Sub(t0))
+	}
+}
+
+func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
+	p := coreParams
+	win := func(t *testing.T) *machine {
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		w := mustEffect[doWrite](t, m, "claim of an absent lockfile")
+		if w.kind != opClaim || w.ifMatch != "" {
+			t.Fatalf("claim = %+v; want a create", w)
+		}
+		rec, _ := ParseRecord(w.data)
+		if rec.Term != 1 || rec.Lease != "l1" || rec.Held != 0 || rec.LeaderID != "me" {
+			t.Fatalf("claim record = %+v; want me, term 1, lease l1, held 0", rec)
+		}
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		l := mustEffect[doLead](t, m, "winning write")
+		if !l.deadline.Equal(at(p.lt - p.margin)) {
+			t.Fatalf("lease deadline %v; want LT - margin after the claim was sent", l.deadline.Sub(t0))
+		}
+		if !m.wake.Equal(at(p.fi)) {
+			t.Fatalf("next wake %v; want the renewal at FrequentInterval", m.wake.Sub(t0))
+		}
+		return m
+	}
+	t.Run("RenewalIsOnePutAndCarriesHeld", func(t *testing.T) {
+		m := win(t)
+		m.on(evTimer{}, at(p.fi))
+		w := mustEffect[doWrite](t, m, "renewal")
+		noEffect[doRead](t, m, "renewal")
+		rec, _ := ParseRecord(w.data)
+		if w.kind != opRenew || w.ifMatch != `"c"` || rec.Held != 1000 || rec.Term != 1 || rec.Lease != "l1" {
+			t.Fatalf("renewal = %+v %+v; want If-Match \"c\", held 1000, term 1, lease l1", w, rec)
+		}
+		if !w.notAfter.Equal(at(p.lt - p.margin)) {
+			t.Errorf("renewal notAfter %v; want the lease deadline", w.notAfter.Sub(t0))
+		}
+		m.wrote(`"d"`, nil, at(p.fi+50*time.Millisecond))
+		r := mustEffect[doRenewed](t, m, "renewed")
+		if !r.deadline.Equal(at(p.fi + p.lt - p.margin)) {
+			t.Errorf("deadline after renewal %v; want from the renewal's send", r.deadline.Sub(t0))
+		}
+	})
+	t.Run("PreconditionFailedIsLost", func(t *testing.T) {
+		m := win(t)
+		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi))
+		if e := mustEffect[doEnd](t, m, "412"); !errors.Is(e.cause, ErrLeadershipLost) {
+			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
+		}
+		noEffect[doWrite](t, m, "lost leadership") // no release over someone else's record
+		mustEffect[doExited](t, m, "lost leadership")
+		mustEffect[doRead](t, m, "lost leadership: see who")
+	})
+	t.Run("RetriesExhaustedIsExpired", func(t *testing.T) {
+		m := win(t)
+		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
+		if e := mustEffect[doEnd](t, m, "failed renewal"); !errors.Is(e.cause, ErrLeaseExpired) {
+			t.Fatalf("cause %v; want ErrLeaseExpired", e.cause)
+		}
+		noEffect[doWrite](t, m, "expired leadership")
+		if m.s.v.kind != kindOurs {
+			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.s.v.kind)
+		}
+	})
+	t.Run("DeadlineEndsIt", func(t *testing.T) {
+		m := win(t)
+		m.on(evTimer{}, at(p.fi)) // renewal sent, reply never comes
+		m.on(evTimer{}, at(p.lt-p.margin))
+		if e := mustEffect[doEnd](t, m, "deadline"); !errors.Is(e.cause, ErrLeaseExpired) {
+			t.Fatalf("cause %v; want ErrLeaseExpired", e.cause)
+		}
+	})
+	t.Run("ResignReleases", func(t *testing.T) {
+		m := win(t)
+		m.on(evLeadDone{ErrResigned}, at(500*time.Millisecond))
+		w := mustEffect[doWrite](t, m, "resign")
+		rec, _ := ParseRecord(w.data)
+		if w.kind != opRelease || w.ifMatch != `"c"` || !rec.LastUpdated.IsZero() || rec.Term != 1 {
+			t.Fatalf("release = %+v %+v; want lastUpdated zero, same term, over \"c\"", w, rec)
+		}
+		m.wrote(`"r"`, nil, at(600*time.Millisecond))
+		if x := mustEffect[doExited](t, m, "released"); x.err != nil {
+			t.Errorf("exited with %v; want nil", x.err)
+		}
+		if m.s.v.kind != kindVacant {
+			t.Errorf("view after release = %v; want vacant", m.s.v.kind)
+		}
+	})
+	t.Run("ResignDuringRenewalWithUnknownOutcome", func(t *testing.T) {
+		m := win(t)
+		m.on(evTimer{}, at(p.fi))
+		renewal := mustEffect[doWrite](t, m, "renewal")
+		m.on(evLeadDone{ErrResigned}, at(p.fi+10*time.Millisecond))
+		m.on(evStore{gen: m.s.gen, err: errors.New("cut"), unsure: true}, at(p.fi+20*time.Millisecond))
+		w := mustEffect[doWrite](t, m, "release")
+		if w.kind != opRelease || string(w.orOver) != string(renewal.data) {
+			t.Fatalf("release = %+v; want it to go over the unsure renewal if that landed", w)
+		}
+	})
+	t.Run("CampaignAgainOnlyAfterTheEnd", func(t *testing.T) {
+		m := win(t)
+		m.on(evCampaign{id: 2, lease: "l2"}, at(200*time.Millisecond))
+		if a := mustEffect[doAnswer](t, m, "campaign while leading"); a.err != ErrCampaigning {
+			t.Fatalf("answer %v; want ErrCampaigning", a.err)
+		}
+		m.on(evLeadDone{ErrResigned}, at(300*time.Millisecond))
+		m.on(evCampaign{id: 3, lease: "l3"}, at(300*time.Millisecond)) // Done is closed: accepted
+		noEffect[doAnswer](t, m, "campaign after Done")
+		m.wrote(`"r"`, nil, at(400*time.Millisecond))
+		w := mustEffect[doWrite](t, m, "campaign after the release")
+		rec, _ := ParseRecord(w.data)
+		if w.kind != opClaim || rec.Term != 2 || rec.Lease != "l3" {
+			t.Fatalf("claim = %+v %+v; want term 2 with the new lease", w, rec)
+		}
+	})
+}
+
+func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, []byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(0))
+	for now := time.Second; now <= coreParams.lt; now += time.Second {
+		m.on(evTimer{}, at(now))
+		if m.s.io == opRead {
+			m.read([]byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(now))
+		}
+	}
+	w := mustEffect[doWrite](t, m, "takeover of unreadable content")
+	if rec, _ := ParseRecord(w.data); rec.Term != 42 || w.ifMatch != `"x"` {
+		t.Fatalf("takeover = term %d over %s; want term 42 over \"x\"", rec.Term, w.ifMatch)
+	}
+}
+
+func TestCoreTermNeverWraps(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, Record{LeaderID: "x", Term: math.MaxUint64}.encode(), `"r"`, at(0))
+	a := mustEffect[doAnswer](t, m, "released record at the largest term")
+	if a.err == nil || !strings.Contains(a.err.Error(), "cannot be raised") {
+		t.Fatalf("answer %v; want an error saying the term cannot be raised", a.err)
+	}
+	noEffect[doWrite](t, m, "term overflow")
+}
+
+func TestCoreIntervals(t *testing.T) {
+	p := coreParams
+	m := newMachine(t, p)
+	m.on(evTimer{}, at(0))
+	// A leader renewing every second, read every second: after LT of
+	// steady renewals the follower reads every InfrequentInterval.
+	now := time.Duration(0)
+	for i := int64(0); now <= p.lt; i++ {
+		m.read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
+		now += p.fi
+		m.on(evTimer{}, at(now))
+	}
+	if m.s.mode != infrequent {
+		t.Fatalf("mode after %v of steady renewals = %v; want infrequent", now, m.s.mode)
+	}
+	// A record whose wall-clock stamp is late is a hint: read frequently.
+	m.on(evTimer{}, at(now+p.ii))
+	m.read(held("x", 1, "a", 99_000, now), `"late"`, at(now+p.ii))
+	if m.s.mode != frequent {
+		t.Errorf("mode after a late-looking record = %v; want frequent", m.s.mode)
+	}
+}
+
+func TestCorePeerReports(t *testing.T) {
+	p := coreParams
+	p.peerMode = true
+	steady := func(t *testing.T) (*machine, time.Duration) {
+		m := newMachine(t, p)
+		m.on(evCampaign{id: 1, lease: "l1"}, at(0))
+		now := time.Duration(0)
+		for i := int64(0); m.s.mode != peerWatch; i++ {
+			m.read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
+			if m.s.mode == peerWatch {
+				break
+			}
+			now += p.fi
+			m.on(evTimer{}, at(now))
+		}
+		mustEffect[doPeer](t, m, "steady leader in peer mode")
+		return m, now
+	}
+	t.Run("NewETagMovesTheClock", func(t *testing.T) {
+		m, now := steady(t)
+		rec, _ := ParseRecord(held("x", 1, "a", 99_000, now))
+		m.on(evPeer{gen: m.s.peerGen, rec: rec, etag: `"p"`, at: at(now + 2*time.Second)}, at(now+2*time.Second))
+		if m.s.v.etag != `"p"` || !m.s.v.seenAt.Equal(at(now+2*time.Second)) {
+			t.Fatalf("view after a peer answer = %s seen %v; want \"p\" seen when the answer came", m.s.v.etag, m.s.v.seenAt.Sub(t0))
+		}
+		noEffect[doRead](t, m, "honest peer")
+	})
+	t.Run("StalePeerCannotHoldTheElection", func(t *testing.T) {
+		m, now := steady(t)
+		rec := m.s.v.rec
+		deadline, _ := m.s.v.takeoverAt(p.lt)
+		for d := now; d < deadline.Sub(t0); d += 100 * time.Millisecond {
+			m.on(evPeer{gen: m.s.peerGen, rec: rec, etag: m.s.v.etag, at: at(d)}, at(d)) // the same record, forever
+			noEffect[doRead](t, m, "before the takeover time")
+		}
+		m.on(evTimer{}, deadline)
+		mustEffect[doRead](t, m, "takeover time passed with nothing new heard")
+		m.read(m.s.v.rec.encode(), m.s.v.etag, deadline)
+		w := mustEffect[doWrite](t, m, "same record in the store")
+		if w.kind != opClaim {
+			t.Fatalf("write %+v; want a takeover", w)
+		}
+	})
+	t.Run("NoETagIsAHint", func(t *testing.T) {
+		m, now := steady(t)
+		seen := m.s.v.seenAt
+		rec := m.s.v.rec
+		m.on(evPeer{gen: m.s.peerGen, rec: rec, at: at(now + time.Second)}, at(now+time.Second))
+		if !m.s.v.seenAt.Equal(seen) {
+			t.Fatalf("an answer without an ETag moved the first sight to %v", m.s.v.seenAt.Sub(t0))
+		}
+		m.on(evTimer{}, at(now+p.ii))
+		mustEffect[doRead](t, m, "no-ETag peer: the store is read every InfrequentInterval")
+	})
+	t.Run("FailureReadsTheStoreAtOnce", func(t *testing.T) {
+		m, now := steady(t)
+		m.on(evPeer{gen: m.s.peerGen, err: errors.New("connection refused"), at: at(now + time.Second)}, at(now+time.Second))
+		mustEffect[doRead](t, m, "peer failure")
+		if m.s.mode != frequent {
+			t.Errorf("mode after a peer failure = %v; want frequent", m.s.mode)
+		}
+	})
+	t.Run("OldTargetIgnored", func(t *testing.T) {
+		m, now := steady(t)
+		m.on(evPeer{gen: m.s.peerGen - 1, err: errors.New("refused")}, at(now+time.Second))
+		noEffect[doRead](t, m, "report about a dropped target")
+	})
+}
+
+func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
+	claim := func(t *testing.T) *machine {
+		m := newMachine(t, coreParams)
+		campaignAt(t, m, nil, "", at(0))
+		mustEffect[doWrite](t, m, "claim")
+		return m
+	}
+	t.Run("WithdrawBeforeTheWriteReturns", func(t *testing.T) {
+		m := claim(t)
+		cause := errors.New("caller gave up")
+		m.on(evWithdraw{id: 1, cause: cause}, at(10*time.Millisecond))
+		noEffect[doAnswer](t, m, "withdrawal while the takeover is in flight")
+		m.wrote(`"c"`, nil, at(20*time.Millisecond))
+		noEffect[doLead](t, m, "won for a withdrawn campaign")
+		if w := mustEffect[doWrite](t, m, "won for a withdrawn campaign"); w.kind != opRelease {
+			t.Fatalf("write %+v; want the release", w)
+		}
+		m.wrote(`"r"`, nil, at(30*time.Millisecond))
+		if a := mustEffect[doAnswer](t, m, "released"); a.err != cause {
+			t.Fatalf("answer %v; want the withdrawal's cause", a.err)
+		}
+	})
+	t.Run("WithdrawAndTheTakeoverLoses", func(t *testing.T) {
+		m := claim(t)
+		m.on(evWithdraw{id: 1, cause: errors.New("gave up")}, at(10*time.Millisecond))
+		m.wrote("", store.ErrPreconditionFailed, at(20*time.Millisecond))
+		mustEffect[doAnswer](t, m, "lost takeover of a withdrawn campaign")
+	})
+	t.Run("CloseDuringTakeover", func(t *testing.T) {
+		m := claim(t)
+		m.on(evClose{}, at(10*time.Millisecond))
+		noEffect[doClosed](t, m, "close with a takeover in flight")
+		m.wrote(`"c"`, nil, at(20*time.Millisecond))
+		if w := mustEffect[doWrite](t, m, "won during Close"); w.kind != opRelease {
+			t.Fatalf("write %+v; want the release", w)
+		}
+		m.wrote(`"r"`, nil, at(30*time.Millisecond))
+		if a := mustEffect[doAnswer](t, m, "closed"); a.err != ErrClosed {
+			t.Fatalf("answer %v; want ErrClosed", a.err)
+		}
+		mustEffect[doClosed](t, m, "after the release")
+	})
+	t.Run("StaleResultIgnored", func(t *testing.T) {
+		m := claim(t)
+		m.on(evStore{gen: m.s.gen - 1, etag: `"old"`}, at(10*time.Millisecond))
+		noEffect[doLead](t, m, "result of an earlier call")
+		if m.s.io != opClaim {
+			t.Fatalf("call in flight %v; want the claim still", m.s.io)
+		}
+	})
+}

@@ -1,0 +1,214 @@
+package s3lect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// Protocol version 2 in virtual time: takeover times after a crash, a
+// stale peer, answers without an ETag.
+
+// TestInfrequentFollowerTakesOverByElapsedTime: the leader renews once
+// more after a stable follower's read, then crashes. The follower's next
+// read sees that renewal for the first time; under observed silence alone
+// it would wait LeaderTimeout from there. The leader's reported time
+// places the renewal's send at most about one FrequentInterval after the
+// earlier sighting, so the follower takes over at that read.
+func TestInfrequentFollowerTakesOverByElapsedTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		out := make(chan won, 2)
+		a := newNode(t, mem, "a")
+		a.campaign(t.Context(), out)
+		old := mustWin(t, out)
+		time.Sleep(testFI / 2) // b reads half-way between a's renewals
+		b := newNode(t, mem, "b")
+		b.campaign(t.Context(), out)
+		time.Sleep(30 * time.Second) // b settles into the infrequent interval
+		reads := b.fs.count("get")
+		for b.fs.count("get") == reads {
+			time.Sleep(time.Millisecond)
+		}
+		sighting := b.fs.log()[len(b.fs.log())-1].at
+		puts := old.n.fs.count("put")
+		for old.n.fs.count("put") == puts {
+			time.Sleep(time.Millisecond)
+		}
+		old.n.fs.set(func(f *faultStore) { f.blackhole = true }) // crash right after one more renewal
+		last := lastPut(old.n)
+
+		w := mustWin(t, out)
+		if w.n != b {
+			t.Fatalf("winner %s; want b", w.n.id)
+		}
+		want := sighting.Add(testII) // b's next read: the elapsed-time bound has passed by then
+		if !w.at.Equal(want) {
+			t.Errorf("takeover at %v after the sighting; want %v (observed silence alone: %v)",
+				w.at.Sub(sighting), want.Sub(sighting), testII+testLT)
+		}
+		if w.at.Before(last.at.Add(testLT - testLT/10)) {
+			t.Errorf("takeover %v after the dead leader's last write; its lease ran %v", w.at.Sub(last.at), testLT-testLT/10)
+		}
+	})
+}
+
+// loopbackPeers routes peer requests to electors' PeerHandlers in memory,
+// so that peer mode runs in a synctest bubble. A host can be crashed (new
+// requests refused, requests in flight reset) or turned stale (answers 200
+// with a fixed body at once, forever).
+type loopbackPeers struct {
+	mu    sync.Mutex
+	hosts map[string]*loopbackHost
+	asked map[string]int
+}
+
+type loopbackHost struct {
+	h     http.Handler
+	down  chan struct{} // closed when the host crashes
+	stale []byte        // if set, the answer to every request
+}
+
+var errPeerRefused = errors.New("connection refused")
+
+func (p *loopbackPeers) add(addr string, h http.Handler) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.hosts == nil {
+		p.hosts, p.asked = map[string]*loopbackHost{}, map[string]int{}
+	}
+	p.hosts[addr] = &loopbackHost{h: h, down: make(chan struct{})}
+}
+
+// crash kills the host: with stale set, something else answers at its
+// address from then on with that body.
+func (p *loopbackPeers) crash(addr string, stale []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := p.hosts[addr]
+	close(h.down)
+	p.hosts[addr] = &loopbackHost{down: make(chan struct{}), stale: stale}
+}
+
+func (p *loopbackPeers) RoundTrip(req *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	h := p.hosts[req.URL.Host]
+	p.asked[req.URL.Host]++
+	p.mu.Unlock()
+	switch {
+	case h == nil || (h.h == nil && h.stale == nil):
+		return nil, errPeerRefused
+	case h.stale != nil:
+		rec := httptest.NewRecorder()
+		rec.Header().Set("Content-Type", "application/json")
+		rec.Write(h.stale)
+		return rec.Result(), nil
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	rec := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.h.ServeHTTP(rec, req.WithContext(ctx))
+	}()
+	select {
+	case <-done:
+		return rec.Result(), nil
+	case <-h.down:
+		cancel()
+		<-done
+		return nil, errors.New("connection reset by peer")
+	case <-req.Context().Done():
+		cancel()
+		<-done
+		return nil, req.Context().Err()
+	}
+}
+
+// peerGroup elects a in peer mode with b following, and lets b settle on
+// long-polling a.
+func peerGroup(t *testing.T, net *loopbackPeers) (a, b *node, lead won, out chan won) {
+	t.Helper()
+	mem := memstore.New()
+	out = make(chan won, 2)
+	mk := func(id string) *node {
+		fs := newFaultStore(mem)
+		cfg := testConfig(fs, id)
+		cfg.PeerMode, cfg.ServerAddr = true, id+":1"
+		cfg.PeerClient = &http.Client{Transport: net}
+		e, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		net.add(cfg.ServerAddr, e.PeerHandler())
+		return &node{id: id, fs: fs, e: e}
+	}
+	a = mk("a")
+	a.campaign(t.Context(), out)
+	lead = mustWin(t, out)
+	b = mk("b")
+	b.campaign(t.Context(), out)
+	time.Sleep(30 * time.Second)
+	synctest.Wait()
+	return a, b, lead, out
+}
+
+func TestPeerFollowerAfterAbruptCrash(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := &loopbackPeers{}
+		a, b, _, out := peerGroup(t, net)
+		gets := b.fs.count("get")
+		time.Sleep(10 * time.Second)
+		if n := b.fs.count("get") - gets; n != 0 {
+			t.Fatalf("a stable peer-mode follower read the store %d times in 10s; want 0", n)
+		}
+		time.Sleep(400 * time.Millisecond) // mid-way between renewals
+		a.fs.set(func(f *faultStore) { f.blackhole = true })
+		net.crash("a:1", nil)
+		last := lastPut(a)
+		w := mustWin(t, out)
+		// b heard the last write as it happened (long-poll), so its
+		// takeover clock started then, whatever the poller did after.
+		if want := last.at.Add(testLT); !w.at.Equal(want) {
+			t.Errorf("takeover %v after the last write; want exactly LeaderTimeout (%v)", w.at.Sub(last.at), testLT)
+		}
+		_ = b
+	})
+}
+
+func TestStalePeerCannotHoldTheElection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := &loopbackPeers{}
+		a, b, _, out := peerGroup(t, net)
+		time.Sleep(400 * time.Millisecond)
+		a.fs.set(func(f *faultStore) { f.blackhole = true })
+		rec, etag := lastWrite(a.e.snap.Load().lead)
+		stale := peerRecord{Record: rec, ETag: etag}
+		body, _ := json.Marshal(stale)
+		net.crash("a:1", body) // a leftover process keeps answering 200 with the last record
+		last := lastPut(a)
+		w := mustWin(t, out)
+		if w.n != b {
+			t.Fatalf("winner %s; want b", w.n.id)
+		}
+		if d := w.at.Sub(last.at); d > testLT+testFI {
+			t.Errorf("takeover %v after the last write; want at most LeaderTimeout + FrequentInterval (%v)", d, testLT+testFI)
+		}
+		net.mu.Lock()
+		asked := net.asked["a:1"]
+		net.mu.Unlock()
+		if asked == 0 {
+			t.Errorf("the stale peer was never asked; the test did not test it")
+		}
+	})
+}

@@ -24,6 +24,7 @@ type params struct {
 	lt       time.Duration // LeaderTimeout
 	margin   time.Duration // the leader's safety margin, LeaderTimeout/10
 	peerMode bool
+	slot     uint32 // spreads followers' infrequent reads over the leader's renewals
 }
 
 // mode is how a follower watches the lockfile.
@@ -88,6 +89,7 @@ type state struct {
 	nextRead   time.Time // the next storage read is due then (zero: now)
 	readErr    error     // the last read's failure, nil after a success
 	stale      bool      // the view is known to be out of date: no takeover before the next read
+	aligned    bool      // the next read is timed just after one of the leader's renewals is due
 	stable     leaseKey  // the leadership seen renewing since stableAt
 	stableAt   time.Time
 	peerGen    uint64  // numbers peer targets, to recognise stale reports
@@ -188,6 +190,10 @@ var (
 // the leader's reported time by 1/8, which covers clock rates that differ
 // by up to 5%.
 const heldStretchNum, heldStretchDen = 9, 8
+
+// renewalSlack is how long after a renewal is due a follower reads to see
+// it: the renewal's latency and scheduling delay.
+func renewalSlack(fi time.Duration) time.Duration { return fi / 8 }
 
 // errSlowTakeover ends a leadership whose winning write returned after its
 // lease had already run out.
@@ -494,15 +500,43 @@ func (s *state) readDone(ev evStore, now time.Time, emit func(effect)) {
 	if s.v.kind != kindHeld || key != s.stable {
 		s.stable, s.stableAt = key, now
 	}
-	// lastUpdated is the writer's wall clock: a hint that may make the
-	// follower read sooner, never take over sooner.
-	late := now.Sub(s.v.rec.LastUpdated) > s.p.fi+s.p.fi/2
+	// lastUpdated is the writer's wall clock: a hint that may change when
+	// the follower reads, never let it take over sooner. A read timed just
+	// after a renewal was due (below) expects a record younger than half a
+	// FrequentInterval; any other read, younger than one and a half.
+	age := now.Sub(s.v.rec.LastUpdated)
+	limit := s.p.fi + s.p.fi/2
+	if s.aligned {
+		limit = s.p.fi/2 + renewalSlack(s.p.fi)
+	}
+	late := age > limit
 	if s.v.kind == kindHeld && fresh && !late && now.Sub(s.stableAt) >= s.p.lt {
 		s.mode = infrequent
 	} else {
 		s.mode = frequent
 	}
-	s.nextRead = s.ioSent.Add(s.interval())
+	s.nextRead, s.aligned = s.ioSent.Add(s.interval()), false
+	if s.mode == infrequent && age > -s.p.ii && age < s.p.ii {
+		// Time the next read just after one of the leader's renewals is
+		// due, by the phase its stamps give (renewals go out every
+		// FrequentInterval): a renewal missing then shows as a late
+		// record, so after a crash the follower moves to the frequent
+		// pace at once and takes over at the exact time the lease
+		// allows, instead of a whole InfrequentInterval later. The read
+		// never comes sooner than InfrequentInterval after the last one.
+		//
+		// Followers spread their reads over the renewals by a slot drawn
+		// from their ServerID, so that a group's followers do not all read
+		// at once and a release is seen by the first of them.
+		wrote := now.Add(-age).Add(renewalSlack(s.p.fi))
+		n := (s.nextRead.Sub(wrote) + s.p.fi - 1) / s.p.fi
+		if k := int64((s.p.ii + s.p.fi - 1) / s.p.fi); k > 1 {
+			idx := (s.v.rec.Held + s.p.fi.Milliseconds()/2) / max(s.p.fi.Milliseconds(), 1) // this record's renewal number
+			j := idx + int64(n)
+			n += time.Duration(((int64(s.p.slot)-j)%k + k) % k)
+		}
+		s.nextRead, s.aligned = wrote.Add(n*s.p.fi), true
+	}
 	if s.p.peerMode && s.mode == infrequent && s.v.rec.LeaderAddr != "" {
 		was := s.peerOn
 		s.mode, s.peerOn = peerWatch, peerKey{s.v.key(), s.v.rec.LeaderAddr}
@@ -613,6 +647,7 @@ func (s *state) renewDone(ev evStore, data []byte, sentAt time.Time, emit func(e
 		l.sentAt, l.deadline = sentAt, sentAt.Add(s.p.lt-s.p.margin)
 		if l.ending == nil {
 			emit(doRenewed{rec: rec, etag: ev.etag, deadline: l.deadline})
+			s.announce(Change{Leader: rec, IsLeader: true}, emit) // recorded for Leader(), not announced again
 		}
 	case l.ending != nil:
 		if ev.unsure {

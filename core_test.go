@@ -358,9 +358,23 @@ func TestCoreIntervals(t *testing.T) {
 	if m.s.mode != infrequent {
 		t.Fatalf("mode after %v of steady renewals = %v; want infrequent", now, m.s.mode)
 	}
-	// A record whose wall-clock stamp is late is a hint: read frequently.
-	m.on(evTimer{}, at(now+p.ii))
-	m.read(held("x", 1, "a", 99_000, now), `"late"`, at(now+p.ii))
+	// The next read is timed just after one of the leader's renewals is
+	// due (by its stamps, every FrequentInterval), no sooner than
+	// InfrequentInterval after the last read.
+	last := now - p.fi // the read that made the follower infrequent
+	for m.s.io != opRead {
+		now += time.Millisecond
+		m.on(evTimer{}, at(now))
+	}
+	if gap := now - last; gap < p.ii || gap >= p.ii+time.Duration(p.ii/p.fi+1)*p.fi {
+		t.Errorf("infrequent read %v after the last; want at least InfrequentInterval and less than one more cycle", gap)
+	}
+	if phase := (now - renewalSlack(p.fi)) % p.fi; phase != 0 {
+		t.Errorf("infrequent read %v after a renewal was due; want %v", phase+renewalSlack(p.fi), renewalSlack(p.fi))
+	}
+	// The renewal due just before that read is missing: the record is late
+	// by the hint, and the follower reads every FrequentInterval again.
+	m.read(held("x", 1, "a", 99_000, now-renewalSlack(p.fi)-p.fi), `"late"`, at(now))
 	if m.s.mode != frequent {
 		t.Errorf("mode after a late-looking record = %v; want frequent", m.s.mode)
 	}

@@ -6,11 +6,16 @@
 //
 //   - At most one live leadership per lockfile. A Leadership's Context is
 //     live only while its holder's lease is valid by the holder's own
-//     monotonic clock, and a follower takes over only after it has watched
-//     the lockfile stay unchanged for LeaderTimeout by its own monotonic
-//     clock. Wall clocks may disagree by any amount without breaking this;
-//     the clocks' rates need only agree to within a tenth of LeaderTimeout
-//     over one LeaderTimeout.
+//     monotonic clock. A follower takes over only once the holder's lease
+//     must have run out: after it has watched the lockfile stay unchanged
+//     for LeaderTimeout, or earlier when the leader's own reported time
+//     (the record's held field, stretched by an eighth) proves the lease
+//     over, both measured on the follower's monotonic clock. Wall clocks
+//     may disagree by any amount without breaking this; clock rates need
+//     only agree to within 5%.
+//
+// The protocol, its timing rules and the argument for its safety are in
+// docs/protocol.md in the repository.
 //   - Every leadership has a term, a fencing token that goes up by one each
 //     time leadership passes to a holder (or back to the same holder after
 //     it lost it) and never repeats. A resource that remembers the highest
@@ -45,6 +50,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -381,7 +387,8 @@ func New(cfg ElectorConfig) (*Elector, error) {
 // params returns the fixed inputs of the election's decisions.
 func (e *Elector) params() params {
 	return params{id: e.cfg.ServerID, addr: e.cfg.ServerAddr, fi: e.cfg.FrequentInterval,
-		ii: e.cfg.InfrequentInterval, lt: e.cfg.LeaderTimeout, margin: e.margin, peerMode: e.cfg.PeerMode}
+		ii: e.cfg.InfrequentInterval, lt: e.cfg.LeaderTimeout, margin: e.margin, peerMode: e.cfg.PeerMode,
+		slot: crc32.ChecksumIEEE([]byte(e.cfg.ServerID))}
 }
 
 // start launches the goroutines, once, unless Close has begun. It reports

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -559,6 +560,103 @@ func TestServePeers(t *testing.T) {
 		}
 		<-got // the waiting request ended with the server
 	})
+	// A long-poll waiting at a leader whose server shuts down is answered
+	// 503, never an empty 200.
+	t.Run("ShutdownAnswers503", func(t *testing.T) {
+		e, _ := slowLeader(t)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		served := make(chan error, 1)
+		go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.serverTLS()) }()
+		tr := &http.Transport{TLSClientConfig: pki.clientTLS()}
+		defer tr.CloseIdleConnections()
+		_, etag := lastWrite(e.snap.Load().lead)
+		got := make(chan int, 1)
+		go func() {
+			resp, err := (&http.Client{Transport: tr}).Get("https://" + ln.Addr().String() + DefaultPeerHealthPath + "?etag=" + url.QueryEscape(etag) + "&wait=50s")
+			if err != nil {
+				got <- 0
+				return
+			}
+			resp.Body.Close()
+			got <- resp.StatusCode
+		}()
+		time.Sleep(200 * time.Millisecond) // the request waits at the leader
+		cancel()
+		if code := <-got; code != http.StatusServiceUnavailable {
+			t.Errorf("long-poll across ServePeers' shutdown = %d; want 503", code)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("ServePeers() = %v; want nil", err)
+		}
+	})
+	// When the listener fails, ServePeers closes the connections it had
+	// accepted before it returns: nothing is served after.
+	t.Run("ListenerFailureClosesEverything", func(t *testing.T) {
+		e, _ := slowLeader(t)
+		inner, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln := &failingListener{Listener: inner, fail: make(chan struct{})}
+		served := make(chan error, 1)
+		go func() { served <- ServePeers(t.Context(), ln, e.PeerHandler(), pki.serverTLS()) }()
+		tr := &http.Transport{TLSClientConfig: pki.clientTLS()}
+		defer tr.CloseIdleConnections()
+		_, etag := lastWrite(e.snap.Load().lead)
+		got := make(chan error, 1)
+		go func() {
+			resp, err := (&http.Client{Transport: tr}).Get("https://" + inner.Addr().String() + DefaultPeerHealthPath + "?etag=" + url.QueryEscape(etag) + "&wait=50s")
+			if err == nil {
+				resp.Body.Close()
+			}
+			got <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		close(ln.fail)
+		if err := <-served; err == nil {
+			t.Error("ServePeers() after its listener failed = nil; want the error")
+		}
+		if err := <-got; err == nil {
+			t.Error("a long-poll accepted before the listener failed was still answered; want its connection closed")
+		}
+	})
+}
+
+// slowLeader leads alone with intervals long enough that no renewal
+// answers a long-poll during a test.
+func slowLeader(t *testing.T) (*Elector, *Leadership) {
+	t.Helper()
+	e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
+		FrequentInterval: 20 * time.Second, LeaderTimeout: time.Minute, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	lead, err := e.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, lead
+}
+
+// failingListener accepts one connection, then fails once fail is closed.
+type failingListener struct {
+	net.Listener
+	n    int
+	fail chan struct{}
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n++; l.n == 1 {
+		return l.Listener.Accept()
+	}
+	<-l.fail
+	l.Listener.Close()
+	return nil, errors.New("accept: too many open files")
 }
 
 func TestStaleLeaderAnswers503(t *testing.T) {

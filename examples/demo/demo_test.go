@@ -117,7 +117,7 @@ func TestDemoMissingBucket(t *testing.T) {
 			t.Errorf("run() = %q; want it to contain %q", err, want)
 		}
 	}
-	if !strings.Contains(out.String(), "cannot read the store") && !strings.Contains(err.Error(), "campaign") {
+	if !strings.Contains(out.String(), "cannot read the store: ") && !strings.Contains(out.String(), "campaign failed: ") {
 		t.Errorf("demo did not show the store error it saw:\n%s", out.String())
 	}
 }

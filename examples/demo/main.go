@@ -205,6 +205,12 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	var cands []*candidate
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// A candidate that resigned stands aside until the handover is over,
+	// so that the handover shows another candidate taking the lease.
+	handedOver := make(chan struct{})
+	var handOnce sync.Once
+	endHandover := func() { handOnce.Do(func() { close(handedOver) }) }
+	defer endHandover()
 	for i := range o.n {
 		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: faultstore.New(base), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 		ccfg := cfg
@@ -256,6 +262,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				lead, err := e.Campaign(ctx)
 				if err != nil {
 					if store.IsPermanent(err) {
+						tl.add(c.id, "", 0, "campaign failed: %v", err)
 						fatal <- err
 					}
 					return // closed, or the demo is stopping
@@ -266,6 +273,9 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
 				if c.conn.IsCut() {
 					return
+				}
+				if errors.Is(context.Cause(lead.Context()), s3lect.ErrResigned) {
+					<-handedOver
 				}
 			}
 		}()
@@ -351,7 +361,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tl.add("demo", "", 0, "failover took %.2fs, from the crash to the next leader (LeaderTimeout %v)", second.at.Sub(crashed).Seconds(), lt)
+	tl.add("demo", "", 0, "failover took %v, from the crash to the next leader (LeaderTimeout %v)", second.at.Sub(crashed).Round(time.Millisecond), lt)
 	time.Sleep(4 * lt)
 
 	tl.add(second.c.id, "resign", 0, "RESIGN: releasing the lockfile")
@@ -363,7 +373,8 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tl.add("demo", "", 0, "handover took %.2fs, from the Resign call to the next leader", third.at.Sub(resigned).Seconds())
+	tl.add("demo", "", 0, "handover took %v, from the Resign call to the next leader", third.at.Sub(resigned).Round(time.Millisecond))
+	endHandover()
 	time.Sleep(2 * lt)
 	tl.add("demo", "", 0, "done; closing every elector")
 	for _, c := range cands {

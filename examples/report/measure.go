@@ -13,6 +13,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -227,6 +228,7 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 		at   time.Time
 	}
 	wins := make(chan win, 3)
+	failed := make(chan error, 3)
 	var procs []*process
 	var campaigns sync.WaitGroup
 	var (
@@ -295,16 +297,38 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 		campaigns.Add(1)
 		go func() {
 			defer campaigns.Done()
-			if lead, err := e.Campaign(ctx); err == nil {
-				wins <- win{p, lead, time.Now()} // buffered for all three
+			lead, err := e.Campaign(ctx)
+			if err != nil {
+				failed <- err // buffered for all three
+				return
 			}
+			wins <- win{p, lead, time.Now()} // buffered for all three
 		}()
 	}
 	fi, ii, lt := scaled(k)
 	if m.frequent {
 		ii = fi
 	}
-	first := <-wins
+	// next waits for the next leader, and says why there is none.
+	next := func(what string) (win, error) {
+		select {
+		case w := <-wins:
+			return w, nil
+		case err := <-failed:
+			if errors.Is(err, s3lect.ErrClosed) {
+				return win{}, fmt.Errorf("%s: %s: %s: a campaign ended: %w", m.name, key, what, err)
+			}
+			return win{}, fmt.Errorf("%s: %s: %s: %w", m.name, key, what, err)
+		case <-time.After(20*lt + 10*time.Second):
+			return win{}, fmt.Errorf("%s: %s: %s: no leader after %v", m.name, key, what, 20*lt+10*time.Second)
+		case <-ctx.Done():
+			return win{}, ctx.Err()
+		}
+	}
+	first, err := next("first election")
+	if err != nil {
+		return 0, err
+	}
 	// Let the followers settle into their stable interval, then strike at
 	// a random point of their polling and the leader's renewal cycles.
 	time.Sleep(3*lt + ii + rand.N(ii))
@@ -325,14 +349,11 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 			return 0, err
 		}
 	}
-	select {
-	case w := <-wins:
-		return w.at.Sub(start), nil
-	case <-time.After(20*lt + 10*time.Second):
-		return 0, fmt.Errorf("%s: %s: no new leader", m.name, key)
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	w, err := next("after the strike")
+	if err != nil {
+		return 0, err
 	}
+	return w.at.Sub(start), nil
 }
 
 // serveStale starts, at the dead process's address, a server that answers

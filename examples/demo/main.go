@@ -1,6 +1,15 @@
 // Command demo shows s3lect electing a leader, failing over after a crash
 // and handing over on resignation, with a live timeline.
 //
+// A crash is a killed process: the leader's store calls fail (through
+// store/faultstore), every connection its peer server accepted or its peer
+// client dialed is reset, its listener is closed, and it writes no release
+// and answers no 503. Failover is timed from that moment to the next
+// leader. The demo never waits silently: a watcher prints the store errors
+// it sees (Change.Err); a permanent one, such as a bucket that does not
+// exist, stops the demo with the fix, and no leader within ten lease times
+// stops it with the last store error.
+//
 // By default it runs three candidates in one process on the in-memory
 // store, with every interval scaled down tenfold, and exits by itself in
 // about twenty seconds:

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,28 +158,32 @@ func (l trackedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// writeClock remembers when the last write that landed was sent.
+// writeClock remembers when each write was first sent, by its bytes
+// (an elector never writes the same bytes twice). A write cut short by the
+// crash may still have landed, so the dead leader's last write is found
+// by reading the store, not by the last reply.
 type writeClock struct {
 	store.Store
 	mu   sync.Mutex
-	last time.Time
+	sent map[[sha256.Size]byte]time.Time
 }
 
 func (w *writeClock) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	sent := time.Now()
-	tag, err := w.Store.PutIfMatch(ctx, key, data, etag)
-	if err == nil {
-		w.mu.Lock()
-		w.last = sent
-		w.mu.Unlock()
+	sum := sha256.Sum256(data)
+	w.mu.Lock()
+	if _, ok := w.sent[sum]; !ok {
+		w.sent[sum] = time.Now()
 	}
-	return tag, err
+	w.mu.Unlock()
+	return w.Store.PutIfMatch(ctx, key, data, etag)
 }
 
-func (w *writeClock) lastWrite() time.Time {
+// sentAt returns when data was first sent, and whether it was.
+func (w *writeClock) sentAt(data []byte) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.last
+	t, ok := w.sent[sha256.Sum256(data)]
+	return t, ok
 }
 
 // failover runs n groups of three electors at once and strikes each
@@ -254,7 +259,7 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 			return 0, err
 		}
 		p := &process{inner: newStore(), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-		p.writes = &writeClock{Store: p.inner}
+		p.writes = &writeClock{Store: p.inner, sent: map[[sha256.Size]byte]time.Time{}}
 		p.st = faultstore.New(p.writes)
 		p.ln = trackedListener{ln, p}
 		p.tr = &http.Transport{
@@ -337,12 +342,11 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 	case crash:
 		first.p.kill()
 		if m.stalePeer {
-			srv, err := serveStale(ctx, first.p, key, pki, staleServed)
+			srv, last, err := serveStale(ctx, first.p, key, pki, staleServed)
 			if err != nil {
 				return 0, err
 			}
-			stale = srv
-			start = first.p.writes.lastWrite()
+			stale, start = srv, last
 		}
 	default:
 		if err := first.lead.Resign(ctx); err != nil {
@@ -361,23 +365,30 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 // crash (the dead leader's last write), forever: a stale ex-leader, a
 // leftover process at the address or an old version. A long-poll that
 // names the record's ETag is held for its wait, then answered the same.
-func serveStale(ctx context.Context, dead *process, key string, pki *devtls.PKI, served chan<- struct{}) (*http.Server, error) {
+//
+// It returns the server and when the dead leader first sent the record
+// the store holds.
+func serveStale(ctx context.Context, dead *process, key string, pki *devtls.PKI, served chan<- struct{}) (*http.Server, time.Time, error) {
 	data, etag, err := dead.inner.Get(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("stale peer: read the last record: %w", err)
+		return nil, time.Time{}, fmt.Errorf("stale peer: read the last record: %w", err)
+	}
+	sent, ok := dead.writes.sentAt(data)
+	if !ok {
+		return nil, time.Time{}, fmt.Errorf("stale peer: the lockfile holds a record the dead leader never sent")
 	}
 	var rec map[string]any
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("stale peer: last record: %w", err)
+		return nil, time.Time{}, fmt.Errorf("stale peer: last record: %w", err)
 	}
 	rec["etag"] = etag
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	ln, err := net.Listen("tcp", dead.ln.Addr().String())
 	if err != nil {
-		return nil, fmt.Errorf("stale peer: take the dead leader's address: %w", err)
+		return nil, time.Time{}, fmt.Errorf("stale peer: take the dead leader's address: %w", err)
 	}
 	srv := &http.Server{
 		TLSConfig: pki.ServerTLS(),
@@ -395,7 +406,7 @@ func serveStale(ctx context.Context, dead *process, key string, pki *devtls.PKI,
 		}),
 	}
 	go func() { defer close(served); srv.ServeTLS(ln, "", "") }()
-	return srv, nil
+	return srv, sent, nil
 }
 
 // percentile returns the p-th percentile (0 to 100) of sorted ds.

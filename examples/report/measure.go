@@ -158,6 +158,55 @@ func (l trackedListener) Accept() (net.Conn, error) {
 	}
 }
 
+// startProcess starts a process electing with cfg (its Store, ServerAddr
+// and PeerClient are filled in) on inner, with its peer server on a
+// loopback port of its own.
+func startProcess(ctx context.Context, pki *devtls.PKI, inner store.Store, cfg s3lect.ElectorConfig) (*process, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &process{inner: inner, served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	p.writes = &writeClock{Store: inner, sent: map[[sha256.Size]byte]time.Time{}}
+	p.st = faultstore.New(p.writes)
+	p.ln = trackedListener{ln, p}
+	p.tr = &http.Transport{
+		TLSClientConfig:     pki.ClientTLS(),
+		TLSHandshakeTimeout: cfg.PeerTimeout,
+		MaxIdleConnsPerHost: 1,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return p.track(c)
+		},
+	}
+	cfg.Store, cfg.ServerAddr = p.st, ln.Addr().String()
+	if cfg.PeerMode {
+		cfg.PeerClient = &http.Client{
+			Transport:     p.tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	if p.e, err = s3lect.New(cfg); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	sctx, stop := context.WithCancel(ctx)
+	p.stop = stop
+	go func() { defer close(p.served); s3lect.ServePeers(sctx, p.ln, p.e.PeerHandler(), pki.ServerTLS()) }()
+	return p, nil
+}
+
+// close ends the process in an orderly way once a measurement is over.
+func (p *process) close() {
+	p.e.Close()
+	p.stop()
+	<-p.served
+	p.tr.CloseIdleConnections()
+}
+
 // writeClock remembers when each write was first sent, by its bytes
 // (an elector never writes the same bytes twice). A write cut short by the
 // crash may still have landed, so the dead leader's last write is found
@@ -242,10 +291,7 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 	)
 	defer func() {
 		for _, p := range procs {
-			p.e.Close() // ends its Campaign
-			p.stop()
-			<-p.served
-			p.tr.CloseIdleConnections()
+			p.close() // ends its Campaign
 		}
 		if stale != nil {
 			stale.Close()
@@ -254,50 +300,21 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 		campaigns.Wait()
 	}()
 	for i := range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		p := &process{inner: newStore(), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-		p.writes = &writeClock{Store: p.inner, sent: map[[sha256.Size]byte]time.Time{}}
-		p.st = faultstore.New(p.writes)
-		p.ln = trackedListener{ln, p}
-		p.tr = &http.Transport{
-			TLSClientConfig:     pki.ClientTLS(),
-			MaxIdleConnsPerHost: 1,
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-				if err != nil {
-					return nil, err
-				}
-				return p.track(c)
-			},
-		}
-		cfg := config(p.st, key, fmt.Sprint("m", i), k)
-		cfg.ServerAddr = ln.Addr().String()
+		cfg := config(nil, key, fmt.Sprint("m", i), k)
 		if m.frequent {
 			cfg.InfrequentInterval = cfg.FrequentInterval
 		}
 		if m.peer {
 			cfg.PeerMode, cfg.PeerTimeout = true, cfg.LeaderTimeout/2
-			p.tr.TLSHandshakeTimeout = cfg.PeerTimeout
-			cfg.PeerClient = &http.Client{
-				Transport:     p.tr,
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
 			if !m.longPoll {
 				cfg.PeerWait = -1
 			}
 		}
-		e, err := s3lect.New(cfg)
+		p, err := startProcess(ctx, pki, newStore(), cfg)
 		if err != nil {
-			ln.Close()
 			return 0, err
 		}
-		p.e = e
-		sctx, stop := context.WithCancel(ctx)
-		p.stop = stop
-		go func() { defer close(p.served); s3lect.ServePeers(sctx, p.ln, e.PeerHandler(), pki.ServerTLS()) }()
+		e := p.e
 		procs = append(procs, p)
 		campaigns.Add(1)
 		go func() {

@@ -61,14 +61,14 @@ func BenchmarkFailover(b *testing.B) {
 	const k = 25
 	_, _, lt := scaled(k)
 	for range b.N {
-		fmt.Printf("\n| store | mode | event | p50 | p95 | max | p50 × LeaderTimeout | max × |\n|---|---|---|---|---|---|---|---|\n")
+		fmt.Printf("\n| store | mode | event | p50 | p95 | max | p50 × LeaderTimeout | max × | discarded |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, st := range benchStores(b) {
 			for _, m := range modes {
 				for _, crash := range []bool{true, false} {
 					if !crash && m.noHandover {
 						continue
 					}
-					times, err := failover(b.Context(), st.new, m, crash, 15, k)
+					times, disturbed, err := failover(b.Context(), st.new, m, crash, 15, k)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -80,8 +80,8 @@ func BenchmarkFailover(b *testing.B) {
 						event = "crash failover"
 					}
 					p50, p95, mx := percentile(times, 50), percentile(times, 95), percentile(times, 100)
-					fmt.Printf("| %s | %s | %s | %v | %v | %v | %.2f | %.2f |\n", st.short, m.name, event,
-						ms(p50), ms(p95), ms(mx), float64(p50)/float64(lt), float64(mx)/float64(lt))
+					fmt.Printf("| %s | %s | %s | %v | %v | %v | %.2f | %.2f | %d |\n", st.short, m.name, event,
+						ms(p50), ms(p95), ms(mx), float64(p50)/float64(lt), float64(mx)/float64(lt), disturbed)
 				}
 			}
 		}

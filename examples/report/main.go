@@ -86,15 +86,15 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		"Stale peer: the leader crashes and a process at its address answers every peer request with 200 and the last record, forever; "+
 		"the time runs from the dead leader's last write to the next leader's Campaign returning.\n\n", o.trials)
 	fmt.Fprintf(w, "How a crash is modelled: %s\n\n", crashModel)
-	fmt.Fprintln(w, "| store | mode | event | p50 | p95 | max | p50 × LeaderTimeout | p95 × | max × |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| store | mode | event | p50 | p95 | max | p50 × LeaderTimeout | p95 × | max × | trials |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, st := range stores {
 		for _, m := range modes {
 			for _, crash := range []bool{true, false} {
 				if !crash && m.noHandover {
 					continue
 				}
-				times, err := failover(ctx, st.new, m, crash, o.trials, o.scale)
+				times, disturbed, err := failover(ctx, st.new, m, crash, o.trials, o.scale)
 				if err != nil {
 					return err
 				}
@@ -107,8 +107,12 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				}
 				p50, p95, mx := percentile(times, 50), percentile(times, 95), percentile(times, 100)
 				x := func(d time.Duration) float64 { return float64(d) / float64(lt) }
-				fmt.Fprintf(w, "| %s | %s | %s | %v | %v | %v | %.2f | %.2f | %.2f |\n", st.short, m.name, event,
-					ms(p50), ms(p95), ms(mx), x(p50), x(p95), x(mx))
+				trials := fmt.Sprint(len(times))
+				if disturbed > 0 {
+					trials += fmt.Sprintf(" (%d discarded: the leadership changed before the strike)", disturbed)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %v | %v | %v | %.2f | %.2f | %.2f | %s |\n", st.short, m.name, event,
+					ms(p50), ms(p95), ms(mx), x(p50), x(p95), x(mx), trials)
 			}
 		}
 	}

@@ -235,22 +235,29 @@ func (w *writeClock) sentAt(data []byte) (time.Time, bool) {
 	return t, ok
 }
 
+// errDisturbed marks a trial whose first leadership ended before the
+// strike (a store too slow for the lease, on a loaded machine): there is
+// nothing to measure, and the trial is counted apart.
+var errDisturbed = errors.New("the leadership changed before the strike")
+
 // failover runs n groups of three electors at once and strikes each
 // group's leader at a random point of its cycle: a crash (see kill) or a
 // Resign. It returns, sorted, for each group the time from the strike to
 // the next leader's Campaign returning; for a stale-peer row, from the
-// dead leader's last write to the next leader. newStore is called once
-// per elector; keys are unique per call.
-func failover(ctx context.Context, newStore func() store.Store, m mode, crash bool, n, k int) ([]time.Duration, error) {
+// dead leader's last write to the next leader, and how many trials were
+// disturbed (see errDisturbed). newStore is called once per elector; keys
+// are unique per call.
+func failover(ctx context.Context, newStore func() store.Store, m mode, crash bool, n, k int) ([]time.Duration, int, error) {
 	pki, err := devtls.New()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		times []time.Duration
-		errs  []error
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		times     []time.Duration
+		errs      []error
+		disturbed int
 	)
 	for i := range n {
 		wg.Add(1)
@@ -260,19 +267,25 @@ func failover(ctx context.Context, newStore func() store.Store, m mode, crash bo
 			d, err := failoverTrial(ctx, pki, newStore, m, crash, key, k)
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
+			switch {
+			case errors.Is(err, errDisturbed):
+				disturbed++
+			case err != nil:
 				errs = append(errs, err)
-				return
+			default:
+				times = append(times, d)
 			}
-			times = append(times, d)
 		}()
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		return times, errs[0]
+		return times, disturbed, errs[0]
+	}
+	if len(times) == 0 {
+		return nil, disturbed, fmt.Errorf("%s: every trial was disturbed: %w", m.name, errDisturbed)
 	}
 	slices.Sort(times)
-	return times, nil
+	return times, disturbed, nil
 }
 
 func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.Store, m mode, crash bool, key string, k int) (time.Duration, error) {
@@ -354,6 +367,9 @@ func failoverTrial(ctx context.Context, pki *devtls.PKI, newStore func() store.S
 	// Let the followers settle into their stable interval, then strike at
 	// a random point of their polling and the leader's renewal cycles.
 	time.Sleep(3*lt + ii + rand.N(ii))
+	if first.lead.Context().Err() != nil || len(wins) > 0 {
+		return 0, errDisturbed
+	}
 	start := time.Now()
 	switch {
 	case crash:

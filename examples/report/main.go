@@ -42,11 +42,13 @@ type options struct {
 	window    time.Duration // for the cost and resource measurements
 	groups    []int
 	electors  int
+	noMemory  bool // with a bucket: skip the failover rows on the in-memory store
 }
 
 func main() {
 	o := options{groups: []int{3, 10, 100}, electors: 1000}
-	flag.StringVar(&o.bucket, "bucket", "", "measure on this S3 bucket (standard AWS environment) instead of in memory")
+	flag.StringVar(&o.bucket, "bucket", "", "also measure on this S3 bucket (standard AWS environment); it must exist")
+	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure failover on the bucket only")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.IntVar(&o.trials, "trials", 15, "failover trials per mode and event")
@@ -109,7 +111,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				x := func(d time.Duration) float64 { return float64(d) / float64(lt) }
 				trials := fmt.Sprint(len(times))
 				if disturbed > 0 {
-					trials += fmt.Sprintf(" (%d discarded: the leadership changed before the strike)", disturbed)
+					trials += fmt.Sprintf(" (%d more discarded: the leadership changed before the strike)", disturbed)
 				}
 				fmt.Fprintf(w, "| %s | %s | %s | %v | %v | %v | %.2f | %.2f | %.2f | %s |\n", st.short, m.name, event,
 					ms(p50), ms(p95), ms(mx), x(p50), x(p95), x(mx), trials)
@@ -174,7 +176,13 @@ func openStores(ctx context.Context, o options) ([]namedStore, func(), error) {
 		new: func() store.Store { return withLatency(mem, 5*time.Millisecond) },
 	}}
 	if o.bucket == "" {
+		if o.noMemory {
+			return nil, nil, fmt.Errorf("-no-memstore needs -bucket: there would be nothing to measure")
+		}
 		return stores, func() {}, nil
+	}
+	if o.noMemory {
+		stores = nil
 	}
 	st, err := s3store.FromEnvironment(ctx, o.bucket, o.pathStyle)
 	if err != nil {

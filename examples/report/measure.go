@@ -237,7 +237,7 @@ func (w *writeClock) sentAt(data []byte) (time.Time, bool) {
 
 // errDisturbed marks a trial whose first leadership ended before the
 // strike (a store too slow for the lease, on a loaded machine): there is
-// nothing to measure, and the trial is counted apart.
+// nothing to measure, so the trial is counted apart and run again.
 var errDisturbed = errors.New("the leadership changed before the strike")
 
 // failover runs n groups of three electors at once and strikes each
@@ -245,7 +245,7 @@ var errDisturbed = errors.New("the leadership changed before the strike")
 // Resign. It returns, sorted, for each group the time from the strike to
 // the next leader's Campaign returning; for a stale-peer row, from the
 // dead leader's last write to the next leader, and how many trials were
-// disturbed (see errDisturbed). newStore is called once per elector; keys
+// disturbed and run again (see errDisturbed). newStore is called once per elector; keys
 // are unique per call.
 func failover(ctx context.Context, newStore func() store.Store, m mode, crash bool, n, k int) ([]time.Duration, int, error) {
 	pki, err := devtls.New()
@@ -263,17 +263,24 @@ func failover(ctx context.Context, newStore func() store.Store, m mode, crash bo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := fmt.Sprintf("measure/failover-%d-%d.json", time.Now().UnixNano(), i)
-			d, err := failoverTrial(ctx, pki, newStore, m, crash, key, k)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case errors.Is(err, errDisturbed):
-				disturbed++
-			case err != nil:
-				errs = append(errs, err)
-			default:
-				times = append(times, d)
+			// A disturbed trial is run again, on a fresh lockfile, at
+			// most twice.
+			for attempt := range 3 {
+				key := fmt.Sprintf("measure/failover-%d-%d-%d.json", time.Now().UnixNano(), i, attempt)
+				d, err := failoverTrial(ctx, pki, newStore, m, crash, key, k)
+				mu.Lock()
+				switch {
+				case errors.Is(err, errDisturbed):
+					disturbed++
+					mu.Unlock()
+					continue
+				case err != nil:
+					errs = append(errs, err)
+				default:
+					times = append(times, d)
+				}
+				mu.Unlock()
+				return
 			}
 		}()
 	}

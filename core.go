@@ -186,10 +186,6 @@ var (
 	mutPeerNoCheck bool // a follower that relies on the peer never checks the takeover time
 )
 
-// δ of the elapsed-time rule (docs/protocol.md, 3.2): a follower stretches
-// the leader's reported time by 1/8, which covers clock rates that differ
-// by up to 5%.
-const heldStretchNum, heldStretchDen = 9, 8
 
 // renewalSlack is how long after a renewal is due a follower reads to see
 // it: the renewal's latency and scheduling delay.

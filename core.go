@@ -186,7 +186,6 @@ var (
 	mutPeerNoCheck bool // a follower that relies on the peer never checks the takeover time
 )
 
-
 // renewalSlack is how long after a renewal is due a follower reads to see
 // it: the renewal's latency and scheduling delay.
 func renewalSlack(fi time.Duration) time.Duration { return fi / 8 }
@@ -195,10 +194,12 @@ func renewalSlack(fi time.Duration) time.Duration { return fi / 8 }
 // lease had already run out.
 var errSlowTakeover = errors.New("s3lect: takeover took longer than the lease")
 
-// next applies ev at local time now. It returns the new state, the effects
+// next applies ev at local time now to the state. It returns the effects
 // to perform in order, and when the loop must call it again (zero: only on
-// an event).
-func (s state) next(ev event, now time.Time) (state, []effect, time.Time) {
+// an event). It changes nothing but s: no I/O, no clock, no goroutine. (It
+// works on s in place rather than on a copy, to keep the run loop's stack
+// small: a thousand electors in one process each have one.)
+func (s *state) next(ev event, now time.Time) ([]effect, time.Time) {
 	var fx []effect
 	emit := func(e effect) { fx = append(fx, e) }
 	readNow := false
@@ -262,7 +263,7 @@ func (s state) next(ev event, now time.Time) (state, []effect, time.Time) {
 	}
 
 	wake := s.act(now, readNow, emit)
-	return s, fx, wake
+	return fx, wake
 }
 
 // act does what is due at now and returns when something next falls due.

@@ -36,7 +36,7 @@ func newMachine(t *testing.T, p params) *machine {
 
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
-	m.s, m.fx, m.wake = m.s.next(ev, now)
+	m.fx, m.wake = m.s.next(ev, now)
 	return m
 }
 

@@ -18,11 +18,18 @@ import (
 // Self-fencing does not depend on them: a timer cancels the leadership's
 // context at the lease deadline (leadership.go), a renewal is sent under
 // that context, and no attempt is sent once the deadline has passed.
-func (e *Elector) serveStore(ctx context.Context, ops <-chan storeOp) error {
+//
+// The run loop starts each when it first needs it and stops it when its
+// role ends (quit), so that a leader runs only its heartbeat and a
+// follower only its reader: a thousand electors in one process pay for one
+// storage goroutine each.
+func (e *Elector) serveStore(ctx context.Context, ops <-chan storeOp, quit <-chan struct{}) error {
 	for {
 		var op storeOp
 		select {
 		case op = <-ops:
+		case <-quit:
+			return nil
 		case <-ctx.Done():
 			return nil
 		}

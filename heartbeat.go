@@ -3,6 +3,7 @@ package s3lect
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 
 	"github.com/s3lect/s3lect/store"
@@ -18,11 +19,18 @@ import (
 // Self-fencing does not depend on them: a timer cancels the leadership's
 // context at the lease deadline (leadership.go), a renewal is sent under
 // that context, and no attempt is sent once the deadline has passed.
-func (e *Elector) serveStore(ctx context.Context, ops <-chan storeOp) error {
+//
+// The run loop starts each when it first needs it and stops it when its
+// role ends (quit), so that a leader runs only its heartbeat and a
+// follower only its reader: a thousand electors in one process pay for one
+// storage goroutine each.
+func (e *Elector) serveStore(ctx context.Context, ops <-chan storeOp, quit <-chan struct{}) error {
 	for {
 		var op storeOp
 		select {
 		case op = <-ops:
+		case <-quit:
+			return nil
 		case <-ctx.Done():
 			return nil
 		}
@@ -48,16 +56,17 @@ func (e *Elector) perform(op storeOp) evStore {
 	case opRead:
 		r.data, r.etag, r.err = e.get(ctx)
 	case opRelease:
-		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.notAfter)
+		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
 		if errors.Is(r.err, store.ErrPreconditionFailed) && op.orOver != nil {
 			// A renewal cut off with its outcome unknown may have landed:
 			// if it did, the release goes over it.
 			if got, tag, err := e.get(ctx); err == nil && bytes.Equal(got, op.orOver) {
-				r.etag, r.unsure, r.err = e.put(ctx, op.data, tag, op.notAfter)
+				over := sha256.Sum256(got)
+				r.etag, r.unsure, r.err = e.put(ctx, op.data, tag, &over, op.notAfter)
 			}
 		}
 	default:
-		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.notAfter)
+		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
 	}
 	return r
 }

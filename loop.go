@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -55,6 +56,7 @@ type storeOp struct {
 	data     []byte
 	ifMatch  string
 	orOver   []byte
+	over     *[32]byte
 	notAfter time.Time
 }
 
@@ -68,6 +70,35 @@ type loop struct {
 	readCtx context.Context // reads; cancelled when Close begins
 	stopRds context.CancelFunc
 	timer   *time.Timer
+	reader  worker // the storage reader: a follower's reads and takeovers
+	beat    worker // the heartbeat: a leader's renewals and release
+}
+
+// worker is a storage goroutine as the run loop sees it.
+type worker struct {
+	ops  chan storeOp  // capacity 1; the loop has at most one call in flight
+	quit chan struct{} // closed to stop the goroutine; nil while none runs
+}
+
+// send hands op to w's goroutine, starting one if none runs.
+func (lp *loop) send(w *worker, op storeOp) {
+	if w.quit == nil {
+		if w.ops == nil {
+			w.ops = make(chan storeOp, 1)
+		}
+		ops, quit := w.ops, make(chan struct{})
+		w.quit = quit
+		lp.e.g.Go(func() error { return lp.e.serveStore(lp.e.ctx, ops, quit) })
+	}
+	w.ops <- op
+}
+
+// stop ends w's goroutine once it has returned its last result.
+func (w *worker) stop() {
+	if w.quit != nil {
+		close(w.quit)
+		w.quit = nil
+	}
 }
 
 // run is the elector's run loop. It returns when Close has finished every
@@ -101,9 +132,17 @@ func (e *Elector) run(ctx context.Context) error {
 		case <-lp.timer.C:
 			ev = evTimer{}
 		}
-		if ev != nil {
-			lp.step(ev)
+		if ev == nil {
+			continue
 		}
+		if l := lp.lead; l != nil && lp.s.lead.ending == nil && l.ctx.Err() != nil {
+			// The leadership's context ended (Resign, the parent, the
+			// expiry timer) and the loop has not heard yet: take that in
+			// first, so that a renewal cut short by it is not read as a
+			// failed one.
+			lp.step(evLeadDone{context.Cause(l.ctx)})
+		}
+		lp.step(ev)
 	}
 	return nil
 }
@@ -113,11 +152,6 @@ func (e *Elector) run(ctx context.Context) error {
 func (lp *loop) request(r request) event {
 	switch {
 	case r.campaign != nil:
-		if l := lp.lead; l != nil && lp.s.lead.ending == nil && l.ctx.Err() != nil {
-			// The previous leadership's Done is closed: it has ended,
-			// even if its end has not reached the loop yet.
-			lp.step(evLeadDone{context.Cause(l.ctx)})
-		}
 		lp.camps[r.campaign.id] = r.campaign
 		return evCampaign{id: r.campaign.id, lease: newLease()}
 	case r.withdraw != nil:
@@ -146,8 +180,7 @@ func (lp *loop) request(r request) event {
 // step feeds ev to the decisions and performs the effects.
 func (lp *loop) step(ev event) {
 	e := lp.e
-	s, fx, wake := lp.s.next(ev, e.now())
-	lp.s = s
+	fx, wake := lp.s.next(ev, e.now())
 	for _, f := range fx {
 		lp.perform(f)
 	}
@@ -162,23 +195,27 @@ func (lp *loop) perform(f effect) {
 	e := lp.e
 	switch f := f.(type) {
 	case doRead:
-		e.readOps <- storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead}
+		lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead})
 	case doWrite:
 		op := storeOp{ctx: e.ctx, gen: f.gen, kind: f.kind, data: f.data, ifMatch: f.ifMatch, orOver: f.orOver, notAfter: f.notAfter}
+		if f.ifMatch != "" {
+			op.over = &f.over
+		}
 		switch f.kind {
 		case opRenew:
 			op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
-			e.beatOps <- op
+			lp.send(&lp.beat, op)
 		case opRelease:
-			e.beatOps <- op // under the elector's context: Close cancels it only after the release
+			lp.send(&lp.beat, op) // under the elector's context: Close cancels it only after the release
 		default:
-			e.readOps <- op // a takeover runs to its end, so that its outcome is known
+			lp.send(&lp.reader, op) // a takeover runs to its end, so that its outcome is known
 		}
 	case doLead:
 		c := lp.camps[f.campID]
 		delete(lp.camps, f.campID)
 		l := newLeadership(e, c.ctx, f.term, f.deadline)
 		lp.lead = l
+		lp.reader.stop() // a leader reads nothing
 		c.answer <- campaignAnswer{l: l}
 	case doRenewed:
 		lp.lead.extend(f.deadline)
@@ -187,6 +224,7 @@ func (lp *loop) perform(f effect) {
 			lp.lead.cancel(f.cause)
 		}
 	case doExited:
+		lp.beat.stop()
 		if l := lp.lead; l != nil {
 			l.cancel(ErrResigned) // no-op unless it was never cancelled
 			l.stop()
@@ -214,7 +252,9 @@ func (lp *loop) perform(f effect) {
 			sub.ch <- f.c
 		}
 	case doLog:
-		e.log.Info(f.msg, f.args...)
+		if e.log.Enabled(context.Background(), slog.LevelInfo) {
+			e.log.Info(f.msg, f.args...)
+		}
 	case doClosed:
 	default:
 		panic(fmt.Sprintf("s3lect: unknown effect %T", f))

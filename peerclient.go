@@ -32,7 +32,7 @@ type peerReport struct {
 	gen  uint64
 	rec  Record
 	etag string    // "" from a server that does not send one (the original s3lect)
-	at   time.Time // local time the answer arrived: the leader wrote etag before it
+	at   time.Time // local time (e.now) the answer arrived: the leader wrote etag before it
 	err  error
 }
 
@@ -88,7 +88,7 @@ func (e *Elector) pollPeers(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case e.peerReports <- peerReport{gen: t.gen, rec: rec, etag: etag, at: time.Now(), err: err}:
+		case e.peerReports <- peerReport{gen: t.gen, rec: rec, etag: etag, at: e.now(), err: err}:
 		case t = <-e.peerTargets:
 			continue
 		case <-ctx.Done():

@@ -283,10 +283,10 @@ type Change struct {
 // Elector campaigns for, holds and watches the leadership of one lockfile.
 // Its methods are safe for concurrent use. Many electors can share one
 // Store and one process. Once started (by Campaign, Changes or Observe), an
-// elector runs three goroutines: its run loop, which alone owns the
-// election state, and two storage goroutines (the reader, for a
-// follower's reads and takeovers, and the heartbeat, for a leader's
-// renewals and release); in PeerMode a fourth, the peer poller.
+// elector runs two goroutines: its run loop, which alone owns the election
+// state, and a storage goroutine: the reader (a follower's reads and
+// takeovers) while it follows, the heartbeat (a leader's renewals and
+// release) while it leads. In PeerMode a third, the peer poller.
 type Elector struct {
 	cfg    ElectorConfig
 	owned  store.Store // the store New built from Bucket, released by Close
@@ -302,8 +302,6 @@ type Elector struct {
 	// loopDone or their own context.
 	reqs        chan request     // API calls -> loop
 	results     chan evStore     // storage goroutines -> loop
-	readOps     chan storeOp     // capacity 1: loop -> reader
-	beatOps     chan storeOp     // capacity 1: loop -> heartbeat
 	leadDone    chan *Leadership // a leadership's context ended -> loop
 	peerTargets chan peerTarget  // capacity 1: loop -> poller, latest target wins
 	peerReports chan peerReport  // poller -> loop
@@ -366,8 +364,6 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		cancel:      cancel,
 		reqs:        make(chan request),
 		results:     make(chan evStore),
-		readOps:     make(chan storeOp, 1),
-		beatOps:     make(chan storeOp, 1),
 		leadDone:    make(chan *Leadership),
 		peerTargets: make(chan peerTarget, 1),
 		peerReports: make(chan peerReport),
@@ -407,8 +403,6 @@ func (e *Elector) start() bool {
 		defer close(e.loopDone)
 		return e.run(e.ctx)
 	})
-	e.g.Go(func() error { return e.serveStore(e.ctx, e.readOps) }) // the storage reader
-	e.g.Go(func() error { return e.serveStore(e.ctx, e.beatOps) }) // the heartbeat
 	if e.cfg.PeerMode {
 		e.g.Go(func() error { return e.pollPeers(e.ctx) })
 	}

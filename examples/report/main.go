@@ -133,7 +133,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "\n## %d electors in one process\n\n", o.electors)
-	fmt.Fprintf(w, "On the in-memory store, at 1/%d scale, measured over %v after settling. Heap and stacks are the growth of the live heap and of goroutine stacks, divided by the electors (the budget is %d KiB of heap plus stacks per elector). CPU is in cores; store operations per second are at the scaled intervals (divide by %d for the defaults).\n\n", o.scale, o.window, perElectorLimit>>10, o.scale)
+	fmt.Fprintf(w, "On the in-memory store, at 1/%d scale, measured over %v after settling. Each elector has one goroutine of the caller's calling Campaign, until it leads; goroutines, heap and stacks count it. Heap and stacks are the growth of the live heap and of goroutine stacks, divided by the electors (the budget is %d KiB of heap plus stacks per elector). CPU is in cores; store operations per second are at the scaled intervals (divide by %d for the defaults).\n\n", o.scale, o.window, perElectorLimit>>10, o.scale)
 	fmt.Fprintln(w, "| layout | goroutines per elector | heap per elector | stacks per elector | heap + stacks | process RSS | CPU | store ops/s |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, layout := range []struct {

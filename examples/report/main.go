@@ -10,6 +10,10 @@
 //
 //	go run ./examples/report -bucket b -path-style > report.md
 //
+// (-no-memstore leaves the in-memory failover rows out.) The bucket must
+// exist. A trial whose first leader lost its lease before the strike (a
+// store too slow for the scaled lease) is run again, and counted.
+//
 // A crash is modelled as a killed process (see crashModel in measure.go),
 // never through a graceful shutdown; the report says so in its output.
 //

@@ -543,8 +543,13 @@ func (s *state) readDone(ev evStore, now time.Time, emit func(effect)) {
 		// Followers spread their reads over the renewals by a slot drawn
 		// from their ServerID, so that a group's followers do not all read
 		// at once and a release is seen by the first of them.
+		//
+		// The renewal is chosen by rounding, not by rounding up, so that a
+		// renewal a little earlier than its due time does not push the
+		// read a whole cycle later; in the steady state reads are k
+		// renewals apart, never less than InfrequentInterval.
 		wrote := now.Add(-age).Add(renewalSlack(s.p.fi))
-		n := (s.nextRead.Sub(wrote) + s.p.fi - 1) / s.p.fi
+		n := (s.nextRead.Sub(wrote) + s.p.fi/2) / s.p.fi
 		if k := int64((s.p.ii + s.p.fi - 1) / s.p.fi); k > 1 {
 			idx := (s.v.rec.Held + s.p.fi.Milliseconds()/2) / max(s.p.fi.Milliseconds(), 1) // this record's renewal number
 			j := idx + int64(n)

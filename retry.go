@@ -75,6 +75,7 @@ func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error)
 	}
 	r, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (result, error) {
 		data, etag, err := e.cfg.Store.Get(ctx, e.key)
+		e.stats.storeCall("get", err)
 		return result{data, etag}, err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -104,6 +105,7 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, notAfter ti
 			return "", backoff.Permanent(context.DeadlineExceeded)
 		}
 		tag, err := e.cfg.Store.PutIfMatch(ctx, e.key, data, etag)
+		e.stats.storeCall("put", err)
 		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
 			unsure = true
 		}

@@ -14,6 +14,10 @@ import (
 // only go up. The field set is stable: fields may be added, none removed or
 // changed in meaning.
 type Stats struct {
+	// Lockfile and ServerID are the elector's LockfilePath and ServerID.
+	Lockfile string
+	ServerID string
+
 	// Leading reports whether this elector holds a live leadership, as its
 	// Changes announce it.
 	Leading bool
@@ -70,6 +74,7 @@ type StoreRequest struct {
 // scrape.
 func (e *Elector) Stats() Stats {
 	s := e.stats.snapshot()
+	s.Lockfile, s.ServerID = e.key, e.cfg.ServerID
 	snap := e.snap.Load()
 	s.Leading = snap.change.IsLeader
 	s.Term = snap.change.Leader.Term

@@ -18,6 +18,7 @@
 //	                      (AWS_ENDPOINT_URL_S3 for MinIO; add -path-style)
 //	-nats nats://host:4222  elect on a NATS JetStream KV bucket (S3LECT_DEMO)
 //	-svg timeline.svg     also draw the timeline as an SVG chart
+//	-metrics 127.0.0.1:9464  serve every elector's metrics (/metrics) and liveness (/healthz)
 package main
 
 import (
@@ -53,6 +54,7 @@ type options struct {
 	natsURL   string
 	key       string
 	svg       string
+	metrics   string
 }
 
 func main() {
@@ -66,6 +68,7 @@ func main() {
 	flag.StringVar(&o.natsURL, "nats", "", "elect on a NATS JetStream KV bucket at this URL")
 	flag.StringVar(&o.key, "key", "leader/demo.json", "lockfile key")
 	flag.StringVar(&o.svg, "svg", "", "write the timeline as an SVG chart to this file")
+	flag.StringVar(&o.metrics, "metrics", "", "serve metrics and liveness over HTTP on this host:port")
 	flag.Parse()
 	if *real {
 		o.speed = 1
@@ -187,6 +190,11 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		return err
 	}
 	defer we.Close()
+	stopMetrics, err := serveMetrics(o.metrics, w, append(electorsOf(cands), we))
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	changes := we.Changes()
 	wg.Add(1)
 	go func() {

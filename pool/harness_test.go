@@ -52,6 +52,7 @@ func (c *crashStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 // with a referee that watches every Work call.
 type group struct {
 	t       testing.TB
+	speed   time.Duration // the default intervals are divided by this
 	shards  []string
 	counter *store.Counter
 	workers []*worker
@@ -76,8 +77,11 @@ type worker struct {
 	done   chan struct{}
 }
 
-func newGroup(t testing.TB, workers, shards int) *group {
-	g := &group{t: t, counter: store.NewCounter(memstore.New()), live: map[string]*held{}, endedAt: map[string]time.Time{}}
+func newGroup(t testing.TB, workers, shards int) *group { return newGroupAt(t, workers, shards, 1) }
+
+// newGroupAt is newGroup with every default interval divided by speed.
+func newGroupAt(t testing.TB, workers, shards, speed int) *group {
+	g := &group{t: t, counter: store.NewCounter(memstore.New()), live: map[string]*held{}, endedAt: map[string]time.Time{}, speed: time.Duration(speed)}
 	for i := range shards {
 		g.shards = append(g.shards, fmt.Sprintf("shard-%02d", i))
 	}
@@ -93,7 +97,8 @@ func (g *group) add(id string) *worker {
 	p, err := New(Config{
 		Shards: g.shards,
 		Elector: func(shard string) s3lect.ElectorConfig {
-			return s3lect.ElectorConfig{Store: w.st, LockfilePath: "pool/" + shard + ".json", ServerID: id, Logger: quiet}
+			return s3lect.ElectorConfig{Store: w.st, LockfilePath: "pool/" + shard + ".json", ServerID: id, Logger: quiet,
+				FrequentInterval: testFI / g.speed, InfrequentInterval: testII / g.speed, LeaderTimeout: testLT / g.speed}
 		},
 		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 			g.started(shard, id, ctx)

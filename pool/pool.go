@@ -66,6 +66,7 @@ type Pool struct {
 	gone    map[string]bool   // workers seen to lose a shard to expiry or release, until they win one again
 	changed chan struct{}     // closed and replaced when leaders changes
 	lastWin time.Time         // when this worker last won a shard
+	slot    chan struct{}     // capacity 1: held by the one campaign this worker starts at a time
 }
 
 func later(a, b time.Time) time.Time {
@@ -93,7 +94,7 @@ func New(cfg Config) (*Pool, error) {
 	case cfg.Step < 0:
 		return nil, fmt.Errorf("pool: Config.Step %v is negative", cfg.Step)
 	}
-	p := &Pool{cfg: cfg, leaders: map[string]string{}, gone: map[string]bool{}, changed: make(chan struct{})}
+	p := &Pool{cfg: cfg, leaders: map[string]string{}, gone: map[string]bool{}, changed: make(chan struct{}), slot: make(chan struct{}, 1)}
 	paths := map[string]string{}
 	for _, name := range cfg.Shards {
 		if name == "" {
@@ -258,7 +259,7 @@ func (p *Pool) runShard(ctx context.Context, s *shard) {
 			timer.Reset(time.Until(due))
 			select {
 			case <-timer.C:
-				turn = true
+				turn = p.claimSlot(s, vacant, changes, take)
 			case c, ok := <-changes:
 				if !ok {
 					timer.Stop()
@@ -272,7 +273,7 @@ func (p *Pool) runShard(ctx context.Context, s *shard) {
 		if !turn {
 			continue
 		}
-		if !p.campaign(ctx, s, changes, take) {
+		if !p.campaign(ctx, s, changes, take) { // releases the slot
 			return
 		}
 		for known && cur.IsLeader { // the leadership's end is announced after Work returned
@@ -285,10 +286,39 @@ func (p *Pool) runShard(ctx context.Context, s *shard) {
 	}
 }
 
+// claimSlot waits for the worker's campaign slot, which one campaign holds
+// at a time, then checks that s's turn is still due. It returns whether
+// it holds the slot; false means s must wait again (a change arrived, or
+// the turn moved).
+func (p *Pool) claimSlot(s *shard, vacant time.Time, changes <-chan s3lect.Change, take func(s3lect.Change)) bool {
+	_, wake := p.turn(s, vacant)
+	select {
+	case p.slot <- struct{}{}:
+	case c, ok := <-changes:
+		if ok {
+			take(c)
+		}
+		return false
+	case <-wake:
+		return false
+	}
+	if due, _ := p.turn(s, vacant); due.After(time.Now()) {
+		<-p.slot
+		return false
+	}
+	return true
+}
+
 // campaign campaigns for s until it wins, another worker is seen leading,
 // or ctx ends; a won leadership runs Work until it ends. It returns false
 // when ctx has ended.
 func (p *Pool) campaign(ctx context.Context, s *shard, changes <-chan s3lect.Change, take func(s3lect.Change)) bool {
+	// The slot is given back when the campaign is decided, or after Step
+	// if it is still waiting (a takeover that must wait out a lease).
+	release := sync.OnceFunc(func() { <-p.slot })
+	defer release()
+	slow := time.AfterFunc(p.cfg.Step, release)
+	defer slow.Stop()
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
@@ -323,6 +353,7 @@ func (p *Pool) campaign(ctx context.Context, s *shard, changes <-chan s3lect.Cha
 	p.lastWin = time.Now()
 	p.mu.Unlock()
 	p.setLeader(s.name, p.id)
+	release()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

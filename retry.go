@@ -114,6 +114,7 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]b
 		}
 		if attempt++; attempt > 1 && over != nil && etag != "" {
 			got, gotTag, err := e.cfg.Store.Get(ctx, e.key)
+			e.stats.storeCall("get", err)
 			switch {
 			case err != nil && !errors.Is(err, store.ErrNotFound):
 				return "", err

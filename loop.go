@@ -189,6 +189,7 @@ func (lp *loop) step(ev event) {
 		lp.timer.Reset(max(e.realUntil(wake), time.Millisecond/10))
 	}
 	e.publishSnapshot(lp)
+	e.stats.setMode(lp.statsMode())
 }
 
 func (lp *loop) perform(f effect) {
@@ -215,10 +216,12 @@ func (lp *loop) perform(f effect) {
 		delete(lp.camps, f.campID)
 		l := newLeadership(e, c.ctx, f.term, f.deadline)
 		lp.lead = l
+		e.stats.won(lp.s.lead.sentAt)
 		lp.reader.stop() // a leader reads nothing
 		c.answer <- campaignAnswer{l: l}
 	case doRenewed:
 		lp.lead.extend(f.deadline)
+		e.stats.renewed(lp.s.lead.sentAt)
 	case doEnd:
 		if lp.lead != nil {
 			lp.lead.cancel(f.cause)
@@ -227,6 +230,7 @@ func (lp *loop) perform(f effect) {
 		lp.beat.stop()
 		if l := lp.lead; l != nil {
 			l.cancel(ErrResigned) // no-op unless it was never cancelled
+			e.stats.ended(context.Cause(l.ctx))
 			l.stop()
 			l.endErr = f.err
 			close(l.exited)

@@ -170,6 +170,7 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 		}
 		return answer{rec, etag}, nil
 	})
+	e.stats.peerCall(err)
 	if err != nil {
 		return Record{}, "", fmt.Errorf("s3lect: peer %s: %w", t.addr, err)
 	}

@@ -76,6 +76,7 @@ func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error)
 	}
 	r, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (result, error) {
 		data, etag, err := e.cfg.Store.Get(ctx, e.key)
+		e.stats.storeCall("get", err)
 		return result{data, etag}, err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -113,6 +114,7 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]b
 		}
 		if attempt++; attempt > 1 && over != nil && etag != "" {
 			got, gotTag, err := e.cfg.Store.Get(ctx, e.key)
+			e.stats.storeCall("get", err)
 			switch {
 			case err != nil && !errors.Is(err, store.ErrNotFound):
 				return "", err
@@ -123,6 +125,7 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]b
 			}
 		}
 		tag, err := e.cfg.Store.PutIfMatch(ctx, e.key, data, etag)
+		e.stats.storeCall("put", err)
 		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
 			unsure = true
 		}

@@ -311,6 +311,7 @@ type Elector struct {
 	ownedPeer  bool         // peerClient was built here; Close releases it
 
 	snap      atomic.Pointer[snapshot] // what Leader and the peer handler read
+	stats     recorder                 // counters for Stats and the health check
 	campaigns atomic.Uint64            // numbers Campaign calls
 
 	base time.Time // a fixed local time, for rate

@@ -27,6 +27,7 @@
 //	                      (AWS_ENDPOINT_URL_S3 for MinIO; add -path-style)
 //	-nats nats://host:4222  elect on a NATS JetStream KV bucket (S3LECT_DEMO)
 //	-svg timeline.svg     also draw the timeline as an SVG chart
+//	-metrics 127.0.0.1:9464  serve every elector's metrics (/metrics) and liveness (/healthz)
 package main
 
 import (
@@ -63,6 +64,7 @@ type options struct {
 	natsURL   string
 	key       string
 	svg       string
+	metrics   string
 }
 
 func main() {
@@ -76,6 +78,7 @@ func main() {
 	flag.StringVar(&o.natsURL, "nats", "", "elect on a NATS JetStream KV bucket at this URL")
 	flag.StringVar(&o.key, "key", "leader/demo.json", "lockfile key")
 	flag.StringVar(&o.svg, "svg", "", "write the timeline as an SVG chart to this file")
+	flag.StringVar(&o.metrics, "metrics", "", "serve metrics and liveness over HTTP on this host:port")
 	flag.Parse()
 	if *real {
 		o.speed = 1
@@ -299,6 +302,11 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		return err
 	}
 	defer we.Close()
+	stopMetrics, err := serveMetrics(o.metrics, w, append(electorsOf(cands), we))
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	changes := we.Observe(ctx)
 	var lastErr struct {
 		sync.Mutex

@@ -1,11 +1,15 @@
-// Command workerpool shows many electors in one process: N workers each
-// run an elector for every one of M shards (lockfiles shards/<i>.json),
-// and whoever leads a shard does that shard's work under that shard's
-// lead.Context(). When a worker stops (it resigns) or dies (it does not),
-// its shards move to the workers that are left.
+// Command workerpool runs a pool of workers over many shards with package
+// pool: every worker runs one elector per shard, whoever leads a shard does
+// its work under that leadership's context, and the shards spread over the
+// workers without a coordinator. It starts every worker at once, prints
+// how many shards each worker leads over time, then kills one worker (its
+// store calls fail from then on and it never resigns) and shows the
+// survivors take over its shards. It ends with the figures: when the
+// shards were spread, the longest a shard went without a leader, and the
+// store requests per shard.
 //
-//	go run ./examples/workerpool            # 3 workers, 6 shards, in memory
-//	go run ./examples/workerpool -workers 4 -shards 12
+//	go run ./examples/workerpool                       # 4 workers, 40 shards, in memory
+//	go run ./examples/workerpool -workers 3 -shards 12 -speed 5
 package main
 
 import (
@@ -16,181 +20,237 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/internal/cutstore"
+	"github.com/s3lect/s3lect/pool"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
 func main() {
-	workers := flag.Int("workers", 3, "number of workers")
-	shards := flag.Int("shards", 6, "number of shards")
+	workers := flag.Int("workers", 4, "number of workers")
+	shards := flag.Int("shards", 40, "number of shards")
 	speed := flag.Int("speed", 10, "divide the default intervals by this")
 	flag.Parse()
-	if err := run(context.Background(), *workers, *shards, *speed, os.Stdout); err != nil {
+	if _, err := run(context.Background(), *workers, *shards, *speed, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "workerpool:", err)
 		os.Exit(1)
 	}
 }
 
-// worker runs one elector per shard, all on one store connection it can
-// lose.
-type worker struct {
-	id       string
-	conn     *cutstore.Store
-	electors []*s3lect.Elector
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+// killable is a worker's connection to the store. Once killed, every call
+// fails at once, as a dead process's calls never arrive.
+type killable struct {
+	store.Store
+	dead atomic.Bool
 }
 
-func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) error {
+var errKilled = errors.New("worker killed")
+
+func (k *killable) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if k.dead.Load() {
+		return nil, "", errKilled
+	}
+	return k.Store.Get(ctx, key)
+}
+
+func (k *killable) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if k.dead.Load() {
+		return "", errKilled
+	}
+	return k.Store.PutIfMatch(ctx, key, data, etag)
+}
+
+// result holds the figures of one run.
+type result struct {
+	lt          time.Duration
+	spread      time.Duration  // from the start until every worker led its fair share ± 2
+	resettled   time.Duration  // from the dead worker's last lease end until the survivors did
+	maxGap      time.Duration  // the longest a shard went from one leadership's end to the next's start
+	double      int            // times a shard's work started while another worker's leadership was live
+	reqsPerSec  float64        // store requests per shard per second while the pool was steady
+	settled     map[string]int // shards per worker before the kill
+	survivors   map[string]int // shards per worker at the end
+	steadyCalls store.Counts   // the store calls of the steady window
+}
+
+// referee watches every shard's work, as the shards' users would.
+type referee struct {
+	mu      sync.Mutex
+	live    map[string]*lease
+	endedAt map[string]time.Time
+	maxGap  time.Duration
+	double  int
+}
+
+type lease struct {
+	worker string
+	ctx    context.Context
+}
+
+func (r *referee) start(shard, worker string, ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.live[shard]; l != nil && l.ctx.Err() == nil {
+		r.double++
+	}
+	if at, ok := r.endedAt[shard]; ok {
+		r.maxGap = max(r.maxGap, time.Since(at))
+	}
+	r.live[shard] = &lease{worker, ctx}
+}
+
+func (r *referee) end(shard string, ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.live[shard]; l != nil && l.ctx == ctx {
+		r.endedAt[shard] = time.Now()
+	}
+}
+
+func (r *referee) counts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := map[string]int{}
+	for _, l := range r.live {
+		if l.ctx.Err() == nil {
+			n[l.worker]++
+		}
+	}
+	return n
+}
+
+func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result, error) {
 	if nWorkers < 2 || nShards < 1 || speed < 1 {
-		return errors.New("need at least 2 workers, 1 shard, and a speed of at least 1")
+		return result{}, errors.New("need at least 2 workers, 1 shard, and a speed of at least 1")
 	}
-	mem := memstore.New()
-	start := time.Now()
-	var outMu sync.Mutex
-	say := func(format string, args ...any) {
-		outMu.Lock()
-		defer outMu.Unlock()
-		fmt.Fprintf(w, "%6.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
-	cfg := func(st store.Store, shard int, id string) s3lect.ElectorConfig {
-		return s3lect.ElectorConfig{
-			Store: st, LockfilePath: fmt.Sprintf("shards/%d.json", shard), ServerID: id,
-			FrequentInterval:   s3lect.DefaultFrequentInterval / time.Duration(speed),
-			InfrequentInterval: s3lect.DefaultInfrequentInterval / time.Duration(speed),
-			LeaderTimeout:      s3lect.DefaultLeaderTimeout / time.Duration(speed),
-			Logger:             slog.New(slog.DiscardHandler),
-		}
-	}
+	fi := s3lect.DefaultFrequentInterval / time.Duration(speed)
+	ii := s3lect.DefaultInfrequentInterval / time.Duration(speed)
 	lt := s3lect.DefaultLeaderTimeout / time.Duration(speed)
-
-	// The shard map, kept from the Changes of one watcher per shard.
-	owners := make([]string, nShards)
-	var mapMu sync.Mutex
-	printMap := func() {
-		mapMu.Lock()
-		defer mapMu.Unlock()
-		count := map[string]int{}
-		cells := make([]string, nShards)
-		for i, o := range owners {
-			if o == "" {
-				o = "-"
-			}
-			count[o]++
-			cells[i] = fmt.Sprintf("%d:%s", i, o)
-		}
-		var per []string
-		for o, n := range count {
-			per = append(per, fmt.Sprintf("%s=%d", o, n))
-		}
-		slices.Sort(per)
-		say("shard map  %s   (%s)", strings.Join(cells, " "), strings.Join(per, " "))
-	}
-	var watchers []*s3lect.Elector
-	var wwg sync.WaitGroup
-	defer wwg.Wait()
+	res := result{lt: lt}
+	counter := store.NewCounter(memstore.New())
+	ref := &referee{live: map[string]*lease{}, endedAt: map[string]time.Time{}}
+	var names []string
 	for i := range nShards {
-		e, err := s3lect.New(cfg(mem, i, "watcher"))
-		if err != nil {
-			return err
-		}
-		defer e.Close()
-		watchers = append(watchers, e)
-		changes := e.Changes()
-		wwg.Add(1)
-		go func() {
-			defer wwg.Done()
-			for c := range changes {
-				mapMu.Lock()
-				changed := owners[i] != c.Leader.LeaderID
-				owners[i] = c.Leader.LeaderID
-				mapMu.Unlock()
-				if changed {
-					printMap()
-				}
-			}
-		}()
+		names = append(names, fmt.Sprintf("shard-%02d", i))
 	}
-
-	var pool []*worker
-	for n := range nWorkers {
-		wk := &worker{id: fmt.Sprintf("w%d", n+1), conn: cutstore.New(mem)}
-		wctx, cancel := context.WithCancel(ctx)
-		wk.cancel = cancel
-		for i := range nShards {
-			e, err := s3lect.New(cfg(wk.conn, i, wk.id))
-			if err != nil {
-				return err
-			}
-			wk.electors = append(wk.electors, e)
-			// Each shard prefers one worker: the others start campaigning a
-			// little later, so the shards spread out at start-up.
-			delay := time.Duration((i-n+nWorkers*nShards)%nWorkers) * lt / 4
-			wk.wg.Add(1)
-			go func() {
-				defer wk.wg.Done()
-				select {
-				case <-time.After(delay):
-				case <-wctx.Done():
-					return
-				}
-				for {
-					lead, err := e.Campaign(wctx)
-					if err != nil {
-						return
-					}
-					processShard(lead.Context(), i) // returns when leadership ends
-					if wk.conn.IsCut() {
-						return
-					}
-				}
-			}()
-		}
-		pool = append(pool, wk)
+	start := time.Now()
+	say := func(format string, args ...any) {
+		fmt.Fprintf(w, "%7.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
+	ids := make([]string, nWorkers)
+	conns := make([]*killable, nWorkers)
+	stops := make([]context.CancelFunc, nWorkers)
+	var wg sync.WaitGroup
 	defer func() {
-		for _, wk := range pool {
-			wk.cancel()
-			for _, e := range wk.electors {
-				e.Close()
+		for _, stop := range stops {
+			if stop != nil {
+				stop()
 			}
-			wk.wg.Wait()
 		}
+		wg.Wait()
 	}()
+	for n := range nWorkers {
+		id := fmt.Sprintf("w%d", n+1)
+		conn := &killable{Store: counter}
+		p, err := pool.New(pool.Config{
+			Shards: names,
+			Elector: func(shard string) s3lect.ElectorConfig {
+				return s3lect.ElectorConfig{Store: conn, LockfilePath: "shards/" + shard + ".json", ServerID: id,
+					FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: slog.New(slog.DiscardHandler)}
+			},
+			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
+				ref.start(shard, id, ctx)
+				<-ctx.Done() // one shard's work would run here, until ctx ends
+				ref.end(shard, ctx)
+			},
+		})
+		if err != nil {
+			return result{}, err
+		}
+		wctx, stop := context.WithCancel(ctx)
+		ids[n], conns[n], stops[n] = id, conn, stop
+		wg.Go(func() { p.Run(wctx) })
+	}
 
-	time.Sleep(4 * lt)
-	stopped := pool[0]
-	say("%s stops: it resigns every shard it leads", stopped.id)
-	stopped.cancel() // Campaign contexts end: leaderships are released
-	stopped.wg.Wait()
-	time.Sleep(4 * lt)
+	fair := func(c map[string]int, workers []string) bool {
+		sum := 0
+		for _, id := range workers {
+			share := nShards / len(workers)
+			if c[id] < share-2 || c[id] > share+2+min(nShards%len(workers), 1) {
+				return false
+			}
+			sum += c[id]
+		}
+		return sum == nShards
+	}
+	show := func(c map[string]int) string {
+		var parts []string
+		for _, id := range ids {
+			parts = append(parts, fmt.Sprintf("%s=%d", id, c[id]))
+		}
+		return strings.Join(parts, " ")
+	}
+	// watch prints the spread every LeaderTimeout/2 for d, and returns
+	// when it first became fair for workers (0 if it did not).
+	watch := func(d time.Duration, workers []string, since time.Time) time.Duration {
+		var at time.Duration
+		tick := time.NewTicker(lt / 2)
+		defer tick.Stop()
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			<-tick.C
+			c := ref.counts()
+			if at == 0 && fair(c, workers) {
+				at = time.Since(since)
+			}
+			say("shards per worker  %s", show(c))
+		}
+		return at
+	}
 
-	died := pool[1]
-	say("%s dies: its store connection is cut and it never resigns", died.id)
-	died.conn.Cut()
-	time.Sleep(6 * lt)
-	say("done")
-	return nil
+	say("%d workers start together over %d shards (LeaderTimeout %v)", nWorkers, nShards, lt)
+	res.spread = watch(4*lt, ids, start)
+	res.settled = ref.counts()
+	before := counter.Counts()
+	steady := time.Now()
+	watch(2*lt, ids, start)
+	res.steadyCalls = sub(counter.Counts(), before)
+	res.reqsPerSec = float64(res.steadyCalls.Gets+res.steadyCalls.Puts) / float64(nShards) / time.Since(steady).Seconds()
+
+	dead := ids[nWorkers-1]
+	say("%s is killed: its store calls fail from now on and it never resigns", dead)
+	conns[nWorkers-1].dead.Store(true)
+	for ref.counts()[dead] > 0 {
+		time.Sleep(lt / 100)
+	}
+	leaseEnd := time.Now()
+	say("%s's last lease has ended", dead)
+	res.resettled = watch(4*lt, ids[:nWorkers-1], leaseEnd)
+	res.survivors = ref.counts()
+	ref.mu.Lock()
+	res.maxGap, res.double = ref.maxGap, ref.double
+	ref.mu.Unlock()
+
+	inLT := func(d time.Duration) string {
+		if d == 0 {
+			return "never"
+		}
+		return fmt.Sprintf("%v (%.1f × LeaderTimeout)", d.Round(time.Millisecond), float64(d)/float64(lt))
+	}
+	say("spread at fair share ± 2 after %s; then %s", inLT(res.spread), show(res.settled))
+	say("survivors at fair share ± 2 %s after the dead worker's last lease ended; then %s", inLT(res.resettled), show(res.survivors))
+	say("longest a shard went without a leader: %s", inLT(res.maxGap))
+	say("shards whose work ran on two workers at once: %d", res.double)
+	say("store requests per shard per second while steady: %.3f (%d gets, %d puts over %d shards in %v)",
+		res.reqsPerSec, res.steadyCalls.Gets, res.steadyCalls.Puts, nShards, (2 * lt).Round(time.Millisecond))
+	return res, nil
 }
 
-// processShard stands for the work a shard's leader does. It must stop
-// when ctx ends: that is when this worker may no longer lead the shard.
-func processShard(ctx context.Context, shard int) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_ = shard // one unit of work on the shard
-		}
-	}
+func sub(a, b store.Counts) store.Counts {
+	return store.Counts{Gets: a.Gets - b.Gets, Puts: a.Puts - b.Puts, PreconditionFailed: a.PreconditionFailed - b.PreconditionFailed,
+		NotFound: a.NotFound - b.NotFound, Failures: a.Failures - b.Failures}
 }

@@ -1,0 +1,164 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+const (
+	testFI = s3lect.DefaultFrequentInterval
+	testII = s3lect.DefaultInfrequentInterval
+	testLT = s3lect.DefaultLeaderTimeout
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var errCrashed = errors.New("worker crashed")
+
+// crashStore is one worker's view of the shared store. Once crashed, every
+// call fails at once, as a killed process's calls never arrive: the worker
+// renews nothing, releases nothing, and its leases run out.
+type crashStore struct {
+	store.Store
+	dead atomic.Bool
+}
+
+func (c *crashStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if c.dead.Load() {
+		return nil, "", errCrashed
+	}
+	return c.Store.Get(ctx, key)
+}
+
+func (c *crashStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if c.dead.Load() {
+		return "", errCrashed
+	}
+	return c.Store.PutIfMatch(ctx, key, data, etag)
+}
+
+// group is N workers running pools over the same shards on one memstore,
+// with a referee that watches every Work call.
+type group struct {
+	t       testing.TB
+	speed   time.Duration // the default intervals are divided by this
+	shards  []string
+	counter *store.Counter
+	workers []*worker
+
+	mu      sync.Mutex
+	live    map[string]*held     // shard -> the Work running for it
+	endedAt map[string]time.Time // shard -> when its last Work's context ended
+	maxGap  time.Duration        // the longest a shard waited for a new leader
+	double  []string             // shards seen with two live leaders
+}
+
+type held struct {
+	id  string
+	ctx context.Context
+}
+
+type worker struct {
+	id     string
+	st     *crashStore
+	p      *Pool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newGroup(t testing.TB, workers, shards int) *group { return newGroupAt(t, workers, shards, 1) }
+
+// newGroupAt is newGroup with every default interval divided by speed.
+func newGroupAt(t testing.TB, workers, shards, speed int) *group {
+	g := &group{t: t, counter: store.NewCounter(memstore.New()), live: map[string]*held{}, endedAt: map[string]time.Time{}, speed: time.Duration(speed)}
+	for i := range shards {
+		g.shards = append(g.shards, fmt.Sprintf("shard-%02d", i))
+	}
+	for i := range workers {
+		g.add(fmt.Sprintf("w%d", i+1))
+	}
+	return g
+}
+
+// add starts a worker.
+func (g *group) add(id string) *worker {
+	w := &worker{id: id, st: &crashStore{Store: g.counter}, done: make(chan struct{})}
+	p, err := New(Config{
+		Shards: g.shards,
+		Elector: func(shard string) s3lect.ElectorConfig {
+			return s3lect.ElectorConfig{Store: w.st, LockfilePath: "pool/" + shard + ".json", ServerID: id, Logger: quiet,
+				FrequentInterval: testFI / g.speed, InfrequentInterval: testII / g.speed, LeaderTimeout: testLT / g.speed}
+		},
+		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
+			g.started(shard, id, ctx)
+			<-ctx.Done()
+			g.ended(shard, ctx)
+		},
+	})
+	if err != nil {
+		g.t.Fatalf("New(%s) error = %v", id, err)
+	}
+	w.p = p
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	go func() {
+		defer close(w.done)
+		p.Run(ctx)
+	}()
+	g.workers = append(g.workers, w)
+	return w
+}
+
+func (g *group) started(shard, id string, ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h := g.live[shard]; h != nil && h.ctx.Err() == nil {
+		g.double = append(g.double, fmt.Sprintf("%s: %s started while %s's leadership was live", shard, id, h.id))
+	}
+	if at, ok := g.endedAt[shard]; ok {
+		g.maxGap = max(g.maxGap, time.Since(at))
+	}
+	g.live[shard] = &held{id: id, ctx: ctx}
+}
+
+func (g *group) ended(shard string, ctx context.Context) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if h := g.live[shard]; h != nil && h.ctx == ctx {
+		g.endedAt[shard] = time.Now()
+	}
+}
+
+// counts returns how many shards each worker runs Work for now.
+func (g *group) counts() map[string]int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := map[string]int{}
+	for _, h := range g.live {
+		if h.ctx.Err() == nil {
+			n[h.id]++
+		}
+	}
+	return n
+}
+
+// stop ends every worker and waits for them.
+func (g *group) stop() {
+	for _, w := range g.workers {
+		w.cancel()
+	}
+	for _, w := range g.workers {
+		<-w.done
+	}
+}

@@ -1,0 +1,234 @@
+package s3lect
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// Stats is a snapshot of one elector's state and counters, for dashboards
+// and health checks. Counters start at zero when the elector is created and
+// only go up. The field set is stable: fields may be added, none removed or
+// changed in meaning.
+type Stats struct {
+	// Lockfile and ServerID are the elector's LockfilePath and ServerID.
+	Lockfile string
+	ServerID string
+
+	// Leading reports whether this elector holds a live leadership, as its
+	// Changes announce it.
+	Leading bool
+
+	// Term is the term of the leader this elector knows of (its own when
+	// Leading), 0 when it knows of none.
+	Term uint64
+
+	// Mode is how the elector works now: "leader" while it holds a
+	// leadership, or how it watches the lockfile as a follower:
+	// "frequent" (leadership changing or unknown), "infrequent" (a steady
+	// leader) or "peer" (asking the leader over HTTPS). "" before the
+	// elector has started.
+	Mode string
+
+	// Won counts the leaderships this elector has won.
+	Won uint64
+
+	// Ended counts the leaderships that have ended, by cause: "lost"
+	// (another holder wrote the lockfile), "expired" (renewals failed),
+	// "resigned" (Resign or Close), "canceled" (the context given to
+	// Campaign ended) and "other".
+	Ended map[string]uint64
+
+	// StoreRequests counts store calls, one per attempt (retries count
+	// again), by operation ("get", "put") and result: "ok", "not_found",
+	// "precondition_failed", "timeout" (the attempt's deadline passed),
+	// "canceled" (the call was cut short on purpose), "permanent" (a
+	// failure the store marks as not worth retrying) and "error".
+	StoreRequests map[StoreRequest]uint64
+
+	// PeerRequests counts a follower's questions to the leader in
+	// PeerMode (each with its retries), by result: "ok", "timeout",
+	// "canceled" and "error".
+	PeerRequests map[string]uint64
+
+	// LastRenewal is when this elector's last successful write as a leader
+	// was sent (a takeover or a renewal); zero if it never led.
+	LastRenewal time.Time
+
+	// LastRead is when this elector last read the lockfile successfully;
+	// zero if it never did.
+	LastRead time.Time
+}
+
+// StoreRequest is a key of Stats.StoreRequests.
+type StoreRequest struct {
+	Op     string // "get" or "put"
+	Result string
+}
+
+// Stats returns a snapshot of the elector's state and counters. It does not
+// wait for the elector's goroutines and is cheap enough to call on every
+// scrape.
+func (e *Elector) Stats() Stats {
+	s := e.stats.snapshot()
+	s.Lockfile, s.ServerID = e.key, e.cfg.ServerID
+	snap := e.snap.Load()
+	s.Leading = snap.change.IsLeader
+	s.Term = snap.change.Leader.Term
+	return s
+}
+
+// recorder keeps an elector's counters. The engine calls its methods, one
+// line at each place where something happens; its zero value is ready.
+// A mutex is enough: the calls are short and never block on anything else.
+type recorder struct {
+	mu          sync.Mutex
+	mode        string
+	nWon        uint64
+	holding     bool // a leadership is won and not yet over (its release may still be going on)
+	ends        map[string]uint64
+	store       map[StoreRequest]uint64
+	peer        map[string]uint64
+	lastRenewal time.Time
+	lastRead    time.Time
+}
+
+// storeCall counts one attempt of a store call; op is "get" or "put".
+func (r *recorder) storeCall(op string, err error) {
+	res := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrNotFound):
+		res = "not_found"
+	case errors.Is(err, store.ErrPreconditionFailed):
+		res = "precondition_failed"
+	case store.IsPermanent(err):
+		res = "permanent"
+	default:
+		res = failure(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.store == nil {
+		r.store = map[StoreRequest]uint64{}
+	}
+	r.store[StoreRequest{op, res}]++
+}
+
+// peerCall counts one question to the leader, with its retries.
+func (r *recorder) peerCall(err error) {
+	res := "ok"
+	if err != nil {
+		res = failure(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.peer == nil {
+		r.peer = map[string]uint64{}
+	}
+	r.peer[res]++
+}
+
+// failure names a failed call's result.
+func failure(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "error"
+}
+
+// won records a leadership won; its first write was sent at sent.
+func (r *recorder) won(sent time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nWon++
+	r.holding = true
+	r.lastRenewal = sent
+}
+
+// renewed records a successful renewal whose first attempt was sent at sent.
+func (r *recorder) renewed(sent time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastRenewal = sent
+}
+
+// ended records a leadership that is over, its release written or given
+// up, with the cause of its context.
+func (r *recorder) ended(cause error) {
+	c := "other"
+	switch {
+	case errors.Is(cause, ErrLeadershipLost):
+		c = "lost"
+	case errors.Is(cause, ErrLeaseExpired), errors.Is(cause, errSlowTakeover):
+		c = "expired"
+	case errors.Is(cause, ErrResigned):
+		c = "resigned"
+	case errors.Is(cause, context.Canceled), errors.Is(cause, context.DeadlineExceeded):
+		c = "canceled"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ends == nil {
+		r.ends = map[string]uint64{}
+	}
+	r.ends[c]++
+	r.holding = false
+}
+
+// read records a read of the lockfile that ended at at; only successes
+// count (an absent lockfile is a success).
+func (r *recorder) read(at time.Time, err error) {
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastRead = at
+}
+
+// setMode records the elector's mode after each step of the run loop.
+func (r *recorder) setMode(mode string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mode = mode
+}
+
+// leaderSince returns whether a leadership is held or still ending, and
+// when its last successful write was sent.
+func (r *recorder) leaderSince() (bool, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.holding, r.lastRenewal
+}
+
+func (r *recorder) snapshot() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := Stats{Mode: r.mode, Won: r.nWon, LastRenewal: r.lastRenewal, LastRead: r.lastRead,
+		Ended: map[string]uint64{}, StoreRequests: map[StoreRequest]uint64{}, PeerRequests: map[string]uint64{}}
+	for k, v := range r.ends {
+		s.Ended[k] = v
+	}
+	for k, v := range r.store {
+		s.StoreRequests[k] = v
+	}
+	for k, v := range r.peer {
+		s.PeerRequests[k] = v
+	}
+	return s
+}
+
+// statsMode is the mode Stats reports for the loop's state.
+func (lp *loop) statsMode() string {
+	if lp.lead != nil && lp.s.lead.ending == nil {
+		return "leader"
+	}
+	return lp.s.mode.String()
+}

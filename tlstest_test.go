@@ -4,7 +4,7 @@ import (
 	"crypto/tls"
 	"testing"
 
-	"github.com/s3lect/s3lect/internal/devtls"
+	"github.com/s3lect/s3lect/devtls"
 )
 
 // testPKI is devtls's PKI, for HTTPS between electors on loopback.

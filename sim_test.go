@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,8 +124,8 @@ func newSimParams(r *rand.Rand) simParams {
 		fi:         fi,
 		ii:         fi * time.Duration(1+r.IntN(3)),
 		lt:         lt,
-		faultsFor:  40 * time.Second,
-		calmFor:    30 * time.Second,
+		faultsFor:  20 * time.Second,
+		calmFor:    25 * time.Second, // the peer variant strikes once more half-way, and needs a liveness bound after it
 		errRate:    r.Float64() * 0.2,
 		lostRate:   r.Float64() * 0.1,
 		hangRate:   r.Float64() * 0.05,
@@ -232,6 +233,12 @@ func do[T any](ctx context.Context, s *simStore, op func() (T, error)) (T, error
 	}
 }
 
+func (s *simStore) isCrashed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.crashed
+}
+
 func (s *simStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	type got struct {
 		data []byte
@@ -284,7 +291,7 @@ type simNode struct {
 	e      *Elector
 	cancel context.CancelFunc
 	done   chan struct{}
-	closed bool // closed on purpose (mid-takeover variant); restarted later
+	closed atomic.Bool // closed on purpose (mid-takeover variant); restarted later
 }
 
 func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
@@ -316,7 +323,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		time.AfterFunc(d, func() {
 			nmu.Lock()
 			defer nmu.Unlock()
-			if nodes[i] == n && (n.closed || n.st.crashed) {
+			if nodes[i] == n && (n.closed.Load() || n.st.isCrashed()) {
 				counts.add("restart")
 				incarnations[i]++
 				nodes[i] = start(i, incarnations[i])
@@ -368,7 +375,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					camCancel()
 				case x < 0.2:
 					counts.add("closed mid-takeover")
-					n.closed = true
+					n.closed.Store(true)
 					go func() { cancel(); e.Close() }()
 					restartLater(i, n, time.Duration(mr.Int64N(int64(3*p.lt))))
 				}
@@ -526,7 +533,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		d := time.Duration(r.Int64N(int64(10 * time.Second)))
 		events = append(events, event{at, func() {
 			n := node(i)
-			if n.closed || n.st.crashed {
+			if n.closed.Load() || n.st.isCrashed() {
 				return
 			}
 			counts.add("crash")
@@ -569,7 +576,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		crashed := n.st.crashed
 		n.st.down, n.st.faulty, n.st.cutNext = crashed, false, false
 		n.st.mu.Unlock()
-		if crashed || n.closed {
+		if crashed || n.closed.Load() {
 			incarnations[i]++
 			nodes[i] = start(i, incarnations[i])
 		}

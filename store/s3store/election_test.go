@@ -87,7 +87,7 @@ func waitWin(t *testing.T, out <-chan outcome) outcome {
 	}
 }
 
-func TestElectionOnMinIO(t *testing.T) {
+func TestElectionOnS3(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	key := "e2e/" + t.Name() + ".json"
 	var (

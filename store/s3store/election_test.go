@@ -95,6 +95,7 @@ func TestElectionOnS3(t *testing.T) {
 		etags []string
 	)
 	out := make(chan outcome, 3)
+	log := notesLogger(t)
 	var cands []*candidate
 	for _, id := range []string{"a", "b", "c"} {
 		c := &candidate{id: id}
@@ -102,7 +103,7 @@ func TestElectionOnS3(t *testing.T) {
 			c.conn = &cutTransport{rt: rt}
 			return c.conn
 		}, "", "")
-		st := etagLog{Store: s3store.New(client, bucket), mu: &mu, etags: &etags}
+		st := etagLog{Store: s3store.New(client, bucket, s3store.WithLogger(log)), mu: &mu, etags: &etags}
 		e, err := s3lect.New(shortConfig(st, key, id))
 		if err != nil {
 			t.Fatal(err)

@@ -211,11 +211,13 @@ func (s *Store) write(ctx context.Context, key string, data []byte, etag string)
 			return tag, err
 		}
 		// 5xx: the write may have landed. Read back to learn.
+		s.log.Debug("s3store: a conditional write was answered 5xx; reading back to learn whether it landed",
+			"settled", "5xx answers to writes settled by reading back", "key", key, "err", err)
 		got, cur, gerr := s.Get(ctx, key)
 		switch {
 		case gerr == nil && bytes.Equal(got, data):
 			return cur, nil // it landed
-		case gerr == nil && cur != etag:
+		case gerr == nil && strings.Trim(cur, `"`) != strings.Trim(etag, `"`):
 			return "", fmt.Errorf("s3store: put s3://%s/%s: answered 5xx, and another write holds the object: %w (the 5xx was: %v)", s.bucket, key, store.ErrPreconditionFailed, err)
 		case errors.Is(gerr, store.ErrNotFound) && etag != "":
 			return "", fmt.Errorf("s3store: put s3://%s/%s: answered 5xx, and the object is absent: %w (the 5xx was: %v)", s.bucket, key, store.ErrPreconditionFailed, err)
@@ -309,37 +311,73 @@ func (s *Store) check(ctx context.Context, key string) error {
 	s.mu.Lock()
 	s.written[probe] = true // it exists: a denied read of it is real
 	s.mu.Unlock()
-	_, cur, err := s.Get(ctx, probe)
-	if err != nil {
-		return s.remember(fmt.Errorf("s3store: conditional-write check: read s3://%s/%s: %w", s.bucket, probe, err))
-	}
-	_, quotedErr := s.write(ctx, probe, body("quoted If-Match"), cur)
-	if quotedErr == nil {
-		s.mu.Lock()
-		s.passed = true
-		s.mu.Unlock()
-		return nil
-	}
-	if !errors.Is(quotedErr, store.ErrPreconditionFailed) && !serverError(quotedErr) {
-		return s.remember(quotedErr)
-	}
-	// The right ETag was refused as given. Try it without its quotes.
-	s.mu.Lock()
-	s.bare = true
-	s.mu.Unlock()
-	if _, err := s.write(ctx, probe, body("bare If-Match"), cur); err != nil {
-		s.mu.Lock()
-		s.bare = false
-		s.mu.Unlock()
-		if errors.Is(err, store.ErrPreconditionFailed) {
-			return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare; the lockfile could be created but never renewed", ErrNoConditionalWrites, s.bucket, probe, cur)))
+	// The right ETag must be accepted, quoted or bare. Other Stores on the
+	// same lockfile check the same probe at the same time: a refusal counts
+	// only if the probe did not change meanwhile; otherwise, try again.
+	for range checkAttempts {
+		_, cur, err := s.Get(ctx, probe)
+		if err != nil {
+			return s.remember(fmt.Errorf("s3store: conditional-write check: read s3://%s/%s: %w", s.bucket, probe, err))
 		}
-		return s.remember(err)
+		_, err = s.write(ctx, probe, body("quoted If-Match"), cur)
+		if err == nil {
+			return s.pass(false, probe)
+		}
+		if !refused(err) {
+			return s.remember(err)
+		}
+		if changed, err := s.changed(ctx, probe, cur); err != nil || changed {
+			if err != nil {
+				return err
+			}
+			continue // another writer raced this one
+		}
+		bare := strings.Trim(cur, `"`)
+		_, err = s.write(ctx, probe, body("bare If-Match"), bare)
+		if err == nil {
+			return s.pass(true, probe)
+		}
+		if !refused(err) {
+			return s.remember(err)
+		}
+		if changed, err := s.changed(ctx, probe, cur); err != nil || changed {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare (%s); the lockfile could be created but never renewed", ErrNoConditionalWrites, s.bucket, probe, cur, bare)))
 	}
-	s.log.Warn("s3store: this store refuses quoted ETags in If-Match and accepts them bare (as Ceph RGW does); sending them bare for this bucket",
-		"bucket", s.bucket, "probe", probe)
+	return fmt.Errorf("s3store: conditional-write check on s3://%s/%s: other writers changed the probe %d times in a row; will check again on the next write", s.bucket, probe, checkAttempts)
+}
+
+// checkAttempts bounds the rounds of the If-Match check that other
+// writers of the probe may spoil.
+const checkAttempts = 5
+
+// refused reports whether a write was refused, or answered 5xx in a way
+// that reading back could not settle as a success.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrPreconditionFailed) || serverError(err)
+}
+
+// changed reports whether the object at key no longer has the ETag etag.
+func (s *Store) changed(ctx context.Context, key, etag string) (bool, error) {
+	_, now, err := s.Get(ctx, key)
+	if err != nil {
+		return false, s.remember(fmt.Errorf("s3store: conditional-write check: read s3://%s/%s: %w", s.bucket, key, err))
+	}
+	return now != etag, nil
+}
+
+// pass records a successful check; bare says ETags go without quotes.
+func (s *Store) pass(bare bool, probe string) error {
+	if bare {
+		s.log.Warn("s3store: this store refuses quoted ETags in If-Match and accepts them bare (as Ceph RGW does); sending them bare for this bucket",
+			"bucket", s.bucket, "probe", probe, "adapted", "If-Match ETags sent bare")
+	}
 	s.mu.Lock()
-	s.passed = true
+	s.passed, s.bare = true, bare
 	s.mu.Unlock()
 	return nil
 }

@@ -26,7 +26,8 @@ import (
 func TestConformanceOnS3(t *testing.T) {
 	client := s3test.NewClient(t, nil, "", "")
 	bucket := s3test.Bucket(t)
-	storetest.Run(t, func(t *testing.T) store.Store { return s3store.New(client, bucket) })
+	log := notesLogger(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return s3store.New(client, bucket, s3store.WithLogger(log)) })
 }
 
 func TestPermanentErrorsOnMinIO(t *testing.T) {

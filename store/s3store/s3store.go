@@ -204,9 +204,16 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 // write is put, with 5xx answers settled by reading the object back.
 func (s *Store) write(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	var err error
-	for range putAttempts {
+	for attempt := range putAttempts {
 		var tag string
 		tag, err = s.put(ctx, key, data, etag)
+		if attempt > 0 && errors.Is(err, store.ErrPreconditionFailed) {
+			// A write answered 5xx can land after its read-back showed
+			// nothing: this retry is then refused by our own write.
+			if got, cur, gerr := s.Get(ctx, key); gerr == nil && bytes.Equal(got, data) {
+				return cur, nil
+			}
+		}
 		if err == nil || !serverError(err) {
 			return tag, err
 		}

@@ -383,3 +383,59 @@ func TestRestoreLosesAcknowledgedWrites(t *testing.T) {
 	}
 	t.Logf("leaderships: %d, first term %d", len(rec.spans), first.term)
 }
+
+// warnings records the "risk" attribute of every warning logged.
+type warnings struct {
+	slog.Handler
+	mu    sync.Mutex
+	risks []string
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "risk" {
+			w.mu.Lock()
+			w.risks = append(w.risks, a.Value.String())
+			w.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func TestWarnsOnceAboutRiskySettings(t *testing.T) {
+	ns := startNATS(t)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", ns.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  jetstream.KeyValueConfig
+		want []string
+	}{
+		{jetstream.KeyValueConfig{Bucket: "SAFE"}, nil},
+		{jetstream.KeyValueConfig{Bucket: "RISKY", Storage: jetstream.MemoryStorage, TTL: time.Hour}, []string{"memory storage", "bucket TTL"}},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(t.Context(), tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &warnings{}
+		st := natskv.New(kv, natskv.WithLogger(slog.New(w)))
+		etag := ""
+		for i := range 3 {
+			if etag, err = st.PutIfMatch(t.Context(), "leader/x.json", fmt.Appendf(nil, `{"n":%d}`, i), etag); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(w.risks, tc.want) {
+			t.Errorf("bucket %s: warnings %q; want %q, once each", tc.cfg.Bucket, w.risks, tc.want)
+		}
+	}
+}

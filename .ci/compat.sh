@@ -8,6 +8,9 @@
 # is this script's output.
 #
 #   bash .ci/compat.sh [server...]     servers: minio versitygw gofakes3 ceph
+#
+# Columns: the conformance suite, the election, and whether an unknown
+# access key and a missing bucket reach Campaign as permanent errors.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .ci/lib.sh
@@ -27,22 +30,27 @@ notes_file=$(mktemp)
 running="" # the server started and not yet stopped, stopped on any exit
 trap 'rm -f "$notes_file"; [ -z "$running" ] || "${running}_stop"' EXIT
 
-# run_tests NAME VERSION: runs both tests against SERVER_ENDPOINT and adds a row.
+# run_tests NAME VERSION AUTH: runs the tests against SERVER_ENDPOINT and
+# adds a row. AUTH=no for a server that checks no credentials: the test of
+# permanent errors (unknown key, missing bucket) is then not run.
 run_tests() {
-	local name=$1 version=$2 out conf=FAIL elect=FAIL notes
+	local name=$1 version=$2 auth=$3 out conf=FAIL elect=FAIL perm=FAIL notes tests
+	tests='TestConformanceOnS3|TestElectionOnS3'
+	if [ "$auth" = yes ]; then tests="$tests|TestCampaignReportsPermanentErrors"; else perm="n/a (no auth)"; fi
 	: >"$notes_file"
 	out=$(S3LECT_TEST_S3_ENDPOINT="$SERVER_ENDPOINT" S3LECT_TEST_S3_BUCKET="s3lect-$name" \
 		AWS_ACCESS_KEY_ID="$SERVER_KEY" AWS_SECRET_ACCESS_KEY="$SERVER_SECRET" AWS_REGION=us-east-1 \
 		S3LECT_TEST_NOTES="$notes_file" \
-		go test -race -count=1 -v -run '^(TestConformanceOnS3|TestElectionOnS3)$' ./store/s3store 2>&1) || true
+		go test -race -count=1 -v -run "^($tests)\$" ./store/s3store 2>&1) || true
 	grep -q '^--- PASS: TestConformanceOnS3' <<<"$out" && conf=pass
 	grep -q '^--- PASS: TestElectionOnS3' <<<"$out" && elect=pass
-	if [ "$conf" != pass ] || [ "$elect" != pass ]; then
+	grep -q '^--- PASS: TestCampaignReportsPermanentErrors' <<<"$out" && perm=pass
+	if [ "$conf" != pass ] || [ "$elect" != pass ] || [ "$perm" = FAIL ]; then
 		failed=1
 		echo "$out" | grep -v '^=== ' | tail -40 >&2
 	fi
 	notes=$(sort -u "$notes_file" | paste -sd ';' - | sed 's/;/; /g')
-	rows+=("| $name | $version | $conf | $elect | ${notes:--} |")
+	rows+=("| $name | $version | $conf | $elect | $perm | ${notes:--} |")
 }
 
 timed() { # timed WHAT COMMAND...: runs it and says how long it took
@@ -56,14 +64,16 @@ for server in "${servers[@]}"; do
 	minio)
 		[ -n "${S3LECT_TEST_S3_ENDPOINT:-}" ] || { echo "minio: start it first (bash .ci/run does)" >&2; exit 1; }
 		SERVER_ENDPOINT=$S3LECT_TEST_S3_ENDPOINT SERVER_KEY=$AWS_ACCESS_KEY_ID SERVER_SECRET=$AWS_SECRET_ACCESS_KEY
-		run_tests minio "$(basename "$(dirname "${S3LECT_TEST_MINIO:-minio-unknown/minio}")" | sed 's/^minio-//')"
+		run_tests minio "$(basename "$(dirname "${S3LECT_TEST_MINIO:-minio-unknown/minio}")" | sed 's/^minio-//')" yes
 		;;
 	versitygw | gofakes3)
 		timed "$server install" "${server}_install"
 		port=$(free_port "$port_lo" "$port_hi")
 		running=$server
 		timed "$server start" "${server}_start" "$port"
-		run_tests "$server" "$("${server}_version")"
+		auth=yes
+		[ "$server" = gofakes3 ] && auth=no
+		run_tests "$server" "$("${server}_version")" "$auth"
 		"${server}_stop"
 		running=""
 		;;
@@ -74,7 +84,7 @@ for server in "${servers[@]}"; do
 		osd=$(free_port $((rgw + 1)) "$port_hi")
 		running=ceph
 		timed "ceph start" ceph_start "$mon" "$rgw" "$osd"
-		run_tests "ceph-rgw" "$(ceph_version)"
+		run_tests "ceph-rgw" "$(ceph_version)" yes
 		ceph_stop
 		running=""
 		;;
@@ -86,7 +96,7 @@ for server in "${servers[@]}"; do
 done
 
 echo
-echo "| server | version | conformance | election | notes |"
-echo "|---|---|---|---|---|"
+echo "| server | version | conformance | election | permanent errors | notes |"
+echo "|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 exit $failed

@@ -231,19 +231,40 @@ func TestWithoutListBucket(t *testing.T) {
 	key := "nolist/" + t.Name() + ".json"
 	newStore := func() store.Store { return s3store.New(s3test.ClientFor(t, ep, nil, "", ""), bucket) }
 
-	// A fresh group elects: the 403 on the missing lockfile is taken as
-	// absent, and the If-None-Match create settles it.
-	e, err := s3lect.New(shortConfig(newStore(), key, "a"))
-	if err != nil {
-		t.Fatal(err)
+	// A fresh group of three elects: the 403 on the missing lockfile is
+	// taken as absent, and the If-None-Match creates settle it. The losers
+	// of that race read the object, now present, and follow: none fails.
+	type result struct {
+		lead *s3lect.Leadership
+		err  error
 	}
-	defer e.Close()
-	lead, err := e.Campaign(t.Context())
-	if err != nil {
-		t.Fatalf("Campaign() on a fresh group whose missing keys read as 403 = %v; want leadership", err)
+	results := make(chan result, 3)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	for _, id := range []string{"a", "a2", "a3"} {
+		e, err := s3lect.New(shortConfig(newStore(), key, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		go func() {
+			lead, err := e.Campaign(ctx)
+			results <- result{lead, err}
+		}()
 	}
+	first := <-results
+	if first.err != nil {
+		t.Fatalf("Campaign() on a fresh group whose missing keys read as 403 = %v; want leadership", first.err)
+	}
+	lead := first.lead
 	if lead.Term() != 1 {
 		t.Errorf("term = %d; want 1", lead.Term())
+	}
+	time.Sleep(time.Second) // the followers read the lockfile
+	select {
+	case r := <-results:
+		t.Fatalf("a follower's Campaign returned %v while the leader holds; want it to keep following", r.err)
+	default:
 	}
 
 	// A real denial: the object exists but this reader's GETs are all

@@ -195,7 +195,15 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 		denied := s.denied[key]
 		s.mu.Unlock()
 		if denied {
-			return "", store.Permanent(fmt.Errorf("s3store: s3://%s/%s exists (an If-None-Match create was refused) but reading it was denied: grant s3:GetObject on it", s.bucket, key))
+			// The 412 proves the object exists. Read it again: another
+			// member may have created it after our denied read, and then
+			// the read succeeds; a denial now is real.
+			s.mu.Lock()
+			s.written[key], s.denied[key] = true, false
+			s.mu.Unlock()
+			if _, _, gerr := s.Get(ctx, key); gerr != nil && store.IsPermanent(gerr) {
+				return "", store.Permanent(fmt.Errorf("s3store: s3://%s/%s exists (an If-None-Match create was refused) but reading it was denied: grant s3:GetObject on it: %w", s.bucket, key, gerr))
+			}
 		}
 	}
 	return "", err

@@ -381,7 +381,10 @@ func TestRestoreLosesAcknowledgedWrites(t *testing.T) {
 		}
 		terms[s.term] = s.id
 	}
-	t.Logf("leaderships: %d, first term %d", len(rec.spans), first.term)
+	for _, s := range rec.spans {
+		t.Logf("%s term %d from %s to %s", s.id, s.term, s.start.Format("15:04:05.000"), s.end.Format("15:04:05.000"))
+	}
+	_ = first
 }
 
 // warnings records the "risk" attribute of every warning logged.

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,10 +23,18 @@ import (
 )
 
 var (
-	simSeeds  = flag.Int("sim.seeds", 2000, "number of seeds TestSafetySimulation runs per variant")
+	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
 	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck) to see the simulation catch it")
 )
+
+// envInt returns the environment variable name as a number, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // simVariant is one family of worlds the simulation explores. Every
 // variant runs each node's clock at its own rate, within 5% of real time.

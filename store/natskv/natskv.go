@@ -21,14 +21,33 @@
 // newly started instance creates it at once, and the term history is lost.
 // Leave the TTL unset, or make it many times LeaderTimeout; released
 // records then expire harmlessly.
+//
+// # Durability
+//
+// The store contract needs every acknowledged write to survive a server
+// crash: a lost write can bring back an older lockfile, and revisions
+// already handed out are handed out again for other bytes. JetStream
+// acknowledges a write on a single-replica file stream before it reaches
+// the disk unless the server runs with
+//
+//	jetstream { sync_interval: always }
+//
+// so run it so, or give the bucket Replicas: 3 on a cluster (a write is
+// then acknowledged once a majority has it). Memory storage loses
+// everything on a restart. Never delete, recreate or restore (from a
+// backup or snapshot) a bucket that a live group elects on. The Store
+// warns once, at its first write, about what it can see: memory storage
+// and a bucket TTL; the server's sync_interval it cannot see.
 package natskv
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -38,13 +57,49 @@ import (
 // Store is a store.Store on one JetStream key-value bucket. It is safe for
 // concurrent use.
 type Store struct {
-	kv jetstream.KeyValue
+	kv     jetstream.KeyValue
+	log    *slog.Logger
+	warned sync.Once
 }
 
 var _ store.Store = (*Store)(nil)
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithLogger sets where the Store warns about risky bucket settings. The
+// default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(s *Store) { s.log = l } }
+
 // New returns a Store on kv.
-func New(kv jetstream.KeyValue) *Store { return &Store{kv: kv} }
+func New(kv jetstream.KeyValue, opts ...Option) *Store {
+	s := &Store{kv: kv, log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// warnRisky logs, once per Store, the bucket settings it can see that
+// break the store contract.
+func (s *Store) warnRisky(ctx context.Context) {
+	s.warned.Do(func() {
+		st, err := s.kv.Status(ctx)
+		if err != nil {
+			return // the write that follows reports the failure
+		}
+		if kvs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			if info := kvs.StreamInfo(); info != nil && info.Config.Storage == jetstream.MemoryStorage {
+				s.log.Warn("natskv: the bucket uses memory storage: a server restart loses the lockfile and its term history; use file storage with sync_interval: always, or Replicas: 3",
+					"bucket", s.kv.Bucket(), "risk", "memory storage")
+			}
+		}
+		if st.TTL() > 0 {
+			s.log.Warn("natskv: the bucket has a TTL: a lockfile not written for that long is deleted, and its term history with it; leave the TTL unset or make it many times LeaderTimeout",
+				"bucket", s.kv.Bucket(), "ttl", st.TTL(), "risk", "bucket TTL")
+		}
+	})
+}
 
 // Get implements store.Store.
 func (s *Store) Get(ctx context.Context, path string) ([]byte, string, error) {
@@ -69,6 +124,7 @@ func (s *Store) PutIfMatch(ctx context.Context, path string, data []byte, etag s
 	if err != nil {
 		return "", err
 	}
+	s.warnRisky(ctx)
 	var rev uint64
 	if etag == "" {
 		rev, err = s.kv.Create(ctx, key, data)

@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/natskv"
 	"github.com/s3lect/s3lect/store/storetest"
@@ -24,45 +28,67 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// natsServer is a real nats-server with JetStream, in this process, on a
-// random loopback port, storing into a temporary directory.
+// natsServer is a real nats-server process (the pinned binary .ci/run
+// installs; S3LECT_TEST_NATS_SERVER names it) with JetStream, on a loopback
+// port, storing into a temporary directory with every write synced before
+// it is acknowledged (sync_interval: always).
 type natsServer struct {
 	t    *testing.T
+	bin  string
 	dir  string
 	port int
-	srv  *server.Server
+	cmd  *exec.Cmd
 }
 
 func startNATS(t *testing.T) *natsServer {
 	t.Helper()
-	ns := &natsServer{t: t, dir: t.TempDir(), port: -1}
+	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
+	if bin == "" {
+		s3test.Need(t, "no nats-server: run `bash .ci/run`, which installs the pinned nats-server, or `go install github.com/nats-io/nats-server/v2@v2.14.5` and set S3LECT_TEST_NATS_SERVER to the binary")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	ns := &natsServer{t: t, bin: bin, dir: t.TempDir(), port: port}
+	conf := filepath.Join(ns.dir, "nats.conf")
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n", port, filepath.Join(ns.dir, "js"))
+	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	ns.start()
 	t.Cleanup(ns.stop)
 	return ns
 }
 
+// start runs the server and waits until it accepts connections.
 func (ns *natsServer) start() {
 	ns.t.Helper()
-	srv, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: ns.port, JetStream: true, StoreDir: ns.dir,
-		NoLog: true, NoSigs: true,
-	})
-	if err != nil {
+	cmd := exec.Command(ns.bin, "-c", filepath.Join(ns.dir, "nats.conf"))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
 		ns.t.Fatalf("nats-server: %v", err)
 	}
-	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		ns.t.Fatal("nats-server did not start")
+	ns.cmd = cmd
+	for range 100 {
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", ns.port))
+		if err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	ns.srv = srv
-	ns.port = srv.Addr().(*net.TCPAddr).Port
+	ns.t.Fatalf("nats-server did not accept connections on 127.0.0.1:%d within 10s", ns.port)
 }
 
+// stop kills the server, as a crash would: no goodbye to its clients.
 func (ns *natsServer) stop() {
-	if ns.srv != nil {
-		ns.srv.Shutdown()
-		ns.srv.WaitForShutdown()
-		ns.srv = nil
+	if ns.cmd != nil {
+		ns.cmd.Process.Kill()
+		ns.cmd.Wait()
+		ns.cmd = nil
 	}
 }
 
@@ -285,4 +311,134 @@ func TestServerRestartUnderElection(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	rec.check(t)
+}
+
+// copyDir copies the tree at src to dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
+		t.Fatalf("copy %s to %s: %v", src, dst, err)
+	}
+}
+
+// TestRestoreLosesAcknowledgedWrites breaks the store contract the way an
+// operator can: nats-server is killed, and restarted from an older copy of
+// its store directory, so writes it acknowledged are gone and revisions
+// already handed out are handed out again, for other bytes. The election
+// must still never have two leaders at once, and never grant a term twice.
+func TestRestoreLosesAcknowledgedWrites(t *testing.T) {
+	ns := startNATS(t)
+	rec, _, conns := electAll(t, ns, "leader/restore.json")
+	first := rec.next(t)
+	time.Sleep(1500 * time.Millisecond) // renewals
+
+	// The backup: a copy taken while the server is down.
+	ns.stop()
+	backup := t.TempDir()
+	copyDir(t, filepath.Join(ns.dir, "js"), backup)
+	ns.start()
+
+	// Progress the backup will not have: renewals and a takeover.
+	time.Sleep(2 * time.Second)
+	rec.mu.Lock()
+	leader := rec.spans[len(rec.spans)-1]
+	rec.mu.Unlock()
+	conns[leader.id].Close() // crash the current leader
+	rec.next(t)
+	time.Sleep(2 * time.Second)
+
+	// Crash the server and restore the older state.
+	ns.stop()
+	if err := os.RemoveAll(filepath.Join(ns.dir, "js")); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, backup, filepath.Join(ns.dir, "js"))
+	ns.start()
+	time.Sleep(5 * time.Second) // the electors meet the older state
+
+	rec.check(t)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	terms := map[uint64]string{}
+	for _, s := range rec.spans {
+		if who, dup := terms[s.term]; dup {
+			t.Errorf("term %d granted twice: to %s and to %s", s.term, who, s.id)
+		}
+		terms[s.term] = s.id
+	}
+	for _, s := range rec.spans {
+		t.Logf("%s term %d from %s to %s", s.id, s.term, s.start.Format("15:04:05.000"), s.end.Format("15:04:05.000"))
+	}
+	_ = first
+}
+
+// warnings records the "risk" attribute of every warning logged.
+type warnings struct {
+	slog.Handler
+	mu    sync.Mutex
+	risks []string
+}
+
+func (w *warnings) Enabled(context.Context, slog.Level) bool { return true }
+func (w *warnings) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "risk" {
+			w.mu.Lock()
+			w.risks = append(w.risks, a.Value.String())
+			w.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func TestWarnsOnceAboutRiskySettings(t *testing.T) {
+	ns := startNATS(t)
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", ns.port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  jetstream.KeyValueConfig
+		want []string
+	}{
+		{jetstream.KeyValueConfig{Bucket: "SAFE"}, nil},
+		{jetstream.KeyValueConfig{Bucket: "RISKY", Storage: jetstream.MemoryStorage, TTL: time.Hour}, []string{"memory storage", "bucket TTL"}},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(t.Context(), tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &warnings{}
+		st := natskv.New(kv, natskv.WithLogger(slog.New(w)))
+		etag := ""
+		for i := range 3 {
+			if etag, err = st.PutIfMatch(t.Context(), "leader/x.json", fmt.Appendf(nil, `{"n":%d}`, i), etag); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(w.risks, tc.want) {
+			t.Errorf("bucket %s: warnings %q; want %q, once each", tc.cfg.Bucket, w.risks, tc.want)
+		}
+	}
 }

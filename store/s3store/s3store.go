@@ -4,9 +4,28 @@
 // Writes use PutObject with If-None-Match: * (create) or If-Match (replace).
 // The store must honour both: before its first write, a Store checks that
 // it does, on a probe object next to the lockfile (the lockfile's key with
-// ".s3lect-probe" appended), and refuses to write if it does not.
+// ".s3lect-probe" appended): a second create and a replace naming a wrong
+// ETag must be refused, and a replace naming the right ETag must succeed.
+// Some stores (Ceph RGW) refuse the ETag in If-Match in its quoted form
+// and accept it bare; the Store then sends it bare for that bucket and logs
+// this once. A store that passes neither form is refused.
 //
-// IAM: s3:GetObject and s3:PutObject on the lockfile and its probe.
+// A conditional write answered 5xx may or may not have landed (Ceph RGW
+// answers 500 to the losers of a race). The Store reads the object back:
+// its own bytes there mean the write won; another writer's bytes, or a
+// version other than the one it named, mean it lost
+// (store.ErrPreconditionFailed); an unchanged object means nothing
+// happened, and the write is tried again, a bounded number of times.
+//
+// IAM: s3:GetObject and s3:PutObject on the lockfile and its probe. Without
+// s3:ListBucket, AWS answers a read of a missing key with 403 AccessDenied
+// instead of 404; the Store then reports the lockfile as absent, so that a
+// fresh group creates it with If-None-Match. If that create finds the
+// object present (412), the denial was real and the write fails with a
+// permanent error naming s3:GetObject.
+//
+// Options add headers or SDK options to every request, for stores that
+// need them (Tigris: WithHeader("X-Tigris-Consistent", "true")).
 //
 // Importing this package also lets s3lect.New build a Store by itself from
 // ElectorConfig.Bucket and the standard AWS environment.
@@ -18,7 +37,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,19 +60,57 @@ func init() { defaultstore.Register(FromEnvironment) }
 type Store struct {
 	client *s3.Client
 	bucket string
+	opts   []func(*s3.Options) // applied to every call
+	log    *slog.Logger
 
+	checkMu sync.Mutex // one conditional-write check at a time
 	mu      sync.Mutex
 	checked error // nil until the conditional-write check has an answer
 	passed  bool
+	bare    bool            // send If-Match ETags without their quotes
+	denied  map[string]bool // keys whose read was denied and taken as absent
+	written map[string]bool // keys this Store has written: they exist
 }
 
 var _ store.Store = (*Store)(nil)
 
+// Option configures a Store.
+type Option func(*Store)
+
+// WithHeader adds an HTTP header to every request the Store sends, such as
+// Tigris's X-Tigris-Consistent: true, which makes Tigris check conditional
+// writes on the bucket's leader region. It is part of the signed request.
+func WithHeader(name, value string) Option {
+	return WithS3Options(func(o *s3.Options) {
+		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue(name, value))
+	})
+}
+
+// WithS3Options applies SDK options to every call the Store makes, after
+// its own (which turn the SDK's retries off). Use it for settings a store
+// needs per request; settings for the whole client belong in the
+// s3.Client given to New.
+func WithS3Options(fns ...func(*s3.Options)) Option {
+	return func(s *Store) { s.opts = append(s.opts, fns...) }
+}
+
+// WithLogger sets where the Store logs what it adapts to (once per Store),
+// such as sending If-Match ETags bare. The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Store) { s.log = l }
+}
+
 // New returns a Store on bucket. The client's own retries are turned off
 // for the Store's calls: s3lect retries by its fixed policy, and an SDK
 // retry of a conditional write would hide whether the first try landed.
-func New(client *s3.Client, bucket string) *Store {
-	return &Store{client: client, bucket: bucket}
+func New(client *s3.Client, bucket string, opts ...Option) *Store {
+	s := &Store{client: client, bucket: bucket, log: slog.Default(),
+		denied: map[string]bool{}, written: map[string]bool{}}
+	s.opts = []func(*s3.Options){noRetries}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // FromEnvironment builds a Store on bucket from the SDK's default
@@ -90,9 +149,22 @@ func noRetries(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
 // Get implements store.Store. It reads at most store.MaxObjectSize+1 bytes
 // of the object.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}, noRetries)
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}, s.opts...)
 	if err != nil {
-		return nil, "", s.mapError("get", key, err, false)
+		err = s.mapError("get", key, err, false)
+		if isAccessDenied(err) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if !s.written[key] {
+				// Without s3:ListBucket, AWS answers 403 for a missing
+				// key. Take it as absent: the caller's next step is an
+				// If-None-Match create, which tells the two apart.
+				s.denied[key] = true
+				return nil, "", fmt.Errorf("s3store: get s3://%s/%s: AccessDenied, taken as absent (without s3:ListBucket a missing key reads as denied): %w", s.bucket, key, store.ErrNotFound)
+			}
+			return nil, "", store.Permanent(fmt.Errorf("s3store: get s3://%s/%s: AccessDenied although the object exists: grant s3:GetObject on it: %w", s.bucket, key, err))
+		}
+		return nil, "", err
 	}
 	defer out.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(out.Body, store.MaxObjectSize+1))
@@ -102,12 +174,86 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	return data, aws.ToString(out.ETag), nil
 }
 
+// putAttempts bounds how often a write answered 5xx, whose read-back shows
+// that nothing changed, is sent again.
+const putAttempts = 3
+
 // PutIfMatch implements store.Store.
 func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	if err := s.check(ctx, key); err != nil {
 		return "", err
 	}
-	return s.put(ctx, key, data, etag)
+	tag, err := s.write(ctx, key, data, etag)
+	if err == nil {
+		s.mu.Lock()
+		s.written[key] = true
+		s.mu.Unlock()
+		return tag, nil
+	}
+	if errors.Is(err, store.ErrPreconditionFailed) && etag == "" {
+		s.mu.Lock()
+		denied := s.denied[key]
+		s.mu.Unlock()
+		if denied {
+			// The 412 proves the object exists. Read it again: another
+			// member may have created it after our denied read, and then
+			// the read succeeds; a denial now is real.
+			s.mu.Lock()
+			s.written[key], s.denied[key] = true, false
+			s.mu.Unlock()
+			if _, _, gerr := s.Get(ctx, key); gerr != nil && store.IsPermanent(gerr) {
+				return "", store.Permanent(fmt.Errorf("s3store: s3://%s/%s exists (an If-None-Match create was refused) but reading it was denied: grant s3:GetObject on it: %w", s.bucket, key, gerr))
+			}
+		}
+	}
+	return "", err
+}
+
+// write is put, with 5xx answers settled by reading the object back.
+func (s *Store) write(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	var err error
+	for attempt := range putAttempts {
+		var tag string
+		tag, err = s.put(ctx, key, data, etag)
+		if attempt > 0 && errors.Is(err, store.ErrPreconditionFailed) {
+			// A write answered 5xx can land after its read-back showed
+			// nothing: this retry is then refused by our own write.
+			if got, cur, gerr := s.Get(ctx, key); gerr == nil && bytes.Equal(got, data) {
+				return cur, nil
+			}
+		}
+		if err == nil || !serverError(err) {
+			return tag, err
+		}
+		// 5xx: the write may have landed. Read back to learn.
+		s.log.Debug("s3store: a conditional write was answered 5xx; reading back to learn whether it landed",
+			"settled", "5xx answers to writes settled by reading back", "key", key, "err", err)
+		got, cur, gerr := s.Get(ctx, key)
+		switch {
+		case gerr == nil && bytes.Equal(got, data):
+			return cur, nil // it landed
+		case gerr == nil && strings.Trim(cur, `"`) != strings.Trim(etag, `"`):
+			return "", fmt.Errorf("s3store: put s3://%s/%s: answered 5xx, and another write holds the object: %w (the 5xx was: %v)", s.bucket, key, store.ErrPreconditionFailed, err)
+		case errors.Is(gerr, store.ErrNotFound) && etag != "":
+			return "", fmt.Errorf("s3store: put s3://%s/%s: answered 5xx, and the object is absent: %w (the 5xx was: %v)", s.bucket, key, store.ErrPreconditionFailed, err)
+		case gerr == nil || errors.Is(gerr, store.ErrNotFound):
+			continue // unchanged: nothing happened, send it again
+		default:
+			return "", err // cannot tell: the caller retries by its policy
+		}
+	}
+	return "", err
+}
+
+// serverError reports whether err is an HTTP 5xx answer.
+func serverError(err error) bool {
+	var resp *smithyhttp.ResponseError
+	return errors.As(err, &resp) && resp.HTTPStatusCode() >= 500 && !store.IsPermanent(err)
+}
+
+func isAccessDenied(err error) bool {
+	var api smithy.APIError
+	return errors.As(err, &api) && api.ErrorCode() == "AccessDenied"
 }
 
 func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (string, error) {
@@ -120,9 +266,15 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 	if etag == "" {
 		in.IfNoneMatch = aws.String("*")
 	} else {
+		s.mu.Lock()
+		bare := s.bare
+		s.mu.Unlock()
+		if bare {
+			etag = strings.Trim(etag, `"`)
+		}
 		in.IfMatch = aws.String(etag)
 	}
-	out, err := s.client.PutObject(ctx, in, noRetries)
+	out, err := s.client.PutObject(ctx, in, s.opts...)
 	if err != nil {
 		return "", s.mapError("put", key, err, etag != "")
 	}
@@ -138,40 +290,119 @@ var ErrNoConditionalWrites = errors.New("s3store: the store ignores conditional 
 
 // check verifies, once per Store, that the bucket honours conditional
 // writes: a second create of the probe object, and a replace with a wrong
-// ETag, must both be refused. A transient failure is not remembered.
+// ETag, must both be refused, and a replace with the right ETag must
+// succeed, quoted or bare. A transient failure is not remembered.
 func (s *Store) check(ctx context.Context, key string) error {
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.passed || s.checked != nil {
-		return s.checked
+	done, verdict := s.passed, s.checked
+	s.mu.Unlock()
+	if done || verdict != nil {
+		return verdict
 	}
 	probe := key + ".s3lect-probe"
-	body := []byte(`{"probe":"s3lect checks conditional writes here","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`)
-	if _, err := s.put(ctx, probe, body, ""); err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	body := func(step string) []byte {
+		return []byte(`{"probe":"s3lect checks conditional writes here","step":"` + step + `","at":"` + at + `"}`)
+	}
+	if _, err := s.write(ctx, probe, body("create"), ""); err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
 	}
-	_, err := s.put(ctx, probe, body, "")
+	_, err := s.write(ctx, probe, body("second create"), "")
 	if err == nil {
 		return s.remember(store.Permanent(fmt.Errorf("%w: a second If-None-Match create of s3://%s/%s succeeded", ErrNoConditionalWrites, s.bucket, probe)))
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
 	}
-	_, err = s.put(ctx, probe, body, `"00000000000000000000000000000000"`)
+	_, err = s.write(ctx, probe, body("wrong If-Match"), `"00000000000000000000000000000000"`)
 	if err == nil {
 		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put with a wrong ETag on s3://%s/%s succeeded", ErrNoConditionalWrites, s.bucket, probe)))
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
 	}
-	s.passed = true
+	s.mu.Lock()
+	s.written[probe] = true // it exists: a denied read of it is real
+	s.mu.Unlock()
+	// The right ETag must be accepted, quoted or bare. Other Stores on the
+	// same lockfile check the same probe at the same time: a refusal counts
+	// only if the probe did not change meanwhile; otherwise, try again.
+	for range checkAttempts {
+		_, cur, err := s.Get(ctx, probe)
+		if err != nil {
+			return s.remember(fmt.Errorf("s3store: conditional-write check: read s3://%s/%s: %w", s.bucket, probe, err))
+		}
+		_, err = s.write(ctx, probe, body("quoted If-Match"), cur)
+		if err == nil {
+			return s.pass(false, probe)
+		}
+		if !refused(err) {
+			return s.remember(err)
+		}
+		if changed, err := s.changed(ctx, probe, cur); err != nil || changed {
+			if err != nil {
+				return err
+			}
+			continue // another writer raced this one
+		}
+		bare := strings.Trim(cur, `"`)
+		_, err = s.write(ctx, probe, body("bare If-Match"), bare)
+		if err == nil {
+			return s.pass(true, probe)
+		}
+		if !refused(err) {
+			return s.remember(err)
+		}
+		if changed, err := s.changed(ctx, probe, cur); err != nil || changed {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare (%s); the lockfile could be created but never renewed", ErrNoConditionalWrites, s.bucket, probe, cur, bare)))
+	}
+	return fmt.Errorf("s3store: conditional-write check on s3://%s/%s: other writers changed the probe %d times in a row; will check again on the next write", s.bucket, probe, checkAttempts)
+}
+
+// checkAttempts bounds the rounds of the If-Match check that other
+// writers of the probe may spoil.
+const checkAttempts = 5
+
+// refused reports whether a write was refused, or answered 5xx in a way
+// that reading back could not settle as a success.
+func refused(err error) bool {
+	return errors.Is(err, store.ErrPreconditionFailed) || serverError(err)
+}
+
+// changed reports whether the object at key no longer has the ETag etag.
+func (s *Store) changed(ctx context.Context, key, etag string) (bool, error) {
+	_, now, err := s.Get(ctx, key)
+	if err != nil {
+		return false, s.remember(fmt.Errorf("s3store: conditional-write check: read s3://%s/%s: %w", s.bucket, key, err))
+	}
+	return now != etag, nil
+}
+
+// pass records a successful check; bare says ETags go without quotes.
+func (s *Store) pass(bare bool, probe string) error {
+	if bare {
+		s.log.Warn("s3store: this store refuses quoted ETags in If-Match and accepts them bare (as Ceph RGW does); sending them bare for this bucket",
+			"bucket", s.bucket, "probe", probe, "adapted", "If-Match ETags sent bare")
+	}
+	s.mu.Lock()
+	s.passed, s.bare = true, bare
+	s.mu.Unlock()
 	return nil
 }
 
 // remember keeps a permanent verdict; other errors are returned as they are.
 func (s *Store) remember(err error) error {
 	if store.IsPermanent(err) {
+		s.mu.Lock()
 		s.checked = err
+		s.mu.Unlock()
 	}
 	return err
 }
@@ -224,5 +455,9 @@ var permanent = map[string]string{
 	"SignatureDoesNotMatch":        "the request signature was rejected; check the secret key",
 	"AuthorizationHeaderMalformed": "the request was signed for the wrong region; set AWS_REGION to the bucket's region",
 	"PermanentRedirect":            "the bucket is in another region or needs another endpoint; set AWS_REGION or AWS_ENDPOINT_URL_S3",
-	"NotImplemented":               "the store does not implement a feature s3lect needs (conditional writes)",
+	"NotImplemented":               "the store does not implement a feature s3lect needs (conditional writes); use a store that supports If-None-Match and If-Match on PutObject",
+	"XAdminUserNotFound":           "the access key is not known to the store (versitygw); check the credentials",
+	"InvalidObjectName":            "the store refuses this object key; choose a LockfilePath of plain characters",
+	"XMinioInvalidObjectName":      "the store refuses this object key; choose a LockfilePath of plain characters",
+	"KeyTooLongError":              "the object key is too long; choose a shorter LockfilePath",
 }

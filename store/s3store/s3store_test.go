@@ -23,10 +23,11 @@ import (
 	"github.com/s3lect/s3lect/store/storetest"
 )
 
-func TestConformanceOnMinIO(t *testing.T) {
+func TestConformanceOnS3(t *testing.T) {
 	client := s3test.NewClient(t, nil, "", "")
 	bucket := s3test.Bucket(t)
-	storetest.Run(t, func(t *testing.T) store.Store { return s3store.New(client, bucket) })
+	log := notesLogger(t)
+	storetest.Run(t, func(t *testing.T) store.Store { return s3store.New(client, bucket, s3store.WithLogger(log)) })
 }
 
 func TestPermanentErrorsOnMinIO(t *testing.T) {
@@ -152,7 +153,9 @@ func TestErrorMapping(t *testing.T) {
 		{"PUT", "ConditionalRequestConflict", 409, isPrecondition, "ErrPreconditionFailed"},
 		{"GET", "NoSuchKey", 404, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, "ErrNotFound"},
 		{"GET", "NoSuchBucket", 404, store.IsPermanent, "permanent"},
-		{"GET", "AccessDenied", 403, store.IsPermanent, "permanent"},
+		// Without s3:ListBucket a missing key reads as AccessDenied: taken
+		// as absent until a create proves the object exists.
+		{"GET", "AccessDenied", 403, func(err error) bool { return errors.Is(err, store.ErrNotFound) }, "ErrNotFound"},
 		{"PUT", "AccessDenied", 403, store.IsPermanent, "permanent"},
 		{"GET", "SignatureDoesNotMatch", 403, store.IsPermanent, "permanent"},
 		{"PUT", "NotImplemented", 501, store.IsPermanent, "permanent"},
@@ -164,8 +167,10 @@ func TestErrorMapping(t *testing.T) {
 		t.Run(tc.method+"/"+tc.code, func(t *testing.T) {
 			f := &fakeS3{conditional: true}
 			st := newFake(t, f)
+			warm := ""
 			if tc.method == "PUT" { // pass the conditional-write check first
-				if _, err := st.PutIfMatch(t.Context(), "warm", []byte("{}"), ""); err != nil {
+				var err error
+				if warm, err = st.PutIfMatch(t.Context(), "leader/x.json", []byte("{}"), ""); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -176,7 +181,7 @@ func TestErrorMapping(t *testing.T) {
 			if tc.method == "GET" {
 				_, _, err = st.Get(t.Context(), "leader/x.json")
 			} else {
-				_, err = st.PutIfMatch(t.Context(), "leader/x.json", []byte("{}"), `"abc"`)
+				_, err = st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"n":2}`), warm)
 			}
 			if !tc.want(err) {
 				t.Errorf("error = %v; want %s", err, tc.wantDesc)

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -232,11 +233,12 @@ func (r *runner) printf(format string, args ...any) {
 
 func (r *runner) loop() int {
 	for {
-		lead, code, ok := r.campaign()
+		lead, end, code, ok := r.campaign()
 		if !ok {
 			return code
 		}
 		code, again := r.supervise(lead)
+		end()
 		if !again {
 			return code
 		}
@@ -247,13 +249,15 @@ func (r *runner) loop() int {
 }
 
 // campaign waits until this instance leads, printing what it sees while
-// it waits. ok is false when the run ends instead, with status code.
-func (r *runner) campaign() (lead *s3lect.Leadership, code int, ok bool) {
+// it waits. ok is false when the run ends instead, with status code. end
+// must be called once the leadership is over: the leadership's context
+// derives from the campaign's.
+func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	var timedOut atomic.Bool
+	timer := &time.Timer{}
 	if r.o.try > 0 {
-		ctx, cancel = context.WithTimeout(ctx, r.o.try)
-		defer cancel()
+		timer = time.AfterFunc(r.o.try, func() { timedOut.Store(true); cancel() })
 	}
 	r.printf("%s campaigning for %s", r.o.id, r.where)
 	obsCtx, obsStop := context.WithCancel(context.Background())
@@ -280,23 +284,31 @@ func (r *runner) campaign() (lead *s3lect.Leadership, code int, ok bool) {
 		r.printf("%v before leading; stopping (nothing ran)", sig)
 		cancel()
 		<-won // Campaign gives back anything it had won
-		return nil, exitOK, false
+		return nil, nil, exitOK, false
+	}
+	if r.o.try > 0 && !timer.Stop() && res.err == nil {
+		// -try ran out just as this instance won: the leadership is
+		// cancelled already; give it back.
+		r.release(res.lead)
+		res.lead, res.err = nil, context.DeadlineExceeded
 	}
 	switch {
 	case res.err == nil:
 		obsStop()
 		<-watched // no waiting line after this one
 		r.printf("%s leads %s (term %d); starting %s", r.o.id, r.where, res.lead.Term(), r.command[0])
-		return res.lead, 0, true
-	case errors.Is(res.err, context.DeadlineExceeded):
+		return res.lead, cancel, 0, true
+	case timedOut.Load():
+		cancel()
 		who := "nobody leads"
 		if rec, ok := r.e.Leader(); ok {
 			who = fmt.Sprintf("%s leads (term %d)", rec.LeaderID, rec.Term)
 		}
 		r.printf("not leader of %s within -try %v; %s", r.where, r.o.try, who)
-		return nil, exitTry, false
+		return nil, nil, exitTry, false
 	default:
-		return nil, reportErr(r.stderr, "s3lect run", res.err), false
+		cancel()
+		return nil, nil, reportErr(r.stderr, "s3lect run", res.err), false
 	}
 }
 
@@ -318,6 +330,9 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 				return
 			}
 			if c.Err != nil {
+				if store.IsPermanent(c.Err) {
+					continue // Campaign returns it; the run ends saying so
+				}
 				if msg := c.Err.Error(); msg != lastErr {
 					r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
 					lastErr = msg

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,7 +46,7 @@ func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	key, dir := "cli/cutoff.json", t.TempDir()
 	proxy := newStallProxy(t, strings.TrimPrefix(endpoint, "http://"))
-	a := start(t, runArgs("http://"+proxy.addr(), bucket, key, "a", nil, childScript(dir, "a", true))...)
+	a := start(t, runArgs("http://"+proxy.addr(), bucket, key, "a", []string{"-once"}, childScript(dir, "a", true))...)
 	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
 	b := start(t, runArgs(endpoint, bucket, key, "b", nil, childScript(dir, "b", true))...)
 	b.waitLine(t, 10*time.Second, "waiting: a leads (term")
@@ -71,6 +69,9 @@ func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 	}
 	if !strings.Contains(a.stderr.String(), "leadership ended") {
 		t.Errorf("a did not say its leadership ended:\n%s", a.stderr.String())
+	}
+	if code := a.status(t); code != exitLost {
+		t.Errorf("a (-once) exited with %d after losing its leadership; want %d", code, exitLost)
 	}
 	proxy.stalled.Store(false)
 }
@@ -173,9 +174,7 @@ func TestStoreErrorsSaySo(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &proc{}
-			args := runArgs(tc.endpoint, tc.bucket, "cli/errors.json", "e", nil, []string{"true"})
-			p = startEnv(t, tc.env, args...)
+			p := startEnv(t, tc.env, runArgs(tc.endpoint, tc.bucket, "cli/errors.json", "e", nil, []string{"true"})...)
 			p.waitLine(t, 10*time.Second, tc.want)
 			if tc.code == 0 {
 				return
@@ -190,12 +189,10 @@ func TestStoreErrorsSaySo(t *testing.T) {
 // startEnv is start with extra environment variables.
 func startEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
-	old := os.Environ()
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
 	}
-	_ = old
 	return start(t, args...)
 }
 
@@ -242,5 +239,3 @@ func runBin(args ...string) (string, error) {
 	err := cmd.Run()
 	return out.String(), err
 }
-
-var _ = fmt.Sprint

@@ -43,6 +43,10 @@ func TestStatusAndWatch(t *testing.T) {
 	if rep.State != "held" || rep.Leader != "leader-1" || rep.Term == 0 || rep.Renewing == nil || !*rep.Renewing || rep.LastUpdated == nil {
 		t.Errorf("status -wait of a live leader: %+v; want held by leader-1, renewing", rep)
 	}
+	try := start(t, runArgs(endpoint, bucket, key, "hopeful", []string{"-try", "700ms"}, []string{"true"})...)
+	if code := try.status(t); code != exitTry || !strings.Contains(try.stderr.String(), "not leader of s3://"+bucket+"/"+key+" within -try 700ms; leader-1 leads") {
+		t.Errorf("run -try while leader-1 leads: status %d; want %d and who leads\n%s", code, exitTry, try.stderr.String())
+	}
 	waitFor(t, 10*time.Second, "watch to see leader-1", func() bool { return strings.Contains(w.stderr.String(), `"leader":"leader-1"`) })
 
 	r.cmd.Process.Signal(syscallTERM)

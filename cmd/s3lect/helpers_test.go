@@ -54,6 +54,7 @@ func start(t *testing.T, args ...string) *proc {
 	p := &proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stderr = &p.stderr
 	p.cmd.Stdout = &p.stderr
+	p.cmd.WaitDelay = 2 * time.Second // a leftover grandchild holding the output pipe must not hang the test
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

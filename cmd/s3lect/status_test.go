@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect/internal/s3test"
+	"github.com/s3lect/s3lect/store/s3store"
 )
 
 var execCommand = exec.Command
@@ -58,6 +59,19 @@ func TestStatusAndWatch(t *testing.T) {
 	if rep.Renewing == nil || *rep.Renewing {
 		t.Errorf("status -wait of a released lockfile: %+v; want renewing false", rep)
 	}
+	// Content that is not a record: unreadable, with the reason.
+	st := s3store.New(s3test.NewClient(t, nil, "", ""), bucket)
+	_, etag, err := st.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutIfMatch(t.Context(), key, []byte("not json"), etag); err != nil {
+		t.Fatal(err)
+	}
+	if rep := statusJSON(); rep.State != "unreadable" || rep.Problem == "" {
+		t.Errorf("status of a garbage lockfile: %+v; want unreadable with the reason", rep)
+	}
+
 	w.cmd.Process.Signal(syscallTERM)
 	if code := w.status(t); code != 0 {
 		t.Errorf("watch exited %d on SIGTERM; want 0", code)

@@ -1,8 +1,10 @@
 package s3lect
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"time"
 
@@ -54,7 +56,8 @@ const (
 // campState is the Campaign call waiting for leadership, if id != 0.
 type campState struct {
 	id         uint64
-	lease      string    // the lease value its leadership will carry
+	lease      string    // a random value; each takeover write derives its lease from it
+	claims     int       // takeover writes sent for this campaign
 	withdrawn  error     // why Campaign gave up while a takeover was in flight
 	claimAfter time.Time // no takeover before this, after a failed one
 }
@@ -65,6 +68,7 @@ type leadState struct {
 	handed   bool      // a Leadership was returned to Campaign
 	rec      Record    // the record last written
 	etag     string    // its ETag
+	sum      [32]byte  // the SHA-256 of its bytes
 	first    time.Time // when the leadership's first write was sent
 	sentAt   time.Time // when the first attempt of the last successful write was sent
 	deadline time.Time // the lease's end: sentAt + LeaderTimeout - margin
@@ -145,6 +149,7 @@ type (
 		data     []byte
 		ifMatch  string    // "" creates
 		orOver   []byte    // release: if ifMatch is refused and the lockfile holds these bytes, write over them
+		over     [32]byte  // the SHA-256 of the content ifMatch names
 		notAfter time.Time // renewals: no attempt is sent from then on
 	}
 	doLead struct {
@@ -304,13 +309,20 @@ func (s *state) act(now time.Time, readNow bool, emit func(effect)) time.Time {
 	}
 
 	if s.camp.id != 0 && ok && s.camp.withdrawn == nil && !s.stale {
+		// A takeover is written only on what a read has just returned:
+		// a store that rewound and handed the watched ETag out again for
+		// other content fails the If-Match of a fresh sighting, not of
+		// one read before the rewind. When the takeover time comes
+		// between reads, the follower reads first.
 		timed := s.mode == frequent || s.v.kind != kindHeld
 		switch {
 		case now.Before(s.camp.claimAfter):
 			soonest(s.camp.claimAfter)
-		case !now.Before(at) && (timed || readNow):
+		case !now.Before(at) && readNow:
 			s.claim(now, emit)
 			return wake
+		case !now.Before(at) && timed:
+			s.nextRead = now
 		case timed:
 			soonest(at)
 		}
@@ -365,7 +377,7 @@ func (s *state) actLeader(now time.Time, emit func(effect)) time.Time {
 		rec := l.rec
 		rec.LastUpdated = s.nextStamp(now)
 		rec.Held = now.Sub(l.first).Milliseconds()
-		s.write(opRenew, rec.encode(), l.etag, nil, l.deadline, now, emit)
+		s.write(opRenew, rec.encode(), l.etag, l.sum, nil, l.deadline, now, emit)
 		return l.deadline
 	}
 	if s.io != opNone {
@@ -391,7 +403,7 @@ func (s *state) finishLead(now time.Time, emit func(effect)) {
 	default:
 		rec := l.rec
 		rec.LastUpdated = time.Time{}
-		s.write(opRelease, rec.encode(), l.etag, l.unsure, time.Time{}, now, emit)
+		s.write(opRelease, rec.encode(), l.etag, l.sum, l.unsure, time.Time{}, now, emit)
 		return
 	}
 	s.leadOver(nil, now, emit)
@@ -441,15 +453,21 @@ func (s *state) claim(now time.Time, emit func(effect)) {
 		s.camp = campState{}
 		return
 	}
+	// Every takeover write starts a leadership of its own, with its own
+	// lease value: an earlier attempt that failed may still have landed,
+	// and its held times count from another first write.
+	s.camp.claims++
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", s.camp.lease, s.camp.claims)
 	rec := Record{LeaderID: s.p.id, LeaderAddr: s.p.addr, LastUpdated: s.nextStamp(now),
-		Term: base + 1, Lease: s.camp.lease}
-	s.write(opClaim, rec.encode(), s.v.etag, nil, time.Time{}, now, emit)
+		Term: base + 1, Lease: fmt.Sprintf("%016x", h.Sum64())}
+	s.write(opClaim, rec.encode(), s.v.etag, s.v.sum, nil, time.Time{}, now, emit)
 }
 
-func (s *state) write(kind opKind, data []byte, ifMatch string, orOver []byte, notAfter, now time.Time, emit func(effect)) {
+func (s *state) write(kind opKind, data []byte, ifMatch string, over [32]byte, orOver []byte, notAfter, now time.Time, emit func(effect)) {
 	s.gen++
 	s.io, s.ioData, s.ioSent = kind, data, now
-	emit(doWrite{gen: s.gen, kind: kind, data: data, ifMatch: ifMatch, orOver: orOver, notAfter: notAfter})
+	emit(doWrite{gen: s.gen, kind: kind, data: data, ifMatch: ifMatch, over: over, orOver: orOver, notAfter: notAfter})
 }
 
 // nextStamp returns a lastUpdated for a new write: the wall clock, but
@@ -525,8 +543,13 @@ func (s *state) readDone(ev evStore, now time.Time, emit func(effect)) {
 		// Followers spread their reads over the renewals by a slot drawn
 		// from their ServerID, so that a group's followers do not all read
 		// at once and a release is seen by the first of them.
+		//
+		// The renewal is chosen by rounding, not by rounding up, so that a
+		// renewal a little earlier than its due time does not push the
+		// read a whole cycle later; in the steady state reads are k
+		// renewals apart, never less than InfrequentInterval.
 		wrote := now.Add(-age).Add(renewalSlack(s.p.fi))
-		n := (s.nextRead.Sub(wrote) + s.p.fi - 1) / s.p.fi
+		n := (s.nextRead.Sub(wrote) + s.p.fi/2) / s.p.fi
 		if k := int64((s.p.ii + s.p.fi - 1) / s.p.fi); k > 1 {
 			idx := (s.v.rec.Held + s.p.fi.Milliseconds()/2) / max(s.p.fi.Milliseconds(), 1) // this record's renewal number
 			j := idx + int64(n)
@@ -585,7 +608,7 @@ func (s *state) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit f
 	case ev.err == nil:
 		rec, _ := ParseRecord(data)
 		s.maxTerm = max(s.maxTerm, rec.Term)
-		s.lead = leadState{id: s.camp.id, rec: rec, etag: ev.etag, first: sentAt, sentAt: sentAt,
+		s.lead = leadState{id: s.camp.id, rec: rec, etag: ev.etag, sum: sha256.Sum256(data), first: sentAt, sentAt: sentAt,
 			deadline: sentAt.Add(s.p.lt - s.p.margin)}
 		s.stable, s.mode = leaseKey{}, frequent
 		switch {
@@ -640,7 +663,7 @@ func (s *state) renewDone(ev evStore, data []byte, sentAt time.Time, emit func(e
 	switch {
 	case ev.err == nil:
 		rec, _ := ParseRecord(data)
-		l.rec, l.etag, l.unsure = rec, ev.etag, nil
+		l.rec, l.etag, l.sum, l.unsure = rec, ev.etag, sha256.Sum256(data), nil
 		l.sentAt, l.deadline = sentAt, sentAt.Add(s.p.lt-s.p.margin)
 		if l.ending == nil {
 			emit(doRenewed{rec: rec, etag: ev.etag, deadline: l.deadline})

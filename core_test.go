@@ -23,10 +23,11 @@ var coreParams = params{id: "me", addr: "me:1", fi: time.Second, ii: 5 * time.Se
 
 // machine drives a state through events and keeps what it emitted.
 type machine struct {
-	t    *testing.T
-	s    state
-	fx   []effect // the last step's effects
-	wake time.Time
+	t     *testing.T
+	lease string // the lease of the leadership won, once won
+	s     state
+	fx    []effect // the last step's effects
+	wake  time.Time
 }
 
 func newMachine(t *testing.T, p params) *machine {
@@ -126,11 +127,10 @@ func TestCoreTakeoverTimes(t *testing.T) {
 			// goes out exactly at the takeover time, not at a read.
 			for now := time.Duration(0); now <= 2*lt; now += time.Millisecond {
 				if now > 0 {
-					if m.s.io == opRead {
-						m.read(tc.data, tc.etag, at(now))
-					} else {
-						m.on(evTimer{}, at(now))
-					}
+					m.on(evTimer{}, at(now))
+				}
+				if m.s.io == opRead { // the store answers at once
+					m.read(tc.data, tc.etag, at(now))
 				}
 				if w, ok := effectOf[doWrite](m); ok {
 					if now != tc.want {
@@ -190,6 +190,26 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 
 // TestCoreSightingIsETagAndBytes: a store that reuses an ETag for other
 // content has changed; the first-sight time moves.
+// TestCoreTakeoverOnlyOnAFreshRead: when the takeover time comes between
+// reads, the follower reads first and writes only on what it read, so that
+// an ETag a rewound store handed out again for other bytes is not
+// overwritten on the strength of an old sighting.
+func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, held("x", 4, "", 0, 0), `"7"`, at(0))
+	for now := time.Second; now < coreParams.lt; now += time.Second {
+		m.on(evTimer{}, at(now)).read(held("x", 4, "", 0, 0), `"7"`, at(now))
+	}
+	m.on(evTimer{}, at(coreParams.lt))
+	noEffect[doWrite](t, m, "takeover time between reads")
+	mustEffect[doRead](t, m, "takeover time between reads")
+	m.read(held("y", 5, "", 0, 0), `"7"`, at(coreParams.lt)) // the same ETag, other bytes
+	noEffect[doWrite](t, m, "the ETag came back with other bytes")
+	if !m.s.v.seenAt.Equal(at(coreParams.lt)) {
+		t.Errorf("seenAt %v; want a new sighting at the read", m.s.v.seenAt.Sub(t0))
+	}
+}
+
 func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "a", 0, 0), `"7"`, at(0))
@@ -213,9 +233,10 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Fatalf("claim = %+v; want a create", w)
 		}
 		rec, _ := ParseRecord(w.data)
-		if rec.Term != 1 || rec.Lease != "l1" || rec.Held != 0 || rec.LeaderID != "me" {
-			t.Fatalf("claim record = %+v; want me, term 1, lease l1, held 0", rec)
+		if rec.Term != 1 || len(rec.Lease) != 16 || rec.Held != 0 || rec.LeaderID != "me" {
+			t.Fatalf("claim record = %+v; want me, term 1, a lease, held 0", rec)
 		}
+		m.lease = rec.Lease
 		m.wrote(`"c"`, nil, at(100*time.Millisecond))
 		l := mustEffect[doLead](t, m, "winning write")
 		if !l.deadline.Equal(at(p.lt - p.margin)) {
@@ -232,8 +253,8 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		w := mustEffect[doWrite](t, m, "renewal")
 		noEffect[doRead](t, m, "renewal")
 		rec, _ := ParseRecord(w.data)
-		if w.kind != opRenew || w.ifMatch != `"c"` || rec.Held != 1000 || rec.Term != 1 || rec.Lease != "l1" {
-			t.Fatalf("renewal = %+v %+v; want If-Match \"c\", held 1000, term 1, lease l1", w, rec)
+		if w.kind != opRenew || w.ifMatch != `"c"` || rec.Held != 1000 || rec.Term != 1 || rec.Lease != m.lease {
+			t.Fatalf("renewal = %+v %+v; want If-Match \"c\", held 1000, term 1, the claim's lease", w, rec)
 		}
 		if !w.notAfter.Equal(at(p.lt - p.margin)) {
 			t.Errorf("renewal notAfter %v; want the lease deadline", w.notAfter.Sub(t0))
@@ -310,12 +331,40 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		m.on(evCampaign{id: 3, lease: "l3"}, at(300*time.Millisecond)) // Done is closed: accepted
 		noEffect[doAnswer](t, m, "campaign after Done")
 		m.wrote(`"r"`, nil, at(400*time.Millisecond))
+		mustEffect[doRead](t, m, "campaign after the release: a takeover goes only on a fresh read")
+		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1"}.encode(), `"r"`, at(410*time.Millisecond))
 		w := mustEffect[doWrite](t, m, "campaign after the release")
 		rec, _ := ParseRecord(w.data)
-		if w.kind != opClaim || rec.Term != 2 || rec.Lease != "l3" {
-			t.Fatalf("claim = %+v %+v; want term 2 with the new lease", w, rec)
+		if w.kind != opClaim || rec.Term != 2 || rec.Lease == m.lease || len(rec.Lease) != 16 {
+			t.Fatalf("claim = %+v %+v; want term 2 with a new lease", w, rec)
 		}
 	})
+}
+
+// TestCoreEveryTakeoverHasItsOwnLease: a takeover that failed may have
+// landed anyway; the next attempt starts a leadership of its own, so that
+// no follower measures its held times from the other's first write.
+func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, nil, "", at(0))
+	first, _ := ParseRecord(mustEffect[doWrite](t, m, "first takeover").data)
+	m.wrote("", errors.New("timeout"), at(time.Second)) // outcome unknown
+	for now := 2 * time.Second; ; now += time.Second {
+		m.on(evTimer{}, at(now))
+		if m.s.io == opRead {
+			m.read(nil, "", at(now))
+		}
+		if w, ok := effectOf[doWrite](m); ok {
+			second, _ := ParseRecord(w.data)
+			if second.Lease == first.Lease {
+				t.Fatalf("second takeover reuses lease %s", first.Lease)
+			}
+			return
+		}
+		if now > time.Minute {
+			t.Fatal("no second takeover")
+		}
+	}
 }
 
 func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {

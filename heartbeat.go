@@ -3,6 +3,7 @@ package s3lect
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 
 	"github.com/s3lect/s3lect/store"
@@ -55,16 +56,17 @@ func (e *Elector) perform(op storeOp) evStore {
 	case opRead:
 		r.data, r.etag, r.err = e.get(ctx)
 	case opRelease:
-		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.notAfter)
+		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
 		if errors.Is(r.err, store.ErrPreconditionFailed) && op.orOver != nil {
 			// A renewal cut off with its outcome unknown may have landed:
 			// if it did, the release goes over it.
 			if got, tag, err := e.get(ctx); err == nil && bytes.Equal(got, op.orOver) {
-				r.etag, r.unsure, r.err = e.put(ctx, op.data, tag, op.notAfter)
+				over := sha256.Sum256(got)
+				r.etag, r.unsure, r.err = e.put(ctx, op.data, tag, &over, op.notAfter)
 			}
 		}
 	default:
-		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.notAfter)
+		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
 	}
 	return r
 }

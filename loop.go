@@ -56,6 +56,7 @@ type storeOp struct {
 	data     []byte
 	ifMatch  string
 	orOver   []byte
+	over     *[32]byte
 	notAfter time.Time
 }
 
@@ -197,6 +198,9 @@ func (lp *loop) perform(f effect) {
 		lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead})
 	case doWrite:
 		op := storeOp{ctx: e.ctx, gen: f.gen, kind: f.kind, data: f.data, ifMatch: f.ifMatch, orOver: f.orOver, notAfter: f.notAfter}
+		if f.ifMatch != "" {
+			op.over = &f.over
+		}
 		switch f.kind {
 		case opRenew:
 			op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short

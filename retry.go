@@ -3,6 +3,7 @@ package s3lect
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -98,10 +99,28 @@ func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error)
 // returns its ETag as the write's. No other writer produces our bytes:
 // every record carries a lease value and a stamp no other write has.
 // unsure reports, on failure, that an attempt may have landed.
-func (e *Elector) put(ctx context.Context, data []byte, etag string, notAfter time.Time) (tag string, unsure bool, err error) {
+//
+// over, when set, is the SHA-256 of the content etag names. Before a retry
+// the lockfile is read: if etag now names other content (a store that
+// rewound and handed the ETag out again), the write is refused as a lost
+// precondition instead of overwriting someone else's record; if it holds
+// exactly data, an earlier attempt landed and is adopted.
+func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]byte, notAfter time.Time) (tag string, unsure bool, err error) {
+	attempt := 0
 	tag, err = retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
 		if !notAfter.IsZero() && !e.now().Before(notAfter) {
 			return "", backoff.Permanent(context.DeadlineExceeded)
+		}
+		if attempt++; attempt > 1 && over != nil && etag != "" {
+			got, gotTag, err := e.cfg.Store.Get(ctx, e.key)
+			switch {
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return "", err
+			case err == nil && bytes.Equal(got, data):
+				return gotTag, nil // an earlier attempt landed
+			case err != nil || gotTag != etag || sha256.Sum256(got) != *over:
+				return "", store.ErrPreconditionFailed
+			}
 		}
 		tag, err := e.cfg.Store.PutIfMatch(ctx, e.key, data, etag)
 		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,10 @@ func runDemo(t *testing.T, o options) string {
 	if err := run(context.Background(), o, &out); err != nil {
 		t.Fatalf("run() = %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"became leader, term 1", "CRASH", "failover took", "RESIGN", "handover took", "became leader, term 3"} {
+	for _, want := range []string{
+		"A crash here is a killed process", "became leader, term 1", "CRASH: process killed",
+		"failover took", "from the crash to the next leader", "RESIGN", "handover took", "became leader, term 3",
+	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
@@ -48,7 +53,7 @@ func runDemo(t *testing.T, o options) string {
 			break
 		}
 	}
-	for _, want := range []string{"term 1", "term 2", "term 3", "no leader"} {
+	for _, want := range []string{"term 1", "term 2", "term 3", "crash → next leader", "Resign → next leader", "the process is killed"} {
 		if !bytes.Contains(svg, []byte(want)) {
 			t.Errorf("timeline SVG lacks %q", want)
 		}
@@ -94,5 +99,52 @@ func TestBadFlags(t *testing.T) {
 		if err := run(context.Background(), o, &bytes.Buffer{}); err == nil {
 			t.Errorf("run(%+v) = nil; want an error", o)
 		}
+	}
+}
+
+// A bucket that does not exist is a permanent failure: the demo says so,
+// names the fix and stops, instead of waiting for a leader forever.
+func TestDemoMissingBucket(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_S3", s3test.Endpoint(t))
+	var out bytes.Buffer
+	o := options{n: 3, speed: 50, bucket: "s3lect-no-such-bucket-" + strconv.FormatInt(time.Now().UnixNano(), 36), pathStyle: true, key: "leader/demo.json"}
+	err := run(context.Background(), o, &out)
+	if err == nil {
+		t.Fatalf("run() with a missing bucket = nil; want an error\n%s", out.String())
+	}
+	for _, want := range []string{"NoSuchBucket", "create it or fix the bucket name", "retrying will not fix it"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("run() = %q; want it to contain %q", err, want)
+		}
+	}
+	if !strings.Contains(out.String(), "cannot read the store: ") && !strings.Contains(out.String(), "campaign failed: ") {
+		t.Errorf("demo did not show the store error it saw:\n%s", out.String())
+	}
+}
+
+// A store nobody answers at is not permanent (it may come up), but the
+// demo prints the error as soon as it sees it and gives up after a bound.
+func TestDemoUnreachableStore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // connections to addr are now refused
+	t.Setenv("AWS_ENDPOINT_URL_S3", "http://"+addr)
+	t.Setenv("AWS_ACCESS_KEY_ID", "demo")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "demo-secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	var out bytes.Buffer
+	o := options{n: 2, speed: 100, bucket: "b", pathStyle: true, key: "leader/demo.json"}
+	err = run(context.Background(), o, &out)
+	if err == nil {
+		t.Fatalf("run() with an unreachable store = nil; want an error\n%s", out.String())
+	}
+	if !strings.Contains(err.Error(), "no leader after") || !strings.Contains(err.Error(), "connect") {
+		t.Errorf("run() = %q; want it to say no leader was elected and why (the connection error)", err)
+	}
+	if !strings.Contains(out.String(), "cannot read the store") {
+		t.Errorf("demo waited silently; its output:\n%s", out.String())
 	}
 }

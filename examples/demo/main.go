@@ -1,6 +1,15 @@
 // Command demo shows s3lect electing a leader, failing over after a crash
 // and handing over on resignation, with a live timeline.
 //
+// A crash is a killed process: the leader's store calls fail (through
+// store/faultstore), every connection its peer server accepted or its peer
+// client dialed is reset, its listener is closed, and it writes no release
+// and answers no 503. Failover is timed from that moment to the next
+// leader. The demo never waits silently: a watcher prints the store errors
+// it sees (Change.Err); a permanent one, such as a bucket that does not
+// exist, stops the demo with the fix, and no leader within ten lease times
+// stops it with the last store error.
+//
 // By default it runs three candidates in one process on the in-memory
 // store, with every interval scaled down tenfold, and exits by itself in
 // about twenty seconds:
@@ -28,6 +37,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -36,9 +46,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/internal/cutstore"
-	"github.com/s3lect/s3lect/internal/devtls"
+	"github.com/s3lect/s3lect/devtls"
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/natskv"
 	"github.com/s3lect/s3lect/store/s3store"
@@ -76,14 +86,78 @@ func main() {
 	}
 }
 
-// candidate is one instance of the service. Its store connection can be
-// cut to simulate a crash.
+// candidate is one instance of the service: an elector, its store
+// connection and, in peer mode, its peer server and client. kill crashes
+// it as SIGKILL would.
 type candidate struct {
 	id     string
-	conn   *cutstore.Store
+	conn   *faultstore.Store
 	e      *s3lect.Elector
-	stop   context.CancelFunc // its peer server
+	ln     net.Listener    // its peer listener (peer mode)
+	tr     *http.Transport // its peer client's
+	stop   context.CancelFunc
 	served chan struct{}
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // every connection accepted or dialed
+	dead  bool
+}
+
+// track remembers c so that kill can reset it; a dead candidate's new
+// connections are reset at once.
+func (c *candidate) track(conn net.Conn) (net.Conn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dead {
+		reset(conn)
+		return nil, errors.New("process killed")
+	}
+	c.conns[conn] = struct{}{}
+	return conn, nil
+}
+
+// kill crashes the candidate: its store calls fail (those in flight too),
+// every connection it accepted or dialed is reset, its listener goes, and
+// it says no goodbye: no release, no 503.
+func (c *candidate) kill() {
+	c.conn.Cut()
+	c.mu.Lock()
+	c.dead = true
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	for conn := range conns {
+		reset(conn)
+	}
+	if c.ln != nil {
+		c.ln.Close()
+	}
+}
+
+// reset closes conn so that the other side reads RST, not FIN.
+func reset(conn net.Conn) {
+	if tc, ok := conn.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	conn.Close()
+}
+
+// trackedListener hands every accepted connection to its candidate.
+type trackedListener struct {
+	net.Listener
+	c *candidate
+}
+
+func (l trackedListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if conn, err := l.c.track(conn); err == nil {
+			return conn, nil
+		}
+	}
 }
 
 type win struct {
@@ -107,6 +181,8 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		return err
 	}
 	defer closeStore()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	speed := time.Duration(o.speed)
 	cfg := s3lect.ElectorConfig{
 		LockfilePath:       o.key,
@@ -122,7 +198,8 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if o.peer {
 		mode = "peer mode (HTTPS on loopback)"
 	}
-	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n\n", o.n, where, mode, lt)
+	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n", o.n, where, mode, lt)
+	fmt.Fprintf(w, "A crash here is a killed process: its store calls fail, its connections are reset, its listener is gone, and it says no goodbye. Failover is timed from the crash to the next leader.\n\n")
 
 	var pki *devtls.PKI
 	if o.peer {
@@ -131,19 +208,46 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		}
 	}
 	wins := make(chan win, o.n)
+	// fatal carries a store failure that retrying will not fix, from a
+	// Campaign or the watcher; the demo stops and says what to fix.
+	fatal := make(chan error, o.n+1)
 	var cands []*candidate
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// A candidate that resigned stands aside until the handover is over,
+	// so that the handover shows another candidate taking the lease.
+	handedOver := make(chan struct{})
+	var handOnce sync.Once
+	endHandover := func() { handOnce.Do(func() { close(handedOver) }) }
+	defer endHandover()
 	for i := range o.n {
-		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: cutstore.New(base), served: make(chan struct{})}
+		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: faultstore.New(base), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 		ccfg := cfg
 		ccfg.Store, ccfg.ServerID, ccfg.ServerAddr = c.conn, c.id, "127.0.0.1:0"
-		var ln net.Listener
 		if o.peer {
-			if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
 				return err
 			}
-			ccfg.ServerAddr, ccfg.PeerTLS = ln.Addr().String(), pki.ClientTLS()
+			c.ln = trackedListener{ln, c}
+			c.tr = &http.Transport{
+				TLSClientConfig:     pki.ClientTLS(),
+				TLSHandshakeTimeout: lt / 2,
+				MaxIdleConnsPerHost: 1,
+				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+					if err != nil {
+						return nil, err
+					}
+					return c.track(conn)
+				},
+			}
+			defer c.tr.CloseIdleConnections()
+			ccfg.ServerAddr = ln.Addr().String()
+			ccfg.PeerClient = &http.Client{
+				Transport:     c.tr,
+				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+			}
 		}
 		e, err := s3lect.New(ccfg)
 		if err != nil {
@@ -153,8 +257,8 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		defer e.Close()
 		sctx, stop := context.WithCancel(ctx)
 		c.stop = stop
-		if ln != nil {
-			go func() { defer close(c.served); s3lect.ServePeers(sctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
+		if c.ln != nil {
+			go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, e.PeerHandler(), pki.ServerTLS()) }()
 		} else {
 			close(c.served)
 		}
@@ -166,7 +270,11 @@ func run(ctx context.Context, o options, w io.Writer) error {
 			for {
 				lead, err := e.Campaign(ctx)
 				if err != nil {
-					return // closed
+					if store.IsPermanent(err) {
+						tl.add(c.id, "", 0, "campaign failed: %v", err)
+						fatal <- err
+					}
+					return // closed, or the demo is stopping
 				}
 				tl.add(c.id, "lead", lead.Term(), "became leader, term %d", lead.Term())
 				wins <- win{c, lead, time.Now()}
@@ -175,11 +283,15 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				if c.conn.IsCut() {
 					return
 				}
+				if errors.Is(context.Cause(lead.Context()), s3lect.ErrResigned) {
+					<-handedOver
+				}
 			}
 		}()
 	}
 
-	// A watcher that never campaigns prints what the group sees.
+	// A watcher that never campaigns prints what the group sees, and any
+	// store failure it meets while reading: never a silent wait.
 	watcher := cfg
 	watcher.Store, watcher.ServerID, watcher.PeerMode = base, "watcher", false
 	we, err := s3lect.New(watcher)
@@ -187,11 +299,34 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		return err
 	}
 	defer we.Close()
-	changes := we.Changes()
+	changes := we.Observe(ctx)
+	var lastErr struct {
+		sync.Mutex
+		err error
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		var shown string
 		for c := range changes {
+			switch {
+			case c.Err != nil:
+				lastErr.Lock()
+				lastErr.err = c.Err
+				lastErr.Unlock()
+				if msg := c.Err.Error(); msg != shown {
+					shown = msg
+					tl.add("watch", "", 0, "cannot read the store: %v", c.Err)
+				}
+				if store.IsPermanent(c.Err) {
+					fatal <- c.Err
+					return
+				}
+				continue
+			case shown != "":
+				shown = ""
+				tl.add("watch", "", 0, "the store answers again")
+			}
 			if c.Leader.LeaderID == "" {
 				tl.add("watch", "", 0, "no live leader")
 			} else {
@@ -200,15 +335,42 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		}
 	}()
 
-	first := <-wins
+	// next waits for the next leader, a permanent store failure, or a
+	// deadline past any failover, and says which.
+	patience := 10*lt + 5*time.Second
+	next := func(what string) (win, error) {
+		select {
+		case wn := <-wins:
+			return wn, nil
+		case err := <-fatal:
+			return win{}, fmt.Errorf("%s: the store refuses us, and retrying will not fix it: %w", what, err)
+		case <-time.After(patience):
+			lastErr.Lock()
+			err := lastErr.err
+			lastErr.Unlock()
+			if err != nil {
+				return win{}, fmt.Errorf("%s: no leader after %v; the last store error was: %w (check that the store is running and reachable at the endpoint, and the credentials)", what, patience, err)
+			}
+			return win{}, fmt.Errorf("%s: no leader after %v, although the store answers", what, patience)
+		case <-ctx.Done():
+			return win{}, ctx.Err()
+		}
+	}
+
+	first, err := next("electing the first leader")
+	if err != nil {
+		return err
+	}
 	time.Sleep(4 * lt)
 
-	tl.add(first.c.id, "crash", 0, "CRASH: cut off from the store, never resigns")
+	tl.add(first.c.id, "crash", 0, "CRASH: process killed (store calls fail, connections reset, listener gone, no goodbye)")
 	crashed := time.Now()
-	first.c.conn.Cut()
-	first.c.stop()
-	second := <-wins
-	tl.add("demo", "", 0, "failover took %.2fs (LeaderTimeout %v)", second.at.Sub(crashed).Seconds(), lt)
+	first.c.kill()
+	second, err := next("failing over")
+	if err != nil {
+		return err
+	}
+	tl.add("demo", "", 0, "failover took %v, from the crash to the next leader (LeaderTimeout %v)", second.at.Sub(crashed).Round(time.Millisecond), lt)
 	time.Sleep(4 * lt)
 
 	tl.add(second.c.id, "resign", 0, "RESIGN: releasing the lockfile")
@@ -216,8 +378,12 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err := second.lead.Resign(ctx); err != nil {
 		return fmt.Errorf("resign: %w", err)
 	}
-	third := <-wins
-	tl.add("demo", "", 0, "handover took %.2fs", third.at.Sub(resigned).Seconds())
+	third, err := next("handing over")
+	if err != nil {
+		return err
+	}
+	tl.add("demo", "", 0, "handover took %v, from the Resign call to the next leader", third.at.Sub(resigned).Round(time.Millisecond))
+	endHandover()
 	time.Sleep(2 * lt)
 	tl.add("demo", "", 0, "done; closing every elector")
 	for _, c := range cands {

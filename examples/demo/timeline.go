@@ -52,27 +52,42 @@ func (t *timeline) svg(ids []string) []byte {
 	for i, id := range ids {
 		lane[id] = top + float64(i)*laneH
 	}
-	height := top + float64(len(ids))*laneH + 50
+	height := top + float64(len(ids))*laneH + 64
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="24" font-size="15">s3lect: leadership over time</text>`+"\n", left)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/><text x="%.0f" y="20" font-size="15">s3lect: leadership over time</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#555">✕ crash = the process is killed: store calls fail, connections reset, listener gone, no goodbye. Failover is timed from the crash to the next leader.</text>`+"\n", left, height-8)
 
-	// Gaps: from a leadership's end to the next leadership. A crashed
-	// leader's span runs on until its own clock fenced it.
-	var lastEnd time.Duration = -1
+	// Gaps: from the event that ended a leadership to the next
+	// leadership. After a crash the gap starts at the crash (the moment
+	// the process was killed), not when the dead leader's own clock fenced
+	// it; after a resignation, at the Resign call.
+	var (
+		gapStart time.Duration = -1
+		gapKind  string
+	)
 	for _, ev := range t.events {
 		switch ev.kind {
+		case "crash", "resign":
+			gapStart, gapKind = ev.at, ev.kind
 		case "end":
-			if lastEnd < 0 {
-				lastEnd = ev.at
+			if gapStart < 0 {
+				gapStart, gapKind = ev.at, ev.kind
 			}
 		case "lead":
-			if lastEnd >= 0 {
+			if gapStart >= 0 {
+				label := fmt.Sprintf("no leader %.2fs", (ev.at - gapStart).Seconds())
+				switch gapKind {
+				case "crash":
+					label = fmt.Sprintf("failover %.2fs, crash → next leader", (ev.at - gapStart).Seconds())
+				case "resign":
+					label = fmt.Sprintf("handover %.2fs, Resign → next leader", (ev.at - gapStart).Seconds())
+				}
 				fmt.Fprintf(&b, `<rect x="%.1f" y="%.0f" width="%.1f" height="%.0f" fill="#e15759" fill-opacity="0.12"/>`+"\n",
-					x(lastEnd), top-6, x(ev.at)-x(lastEnd), float64(len(ids))*laneH)
-				fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#b03030">no leader %.2fs</text>`+"\n", x(lastEnd)+2, top-10, (ev.at - lastEnd).Seconds())
+					x(gapStart), top-6, x(ev.at)-x(gapStart), float64(len(ids))*laneH)
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.0f" fill="#b03030">%s</text>`+"\n", x(gapStart)+2, top-10, label)
 			}
-			lastEnd = -1
+			gapStart = -1
 		}
 	}
 	for _, id := range ids {

@@ -1,18 +1,22 @@
-// Command report measures s3lect and prints a markdown report: failover
-// and handover times by mode, S3 requests and monthly cost by group size,
-// and what 1,000 electors cost in one process, with the configuration and
-// the machine they were measured on.
+// Command report measures s3lect and prints a markdown report: crash
+// failover, graceful handover and stale-peer takeover times by mode, S3
+// requests and monthly cost by group size, and what 1,000 electors cost
+// in one process, with the configuration and the machine they were
+// measured on.
 //
-// It runs against S3 or MinIO when -bucket is given (from the standard AWS
-// environment; AWS_ENDPOINT_URL_S3 for MinIO, with -path-style), and on the
-// in-memory store with simulated latency otherwise:
+// It always measures on the in-memory store with simulated latency, and
+// also on S3 or MinIO when -bucket is given (from the standard AWS
+// environment; AWS_ENDPOINT_URL_S3 for MinIO, with -path-style):
 //
 //	go run ./examples/report -bucket b -path-style > report.md
 //
+// A crash is modelled as a killed process (see crashModel in measure.go),
+// never through a graceful shutdown; the report says so in its output.
+//
 // Intervals are the defaults divided by -scale (25: FrequentInterval
-// 200 ms, LeaderTimeout 600 ms), so a run takes a few minutes; times are
-// also given as a fraction of LeaderTimeout, and requests per hour are
-// scaled back to the default intervals.
+// 200 ms, InfrequentInterval 1.2 s, LeaderTimeout 600 ms), so a run takes
+// a few minutes; times are also given as multiples of LeaderTimeout, and
+// requests per hour are scaled back to the default intervals.
 package main
 
 import (
@@ -25,8 +29,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/internal/measure"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/s3store"
@@ -47,7 +49,7 @@ func main() {
 	flag.StringVar(&o.bucket, "bucket", "", "measure on this S3 bucket (standard AWS environment) instead of in memory")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
-	flag.IntVar(&o.trials, "trials", 20, "failover trials per mode and event")
+	flag.IntVar(&o.trials, "trials", 15, "failover trials per mode and event")
 	flag.DurationVar(&o.window, "window", 12*time.Second, "measurement window for requests and resources")
 	flag.Parse()
 	if err := run(context.Background(), o, os.Stdout); err != nil {
@@ -60,58 +62,78 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if o.scale < 1 || o.trials < 1 {
 		return fmt.Errorf("-scale and -trials must be at least 1")
 	}
-	newStore, where, closeStore, err := openStore(ctx, o)
+	stores, closeStores, err := openStores(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
-	k := time.Duration(o.scale)
-	fi, ii, lt := s3lect.DefaultFrequentInterval/k, s3lect.DefaultInfrequentInterval/k, s3lect.DefaultLeaderTimeout/k
+	defer closeStores()
+	fi, ii, lt := scaled(o.scale)
 
 	fmt.Fprintf(w, "# s3lect benchmark report\n\n")
 	fmt.Fprintf(w, "- date: %s\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "- machine: %s, %d cores, %s/%s, %s\n", cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	fmt.Fprintf(w, "- store: %s\n", where)
+	for _, st := range stores {
+		fmt.Fprintf(w, "- store: %s\n", st.name)
+	}
 	fmt.Fprintf(w, "- intervals: the defaults divided by %d: FrequentInterval %v, InfrequentInterval %v, LeaderTimeout %v (the retry delays, 100 ms and 1 s, are not scaled)\n",
 		o.scale, fi, ii, lt)
 	fmt.Fprintf(w, "- reproduce: `go run ./examples/report %s`\n\n", strings.Join(os.Args[1:], " "))
 
 	fmt.Fprintf(w, "## Failover and handover\n\n")
-	fmt.Fprintf(w, "%d groups of three per row, struck at a random point of their cycle; time from the crash (store calls fail, peer endpoint gone) or the Resign call to the next leader's Campaign returning.\n\n", o.trials)
-	fmt.Fprintln(w, "| mode | event | p50 | p95 | max | p50 / LeaderTimeout | max / LeaderTimeout |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-	for _, m := range measure.Modes {
-		for _, crash := range []bool{true, false} {
-			times, err := measure.Failover(ctx, newStore, m, crash, o.trials, o.scale)
-			if err != nil {
-				return err
+	fmt.Fprintf(w, "%d groups of three per row, struck at a random point of their cycle once the followers are stable. "+
+		"Crash failover: from the crash to the next leader's Campaign returning. "+
+		"Graceful handover: from the Resign call to the next leader's Campaign returning. "+
+		"Stale peer: the leader crashes and a process at its address answers every peer request with 200 and the last record, forever; "+
+		"the time runs from the dead leader's last write to the next leader's Campaign returning.\n\n", o.trials)
+	fmt.Fprintf(w, "How a crash is modelled: %s\n\n", crashModel)
+	fmt.Fprintln(w, "| store | mode | event | p50 | p95 | max | p50 × LeaderTimeout | p95 × | max × | trials |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, st := range stores {
+		for _, m := range modes {
+			for _, crash := range []bool{true, false} {
+				if !crash && m.noHandover {
+					continue
+				}
+				times, disturbed, err := failover(ctx, st.new, m, crash, o.trials, o.scale)
+				if err != nil {
+					return err
+				}
+				event := "graceful handover"
+				switch {
+				case m.stalePeer:
+					event = "last write → takeover"
+				case crash:
+					event = "crash failover"
+				}
+				p50, p95, mx := percentile(times, 50), percentile(times, 95), percentile(times, 100)
+				x := func(d time.Duration) float64 { return float64(d) / float64(lt) }
+				trials := fmt.Sprint(len(times))
+				if disturbed > 0 {
+					trials += fmt.Sprintf(" (%d discarded: the leadership changed before the strike)", disturbed)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %v | %v | %v | %.2f | %.2f | %.2f | %s |\n", st.short, m.name, event,
+					ms(p50), ms(p95), ms(mx), x(p50), x(p95), x(mx), trials)
 			}
-			event := "graceful handover"
-			if crash {
-				event = "crash failover"
-			}
-			p50, p95, mx := measure.Percentile(times, 50), measure.Percentile(times, 95), measure.Percentile(times, 100)
-			fmt.Fprintf(w, "| %s | %s | %v | %v | %v | %.2f | %.2f |\n", m.Name, event, ms(p50), ms(p95), ms(mx),
-				float64(p50)/float64(lt), float64(mx)/float64(lt))
 		}
 	}
 
+	costStore := stores[len(stores)-1]
 	fmt.Fprintf(w, "\n## S3 requests and cost\n\n")
-	fmt.Fprintf(w, "Storage mode, requests per hour at the default intervals (measured over %v at 1/%d scale), monthly cost at S3 Standard prices ($0.005 per 1,000 PUT, $0.0004 per 1,000 GET, %d hours). Peer mode removes the followers' GETs.\n\n", o.window, o.scale, measure.HoursPerMonth)
+	fmt.Fprintf(w, "On %s. Storage mode, requests per hour at the default intervals (measured over %v at 1/%d scale), monthly cost at S3 Standard prices ($0.005 per 1,000 PUT, $0.0004 per 1,000 GET, %d hours). Peer mode removes the followers' GETs.\n\n", costStore.name, o.window, o.scale, hoursPerMonth)
 	fmt.Fprintln(w, "| group | leader PUT/h | leader GET/h | follower GET/h | follower PUT/h | monthly cost |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, n := range o.groups {
-		r, err := measure.Cost(ctx, newStore, n, o.scale, o.window)
+		r, err := cost(ctx, costStore.new, n, o.scale, o.window)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.1f | $%.2f |\n", n, r.LeaderPUT, r.LeaderGET, r.FollowerGET, r.FollowerPUT, r.Monthly(n))
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.1f | $%.2f |\n", n, r.leaderPUT, r.leaderGET, r.followerGET, r.followerPUT, r.monthly(n))
 	}
 
 	fmt.Fprintf(w, "\n## %d electors in one process\n\n", o.electors)
-	fmt.Fprintf(w, "On the in-memory store, at 1/%d scale, measured over %v after settling. CPU is in cores; store operations per second are at the scaled intervals (divide by %d for the defaults).\n\n", o.scale, o.window, o.scale)
-	fmt.Fprintln(w, "| layout | goroutines per elector | heap per elector | process RSS | CPU | store ops/s |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "On the in-memory store, at 1/%d scale, measured over %v after settling. Heap and stacks are the growth of the live heap and of goroutine stacks, divided by the electors (the budget is %d KiB of heap plus stacks per elector). CPU is in cores; store operations per second are at the scaled intervals (divide by %d for the defaults).\n\n", o.scale, o.window, perElectorLimit>>10, o.scale)
+	fmt.Fprintln(w, "| layout | goroutines per elector | heap per elector | stacks per elector | heap + stacks | process RSS | CPU | store ops/s |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, layout := range []struct {
 		name      string
 		lockfiles int
@@ -119,34 +141,51 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		{fmt.Sprintf("%d lockfiles, every elector leads", o.electors), o.electors},
 		{fmt.Sprintf("%d workers × %d shards", 10, o.electors/10), o.electors / 10},
 	} {
-		u, err := measure.Pool(ctx, o.electors, layout.lockfiles, o.scale, o.window)
+		u, err := pool(ctx, o.electors, layout.lockfiles, o.scale, o.window)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.1f KB | %.0f MB | %.3f | %.0f |\n", layout.name, u.Goroutines, u.HeapBytes/1024, float64(u.RSSBytes)/(1<<20), u.CPU, u.StoreOpsPerSec)
+		both := u.heapBytes + u.stackBytes
+		verdict := "within"
+		if both > perElectorLimit {
+			verdict = "OVER"
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.1f KiB | %.1f KiB | %.1f KiB (%s %d KiB) | %.0f MiB | %.3f | %.0f |\n", layout.name, u.goroutines,
+			u.heapBytes/1024, u.stackBytes/1024, both/1024, verdict, perElectorLimit>>10, float64(u.rssBytes)/(1<<20), u.cpu, u.storeOpsPerSec)
 	}
 	return nil
 }
 
 func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
-// openStore returns a constructor of stores for the electors, where they
-// are, and how to close what it opened.
-func openStore(ctx context.Context, o options) (func() store.Store, string, func(), error) {
+// namedStore makes the stores of one row of measurements.
+type namedStore struct {
+	name, short string
+	new         func() store.Store
+}
+
+// openStores returns the stores to measure on: the in-memory store with
+// simulated latency always, then the S3 bucket when -bucket names one; and
+// how to close what it opened.
+func openStores(ctx context.Context, o options) ([]namedStore, func(), error) {
+	mem := memstore.New()
+	stores := []namedStore{{
+		name: "in-memory, with 5 ms added to every call", short: "memstore",
+		new: func() store.Store { return withLatency(mem, 5*time.Millisecond) },
+	}}
 	if o.bucket == "" {
-		mem := memstore.New()
-		return func() store.Store { return measure.Latency(mem, 5*time.Millisecond) },
-			"in-memory, with 5 ms added to every call", func() {}, nil
+		return stores, func() {}, nil
 	}
 	st, err := s3store.FromEnvironment(ctx, o.bucket, o.pathStyle)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, err
 	}
-	where := "S3 bucket " + o.bucket
+	name := "S3 bucket " + o.bucket
 	if ep := os.Getenv("AWS_ENDPOINT_URL_S3"); ep != "" {
-		where += " at " + ep
+		name += " at " + ep
 	}
-	return func() store.Store { return st }, where, st.(*s3store.Store).CloseIdleConnections, nil
+	stores = append(stores, namedStore{name: name, short: "S3", new: func() store.Store { return st }})
+	return stores, st.(*s3store.Store).CloseIdleConnections, nil
 }
 
 // cpuModel names the processor, from /proc/cpuinfo where there is one.

@@ -23,8 +23,12 @@ func checkReport(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{
 		"# s3lect benchmark report", "- machine:", "- intervals: the defaults divided by 50",
-		"| storage | crash failover |", "| peer | graceful handover |", "| peer + long-poll | crash failover |",
-		"| 3 | ", "## 100 electors in one process", "10 workers × 10 shards",
+		"How a crash is modelled: A crash is a killed process",
+		"| memstore | storage | crash failover |",
+		"| memstore | storage, InfrequentInterval = FrequentInterval | graceful handover |",
+		"| memstore | peer, no long-poll | graceful handover |", "| memstore | peer + long-poll | crash failover |",
+		"| memstore | stale peer (peer + long-poll) | last write → takeover |",
+		"| 3 | ", "## 100 electors in one process", "10 workers × 10 shards", "stacks per elector",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -49,7 +53,9 @@ func TestReportOnMinIO(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkReport(t, out.String())
-	if !strings.Contains(out.String(), "S3 bucket") {
-		t.Errorf("report does not name the bucket:\n%s", out.String())
+	for _, want := range []string{"- store: S3 bucket", "| S3 | peer + long-poll | crash failover |", "| S3 | stale peer"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -8,4 +8,11 @@
 // The tests start their own MinIO from the binary .ci/run installs
 // (S3LECT_TEST_MINIO), so that they can restart it. A longer randomized
 // soak runs with -chaos.duration=10m.
+//
+// The suite is a module of its own (go.mod beside this file, joined to the
+// main module by the repository's go.work), so that toxiproxy and what it
+// pulls in (Prometheus, zerolog, gorilla/mux) never enter the module graph
+// of a program that imports s3lect. From the repository root:
+//
+//	go test ./internal/chaos/...
 package chaos

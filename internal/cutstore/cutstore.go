@@ -1,46 +1,19 @@
-// Package cutstore wraps a store.Store with a switch that cuts it off, as
-// the death of the process holding the connection would. The examples use
-// it to simulate crashes.
+// Package cutstore is the cut of the public store/faultstore under its old
+// import path, for the code that still uses it.
+//
+// Deprecated: import github.com/s3lect/s3lect/store/faultstore.
 package cutstore
 
 import (
-	"context"
-	"errors"
-	"sync/atomic"
-
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 )
 
-// ErrCut is what every call returns once the store is cut.
-var ErrCut = errors.New("cutstore: connection cut")
+// ErrCut is faultstore.ErrCut.
+var ErrCut = faultstore.ErrCut
 
-// Store passes calls to the store it wraps until Cut is called.
-type Store struct {
-	inner store.Store
-	cut   atomic.Bool
-}
+// Store is faultstore.Store.
+type Store = faultstore.Store
 
-// New wraps s.
-func New(s store.Store) *Store { return &Store{inner: s} }
-
-// Cut makes every later call fail with ErrCut.
-func (s *Store) Cut() { s.cut.Store(true) }
-
-// IsCut reports whether Cut was called.
-func (s *Store) IsCut() bool { return s.cut.Load() }
-
-// Get implements store.Store.
-func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if s.IsCut() {
-		return nil, "", ErrCut
-	}
-	return s.inner.Get(ctx, key)
-}
-
-// PutIfMatch implements store.Store.
-func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	if s.IsCut() {
-		return "", ErrCut
-	}
-	return s.inner.PutIfMatch(ctx, key, data, etag)
-}
+// New is faultstore.New.
+func New(s store.Store) *Store { return faultstore.New(s) }

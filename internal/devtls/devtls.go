@@ -1,73 +1,13 @@
-// Package devtls makes a throw-away certificate authority with a server
-// certificate for 127.0.0.1 and a client certificate, so that demos,
-// measurements and tests speak real TLS on loopback.
+// Package devtls is the public package github.com/s3lect/s3lect/devtls
+// under its old import path, for the tests that still use it.
+//
+// Deprecated: import github.com/s3lect/s3lect/devtls.
 package devtls
 
-import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
-	"time"
-)
+import "github.com/s3lect/s3lect/devtls"
 
-// PKI is a CA and two certificates it issued, valid for a day.
-type PKI struct {
-	Pool   *x509.CertPool // holds the CA
-	Server tls.Certificate
-	Client tls.Certificate
-}
+// PKI is devtls.PKI.
+type PKI = devtls.PKI
 
-// New makes a PKI.
-func New() (*PKI, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "s3lect development CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	issue := func(serial int64, usage x509.ExtKeyUsage) (tls.Certificate, error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return tls.Certificate{}, err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "s3lect development"},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, err
-	}
-	p := &PKI{Pool: x509.NewCertPool()}
-	p.Pool.AddCert(ca)
-	if p.Server, err = issue(2, x509.ExtKeyUsageServerAuth); err != nil {
-		return nil, err
-	}
-	if p.Client, err = issue(3, x509.ExtKeyUsageClientAuth); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// ServerTLS is a server configuration presenting the server certificate.
-func (p *PKI) ServerTLS() *tls.Config { return &tls.Config{Certificates: []tls.Certificate{p.Server}} }
-
-// ClientTLS is a client configuration that trusts the CA.
-func (p *PKI) ClientTLS() *tls.Config { return &tls.Config{RootCAs: p.Pool} }
+// New is devtls.New.
+func New() (*PKI, error) { return devtls.New() }

@@ -31,7 +31,8 @@ What is guaranteed:
     process. If s3lect dies, even by SIGKILL, the guard kills the whole group
     (Linux: at once, by the parent-death signal; macOS and the BSDs: within
     50ms, by polling). Processes that leave the group (setsid, daemons) are
-    not covered.
+    not covered. The command cannot read from a terminal: it is not in the
+    terminal's foreground group; Ctrl-C reaches it through s3lect.
   - When leadership is lost or its lease expires, the group gets SIGTERM at
     once and SIGKILL LeaderTimeout/20 later (half the lease's safety margin),
     and s3lect confirms that no process of the group runs any more. A follower

@@ -36,8 +36,11 @@ What is guaranteed:
   - When leadership is lost or its lease expires, the group gets SIGTERM at
     once and SIGKILL LeaderTimeout/20 later (half the lease's safety margin),
     and s3lect confirms that no process of the group runs any more. A follower
-    can take over no earlier than LeaderTimeout/10 after the lease ended, so
-    the command has stopped before any other instance may start it.
+    can take over no earlier than LeaderTimeout/10 after the lease ended (by
+    the leader's clock), so the command has stopped before any other
+    instance may start it, provided the machines' clock rates agree within
+    2.5% (the election itself tolerates 5%; NTP-kept clocks agree to far
+    better than 0.1%).
   - SIGTERM or SIGINT to s3lect is a voluntary stop: it is forwarded to the
     group, s3lect keeps renewing for up to -grace while the command drains,
     then kills what is left and releases the lockfile, so that a follower

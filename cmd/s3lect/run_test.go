@@ -239,3 +239,34 @@ func runBin(args ...string) (string, error) {
 	err := cmd.Run()
 	return out.String(), err
 }
+
+// TestGraceAndNotFound checks the two other ends of a run: a command that
+// ignores the forwarded SIGTERM is killed after -grace (status 137, and
+// the lockfile released), and a command that cannot be started gives
+// status 127 and releases too.
+func TestGraceAndNotFound(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	key, dir := "cli/grace.json", t.TempDir()
+	a := start(t, runArgs(endpoint, bucket, key, "a", []string{"-grace", "300ms"}, childScript(dir, "a", true))...)
+	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	if code := a.status(t); code != 128+int(syscall.SIGKILL) || !strings.Contains(a.stderr.String(), "did not exit within -grace 300ms") {
+		t.Errorf("a exited %d; want %d after -grace\n%s", code, 128+int(syscall.SIGKILL), a.stderr.String())
+	}
+	for _, f := range []string{"a.pid", "a.gpid"} {
+		if pid := readPID(t, dir+"/"+f); alive(pid) {
+			t.Errorf("a's process %d (%s) outlived -grace", pid, f)
+		}
+	}
+	if rec, ok := lockfile(t, bucket, key); !ok || !rec.LastUpdated.IsZero() {
+		t.Errorf("lockfile after -grace: %+v; want released", rec)
+	}
+
+	n := start(t, runArgs(endpoint, bucket, key, "n", nil, []string{dir + "/no-such-command"})...)
+	if code := n.status(t); code != exitNotStart || !strings.Contains(n.stderr.String(), "no-such-command") {
+		t.Errorf("run of a missing command exited %d; want %d naming it\n%s", code, exitNotStart, n.stderr.String())
+	}
+	if rec, ok := lockfile(t, bucket, key); !ok || !rec.LastUpdated.IsZero() || rec.LeaderID != "n" {
+		t.Errorf("lockfile after a command that could not start: %+v; want released by n", rec)
+	}
+}

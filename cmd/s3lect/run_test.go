@@ -177,6 +177,12 @@ func TestStoreErrorsSaySo(t *testing.T) {
 			p := startEnv(t, tc.env, runArgs(tc.endpoint, tc.bucket, "cli/errors.json", "e", nil, []string{"true"})...)
 			p.waitLine(t, 10*time.Second, tc.want)
 			if tc.code == 0 {
+				// It keeps retrying (every 200ms here) but says so once: the
+				// same error is repeated only every 30s.
+				time.Sleep(2 * time.Second)
+				if n := strings.Count(p.stderr.String(), "store error"); n != 1 {
+					t.Errorf("%d store error lines in 2s of the same failure; want 1\n%s", n, p.stderr.String())
+				}
 				return
 			}
 			if code := p.status(t); code != tc.code {

@@ -8,9 +8,8 @@
 //	s3lect status [flags]                      print the lockfile as a person reads it
 //	s3lect watch  [flags]                      print one line per change of leader
 //
-// `s3lect <subcommand> -h` lists each subcommand's flags. The run
-// subcommand's help says what is guaranteed; the exit statuses are listed
-// under exitUsage and below.
+// `s3lect <subcommand> -h` lists each subcommand's flags and exit
+// statuses; `s3lect run -h` also says what run guarantees.
 package main
 
 import (

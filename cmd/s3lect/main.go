@@ -1,0 +1,85 @@
+// Command s3lect runs a command on one instance at a time, and shows who
+// leads an election group, using one lockfile in S3 (or NATS JetStream KV)
+// as the only coordination service.
+//
+//	go install github.com/s3lect/s3lect/cmd/s3lect@latest
+//
+//	s3lect run    [flags] -- command args...   run the command while this instance leads
+//	s3lect status [flags]                      print the lockfile as a person reads it
+//	s3lect watch  [flags]                      print one line per change of leader
+//
+// `s3lect <subcommand> -h` lists each subcommand's flags and exit
+// statuses; `s3lect run -h` also says what run guarantees.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses of s3lect itself. run otherwise exits with its command's
+// status (128+N when the command was killed by signal N).
+const (
+	exitOK       = 0
+	exitFailure  = 1 // an unexpected failure, described on stderr
+	exitUsage    = 2 // bad flags or arguments
+	exitTry      = 3 // run: not leader within -try
+	exitLost     = 4 // run -once: leadership was lost or expired while the command ran
+	exitRefused  = 5 // the store refused for good (missing bucket, bad credentials, ...); stderr names the fix
+	exitNotStart = 127
+)
+
+// guardArg is the hidden first argument with which run re-executes this
+// binary as the guard of its command's process group.
+const guardArg = "__s3lect_guard"
+
+func main() {
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: s3lect <subcommand> [flags] [-- command args...]
+
+Subcommands:
+  run [flags] -- command args...   run the command only while this instance leads;
+                                   start it on every machine: one runs it at a time
+  status [flags]                   print the lockfile: leader, term, age, state
+  watch [flags]                    print one line per change of leader until interrupted
+
+The lockfile is named by -store s3://bucket/key or nats://host:port/bucket/key
+(or -bucket B -key K for S3). S3 access comes from the standard AWS
+environment (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT_URL_S3, profiles);
+-endpoint and -path-style point it at MinIO or another S3-compatible store.
+
+Run 's3lect <subcommand> -h' for the subcommand's flags.
+
+Example:
+  s3lect run -store s3://my-bucket/leader/backup.json -- ./backup.sh --full
+
+Exit statuses: the command's own (run), 0 done, 1 unexpected failure,
+2 bad usage, 3 not leader within -try, 4 leadership lost (-once),
+5 the store refused for good (the message names the fix), 127 command not started.
+`
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCmd(args[1:], stdout, stderr)
+	case "status":
+		return statusCmd(args[1:], stdout, stderr)
+	case "watch":
+		return watchCmd(args[1:], stdout, stderr)
+	case guardArg:
+		return guard(args[1:], stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "s3lect: unknown subcommand %q; want run, status or watch\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}

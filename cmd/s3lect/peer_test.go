@@ -1,0 +1,72 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/internal/s3test"
+)
+
+// selfSigned writes a certificate for 127.0.0.1 that is its own CA, and
+// its key, as PEM files in dir.
+func selfSigned(t *testing.T, dir string) (cert, key string) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "s3lect test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key = filepath.Join(dir, "peer.pem"), filepath.Join(dir, "peer-key.pem")
+	os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600)
+	return cert, key
+}
+
+// TestPeerMode runs two runners in peer mode: the follower names the
+// leader's address, and a SIGTERM still hands over through the release.
+func TestPeerMode(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	key, dir := "cli/peer.json", t.TempDir()
+	cert, pkey := selfSigned(t, dir)
+	peer := func(port string) []string {
+		return []string{"-peer-addr", "127.0.0.1:" + port, "-peer-cert", cert, "-peer-key", pkey, "-peer-ca", cert}
+	}
+	a := start(t, runArgs(endpoint, bucket, key, "a", peer("19341"), childScript(dir, "a", false))...)
+	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	b := start(t, runArgs(endpoint, bucket, key, "b", peer("19342"), childScript(dir, "b", false))...)
+	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:19341 leads (term")
+	a.cmd.Process.Signal(syscall.SIGTERM)
+	if code := a.status(t); code != 0 {
+		t.Errorf("a exited %d; want 0\n%s", code, a.stderr.String())
+	}
+	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") })
+	la, lb := readLog(t, dir, "a"), readLog(t, dir, "b")
+	if !la[len(la)-1].at.Before(lb[0].at) {
+		t.Errorf("b's command started before a's stopped")
+	}
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/s3lect/s3lect"
+)
+
+const statusUsage = `usage: s3lect status [flags]
+
+Prints the lockfile: leader, address, term, when it was last written (by the
+writer's clock, so its age is only as right as the two clocks agree), and its
+state: held (a leader wrote it; -wait says whether it still renews), released,
+absent or unreadable. With -wait it reads the lockfile for LeaderTimeout
+(-timeout) and says whether the leader renewed in that time, judged by this
+machine's clock alone.
+
+Exit statuses: 0 read (whatever the state), 1 unexpected failure, 2 bad usage,
+5 the store refused for good (the message names the fix).
+
+Flags:
+`
+
+// statusReport is status's answer; -json prints it as it is.
+type statusReport struct {
+	Lockfile    string     `json:"lockfile"`
+	State       string     `json:"state"` // held, released, absent or unreadable
+	Leader      string     `json:"leader,omitempty"`
+	Address     string     `json:"address,omitempty"`
+	Term        uint64     `json:"term,omitempty"`
+	LastUpdated *time.Time `json:"lastUpdated,omitempty"` // the writer's clock
+	AgeSeconds  *float64   `json:"ageSeconds,omitempty"`  // now (this machine's clock) minus lastUpdated
+	HeldSeconds *float64   `json:"heldSeconds,omitempty"` // how long this leadership had lasted at its last write
+	Problem     string     `json:"problem,omitempty"`     // why the content is unreadable
+	Renewing    *bool      `json:"renewing,omitempty"`    // -wait: whether a new write was seen within watched
+	Watched     string     `json:"watched,omitempty"`     // -wait: how long it was watched
+}
+
+func statusCmd(args []string, stdout, stderr io.Writer) int {
+	var (
+		sf           storeFlags
+		asJSON, wait bool
+		frequent, lt time.Duration
+	)
+	fs := flag.NewFlagSet("s3lect status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), statusUsage)
+		fs.PrintDefaults()
+	}
+	sf.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object instead of text")
+	fs.BoolVar(&wait, "wait", false, "watch the lockfile for -timeout and say whether the leader renews")
+	fs.DurationVar(&frequent, "frequent", s3lect.DefaultFrequentInterval, "with -wait: how often to read")
+	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "with -wait: how long to watch (the group's LeaderTimeout)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "s3lect status: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if frequent <= 0 || lt <= 0 {
+		fmt.Fprintln(stderr, "s3lect status: -frequent and -timeout must be positive")
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := sf.open(ctx, stderr)
+	if err != nil {
+		return reportErr(stderr, "s3lect status", err)
+	}
+	defer st.close()
+	e, err := s3lect.New(s3lect.ElectorConfig{Store: st.st, LockfilePath: st.key, ServerID: "s3lect-status",
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return reportErr(stderr, "s3lect status", usageErr("%v", err))
+	}
+	defer e.Close()
+
+	read := func() (statusReport, error) {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		rep := statusReport{Lockfile: st.where}
+		rec, found, err := e.Lockfile(rctx)
+		switch {
+		case errors.Is(err, s3lect.ErrInvalidRecord):
+			rep.State, rep.Problem = "unreadable", err.Error()
+			return rep, nil
+		case err != nil:
+			return rep, err
+		case !found:
+			rep.State = "absent"
+			return rep, nil
+		}
+		rep.Leader, rep.Address, rep.Term = rec.LeaderID, rec.LeaderAddr, rec.Term
+		if rec.LastUpdated.IsZero() {
+			rep.State = "released"
+			return rep, nil
+		}
+		rep.State = "held"
+		lu := rec.LastUpdated
+		age := time.Since(lu).Seconds()
+		held := float64(rec.Held) / 1000
+		rep.LastUpdated, rep.AgeSeconds, rep.HeldSeconds = &lu, &age, &held
+		return rep, nil
+	}
+	rep, err := read()
+	if err != nil {
+		return reportErr(stderr, "s3lect status", err)
+	}
+	if wait {
+		first := rep
+		start := time.Now()
+		renewing := false
+		t := time.NewTicker(frequent)
+		for !renewing && time.Since(start) < lt {
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return exitOK
+			case <-t.C:
+			}
+			next, err := read()
+			if err != nil {
+				fmt.Fprintf(stderr, "s3lect status: %v%s\n", err, hint(err))
+				continue
+			}
+			rep = next
+			renewing = rep.State == "held" && (first.State != "held" || !rep.LastUpdated.Equal(*first.LastUpdated) || rep.Leader != first.Leader)
+		}
+		t.Stop()
+		rep.Renewing, rep.Watched = &renewing, time.Since(start).Round(time.Millisecond).String()
+	}
+	if asJSON {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintln(stdout, string(b))
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "lockfile %s\n", rep.Lockfile)
+	fmt.Fprintf(stdout, "  state:   %s\n", rep.State)
+	if rep.Problem != "" {
+		fmt.Fprintf(stdout, "  problem: %s\n", rep.Problem)
+	}
+	if rep.Leader != "" {
+		fmt.Fprintf(stdout, "  leader:  %s\n", rep.Leader)
+		if rep.Address != "" {
+			fmt.Fprintf(stdout, "  address: %s\n", rep.Address)
+		}
+		fmt.Fprintf(stdout, "  term:    %d\n", rep.Term)
+	}
+	if rep.LastUpdated != nil {
+		fmt.Fprintf(stdout, "  updated: %s (%v ago; the writer's clock against this one)\n",
+			rep.LastUpdated.Format(time.RFC3339Nano), time.Duration(*rep.AgeSeconds*float64(time.Second)).Round(time.Millisecond))
+		fmt.Fprintf(stdout, "  held:    %v at that write\n", time.Duration(*rep.HeldSeconds*float64(time.Second)).Round(time.Millisecond))
+	}
+	if rep.Renewing != nil {
+		if *rep.Renewing {
+			fmt.Fprintf(stdout, "  renewing: yes (a new write within %s)\n", rep.Watched)
+		} else {
+			fmt.Fprintf(stdout, "  renewing: no (no new write in %s: the leader is gone or cut off, or -timeout is shorter than its renewal period)\n", rep.Watched)
+		}
+	}
+	return exitOK
+}
+
+const watchUsage = `usage: s3lect watch [flags]
+
+Prints one line per change of leader (or of the store error it sees) until
+interrupted, starting with the current state: the time, the leader and its
+term, or "none", or the store error. Leadership is judged as a follower
+judges it (LeaderTimeout of silence), so -frequent, -infrequent and -timeout
+should match the group's.
+
+Exit statuses: 0 interrupted, 2 bad usage, 5 the store refused for good.
+
+Flags:
+`
+
+// watchLine is one line of watch -json.
+type watchLine struct {
+	Time    time.Time `json:"time"`
+	Leader  string    `json:"leader"` // "" when nobody leads
+	Address string    `json:"address,omitempty"`
+	Term    uint64    `json:"term,omitempty"`
+	Err     string    `json:"err,omitempty"`
+}
+
+func watchCmd(args []string, stdout, stderr io.Writer) int {
+	var (
+		sf                       storeFlags
+		asJSON                   bool
+		frequent, infrequent, lt time.Duration
+	)
+	fs := flag.NewFlagSet("s3lect watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), watchUsage)
+		fs.PrintDefaults()
+	}
+	sf.register(fs)
+	fs.BoolVar(&asJSON, "json", false, "print JSON lines instead of text")
+	fs.DurationVar(&frequent, "frequent", 0, "FrequentInterval (0: 5s)")
+	fs.DurationVar(&infrequent, "infrequent", 0, "InfrequentInterval (0: 30s)")
+	fs.DurationVar(&lt, "timeout", 0, "LeaderTimeout (0: 15s)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "s3lect watch: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := sf.open(ctx, stderr)
+	if err != nil {
+		return reportErr(stderr, "s3lect watch", err)
+	}
+	defer st.close()
+	host, _ := os.Hostname()
+	e, err := s3lect.New(s3lect.ElectorConfig{Store: st.st, LockfilePath: st.key,
+		ServerID:         fmt.Sprintf("s3lect-watch-%s-%d", host, os.Getpid()),
+		FrequentInterval: frequent, InfrequentInterval: infrequent, LeaderTimeout: lt,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return reportErr(stderr, "s3lect watch", usageErr("%v", err))
+	}
+	defer e.Close()
+	for c := range e.Observe(ctx) {
+		l := watchLine{Time: time.Now().UTC(), Leader: c.Leader.LeaderID, Address: c.Leader.LeaderAddr, Term: c.Leader.Term}
+		if c.Err != nil {
+			l.Err = c.Err.Error()
+		}
+		if asJSON {
+			b, _ := json.Marshal(l)
+			fmt.Fprintln(stdout, string(b))
+			continue
+		}
+		ts := l.Time.Format(time.RFC3339Nano)
+		switch {
+		case c.Err != nil:
+			fmt.Fprintf(stdout, "%s store error: %v%s\n", ts, c.Err, hint(c.Err))
+		case l.Leader == "":
+			fmt.Fprintf(stdout, "%s leader: none\n", ts)
+		default:
+			addr := ""
+			if l.Address != "" {
+				addr = " address " + l.Address
+			}
+			fmt.Fprintf(stdout, "%s leader: %s term %d%s\n", ts, l.Leader, l.Term, addr)
+		}
+		if c.Err != nil && isPermanent(c.Err) {
+			fmt.Fprintf(stderr, "s3lect watch: the store refused: %v\n", c.Err)
+			return exitRefused
+		}
+	}
+	return exitOK
+}

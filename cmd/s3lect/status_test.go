@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/internal/s3test"
+	"github.com/s3lect/s3lect/store/s3store"
+)
+
+var execCommand = exec.Command
+
+// TestStatusAndWatch follows one lockfile from absent through held to
+// released with status (text and JSON) and watch.
+func TestStatusAndWatch(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	key, dir := "cli/status.json", t.TempDir()
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style"}
+	statusJSON := func(extra ...string) statusReport {
+		t.Helper()
+		out, err := exec.Command(bin, append(append([]string{"status", "-json"}, where...), extra...)...).Output()
+		if err != nil {
+			t.Fatalf("status -json: %v", err)
+		}
+		var rep statusReport
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("status -json printed %q: %v", out, err)
+		}
+		return rep
+	}
+	if rep := statusJSON(); rep.State != "absent" {
+		t.Errorf("status of a missing lockfile: %+v; want absent", rep)
+	}
+	w := start(t, append(append([]string{"watch", "-json"}, where...), "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms")...)
+	waitFor(t, 10*time.Second, "watch's first line", func() bool { return strings.Contains(w.stderr.String(), `"leader":""`) })
+
+	r := start(t, runArgs(endpoint, bucket, key, "leader-1", nil, childScript(dir, "leader-1", false))...)
+	waitFor(t, 20*time.Second, "the command to start", func() bool { return started(t, dir, "leader-1") })
+	rep := statusJSON("-wait", "-frequent", "100ms", "-timeout", "1500ms")
+	if rep.State != "held" || rep.Leader != "leader-1" || rep.Term == 0 || rep.Renewing == nil || !*rep.Renewing || rep.LastUpdated == nil {
+		t.Errorf("status -wait of a live leader: %+v; want held by leader-1, renewing", rep)
+	}
+	try := start(t, runArgs(endpoint, bucket, key, "hopeful", []string{"-try", "700ms"}, []string{"true"})...)
+	if code := try.status(t); code != exitTry || !strings.Contains(try.stderr.String(), "not leader of s3://"+bucket+"/"+key+" within -try 700ms; leader-1 leads") {
+		t.Errorf("run -try while leader-1 leads: status %d; want %d and who leads\n%s", code, exitTry, try.stderr.String())
+	}
+	waitFor(t, 10*time.Second, "watch to see leader-1", func() bool { return strings.Contains(w.stderr.String(), `"leader":"leader-1"`) })
+
+	r.cmd.Process.Signal(syscallTERM)
+	r.status(t)
+	if rep := statusJSON(); rep.State != "released" || rep.Leader != "leader-1" {
+		t.Errorf("status after the runner stopped: %+v; want released by leader-1", rep)
+	}
+	rep = statusJSON("-wait", "-frequent", "100ms", "-timeout", "500ms")
+	if rep.Renewing == nil || *rep.Renewing {
+		t.Errorf("status -wait of a released lockfile: %+v; want renewing false", rep)
+	}
+	// Content that is not a record: unreadable, with the reason.
+	st := s3store.New(s3test.NewClient(t, nil, "", ""), bucket)
+	_, etag, err := st.Get(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutIfMatch(t.Context(), key, []byte("not json"), etag); err != nil {
+		t.Fatal(err)
+	}
+	if rep := statusJSON(); rep.State != "unreadable" || rep.Problem == "" {
+		t.Errorf("status of a garbage lockfile: %+v; want unreadable with the reason", rep)
+	}
+
+	w.cmd.Process.Signal(syscallTERM)
+	if code := w.status(t); code != 0 {
+		t.Errorf("watch exited %d on SIGTERM; want 0", code)
+	}
+	lines := strings.Split(strings.TrimSpace(w.stderr.String()), "\n")
+	if len(lines) < 3 {
+		t.Errorf("watch printed %d lines; want none, leader-1, none:\n%s", len(lines), w.stderr.String())
+	}
+}
+
+var syscallTERM = syscall.SIGTERM

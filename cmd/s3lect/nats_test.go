@@ -6,24 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/s3lect/s3lect/internal/natstest"
 )
 
 // TestNATSStore runs s3lect on a NATS JetStream key-value bucket: a real
-// nats-server in this process, on port 19343.
+// nats-server (the pinned binary .ci/run installs), on port 19343.
 func TestNATSStore(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: 19343, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	srv.Start()
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
+	natstest.StartOn(t, 19343)
 	nc, err := nats.Connect("nats://127.0.0.1:19343")
 	if err != nil {
 		t.Fatal(err)

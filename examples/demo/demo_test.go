@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/goleak"
 
+	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 )
 
@@ -79,16 +79,7 @@ func TestDemoOnMinIO(t *testing.T) {
 }
 
 func TestDemoOnNATS(t *testing.T) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns.Start()
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	out := runDemo(t, options{natsURL: ns.ClientURL()})
+	out := runDemo(t, options{natsURL: natstest.Start(t)})
 	if !strings.Contains(out, "NATS KV") {
 		t.Errorf("demo did not say it ran on NATS:\n%s", out)
 	}

@@ -1,6 +1,7 @@
 package s3lect
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -88,17 +89,18 @@ type state struct {
 	camp campState
 	lead leadState
 
-	v          view      // the follower's knowledge of the lockfile
-	mode       mode      // how it watches
-	nextRead   time.Time // the next storage read is due then (zero: now)
-	readErr    error     // the last read's failure, nil after a success
-	stale      bool      // the view is known to be out of date: no takeover before the next read
-	aligned    bool      // the next read is timed just after one of the leader's renewals is due
-	stable     leaseKey  // the leadership seen renewing since stableAt
-	stableAt   time.Time
-	peerGen    uint64  // numbers peer targets, to recognise stale reports
-	peerNoETag bool    // the leader's peer answers carry no ETag (the original s3lect)
-	peerOn     peerKey // the poller's target while it has one
+	v           view        // the follower's knowledge of the lockfile
+	mode        mode        // how it watches
+	nextRead    time.Time   // the next storage read is due then (zero: now)
+	readErr     error       // the last read's failure, nil after a success
+	stale       bool        // the view is known to be out of date: no takeover before the next read
+	unsureClaim unsureClaim // a failed takeover that may have landed
+	aligned     bool        // the next read is timed just after one of the leader's renewals is due
+	stable      leaseKey    // the leadership seen renewing since stableAt
+	stableAt    time.Time
+	peerGen     uint64  // numbers peer targets, to recognise stale reports
+	peerNoETag  bool    // the leader's peer answers carry no ETag (the original s3lect)
+	peerOn      peerKey // the poller's target while it has one
 
 	maxTerm uint64    // the highest term seen or written
 	stamp   time.Time // the last lastUpdated written; stamps only rise
@@ -110,6 +112,13 @@ type state struct {
 }
 
 func newState(p params) state { return state{p: p} }
+
+// unsureClaim is a takeover write that failed with its outcome unknown.
+type unsureClaim struct {
+	data   []byte
+	sentAt time.Time
+	camp   uint64
+}
 
 // peerKey names the poller's target: a leadership at an address.
 type peerKey struct {
@@ -501,6 +510,18 @@ func (s *state) readDone(ev evStore, now time.Time, emit func(effect)) {
 		return
 	}
 	s.readErr, s.stale = nil, false
+	if u := s.unsureClaim; u.data != nil {
+		s.unsureClaim = unsureClaim{}
+		if bytes.Equal(ev.data, u.data) && s.camp.id == u.camp && s.camp.withdrawn == nil && !s.closing {
+			// A takeover whose outcome was unknown had landed: it won,
+			// its lease counted from its first attempt, as an adopted
+			// write's is.
+			emit(doLog{"adopted a takeover whose reply was lost", []any{"etag", ev.etag}})
+			s.v = s.v.observe(ev.data, ev.etag, now)
+			s.claimDone(evStore{etag: ev.etag}, u.data, u.sentAt, now, emit)
+			return
+		}
+	}
 	before := s.v
 	s.v = s.v.observe(ev.data, ev.etag, now)
 	if s.v.term > s.maxTerm {
@@ -640,6 +661,12 @@ func (s *state) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit f
 			s.camp = campState{}
 		}
 		s.answerWithdrawn(emit)
+		if ev.unsure && s.camp.id != 0 {
+			// It may have landed: if the next read finds exactly these
+			// bytes, the takeover won (readDone).
+			s.unsureClaim = unsureClaim{data: data, sentAt: sentAt, camp: s.camp.id}
+			s.nextRead = now
+		}
 	}
 }
 

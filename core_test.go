@@ -549,3 +549,22 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		}
 	})
 }
+
+// TestCoreAdoptsATakeoverThatLanded: a takeover that failed with its
+// outcome unknown, whose bytes the next read finds, won; the lease counts
+// from its first attempt.
+func TestCoreAdoptsATakeoverThatLanded(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, nil, "", at(0))
+	w := mustEffect[doWrite](t, m, "takeover")
+	m.on(evStore{gen: m.s.gen, err: errors.New("timeout"), unsure: true}, at(time.Second))
+	mustEffect[doRead](t, m, "a takeover with an unknown outcome")
+	m.read(w.data, `"won"`, at(time.Second+10*time.Millisecond))
+	l := mustEffect[doLead](t, m, "our bytes in the store")
+	if !l.deadline.Equal(at(coreParams.lt - coreParams.margin)) {
+		t.Errorf("deadline %v; want from the takeover's first attempt", l.deadline.Sub(t0))
+	}
+	if l.etag != `"won"` {
+		t.Errorf("etag %s; want the one read", l.etag)
+	}
+}

@@ -418,6 +418,17 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 		send  *smithyhttp.RequestSendError
 	)
 	if !errors.As(err, &api) {
+		// The answer's status line arrived but its body could not be read
+		// (Ceph RGW may close the connection while a 412's body is still
+		// being read): the status alone answers the question.
+		if errors.As(err, &resp) {
+			switch code := resp.HTTPStatusCode(); {
+			case code == http.StatusPreconditionFailed:
+				return fmt.Errorf("%s: status 412: %w", where, store.ErrPreconditionFailed)
+			case code == http.StatusNotFound && op == "get":
+				return fmt.Errorf("%s: status 404: %w", where, store.ErrNotFound)
+			}
+		}
 		if errors.As(err, &opErr) && !errors.As(err, &resp) && !errors.As(err, &send) &&
 			!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			// The request was never sent: the client could not build or

@@ -142,6 +142,17 @@ func (s *rewindStore) epochNow() int {
 
 func (s *rewindStore) sameEpoch(ep int) bool { return s.epochNow() == ep }
 
+// down reports whether the store is down now: a request sent now is
+// refused, it does not wait for the server to come back.
+func (s *rewindStore) down() bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Before(s.downUntil)
+}
+
 type rewindState struct {
 	data   []byte
 	rev    uint64

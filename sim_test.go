@@ -254,6 +254,9 @@ func (s *simStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 		data []byte
 		etag string
 	}
+	if s.rewind.down() {
+		return nil, "", errStoreDown
+	}
 	ep := s.rewind.epochNow()
 	g, err := do(ctx, s, func() (got, error) {
 		if !s.rewind.sameEpoch(ep) {
@@ -268,6 +271,9 @@ func (s *simStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	if s.onPut != nil {
 		s.onPut()
+	}
+	if s.rewind.down() {
+		return "", errStoreDown
 	}
 	ep := s.rewind.epochNow()
 	return do(ctx, s, func() (string, error) {

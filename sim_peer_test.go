@@ -23,6 +23,13 @@ type simPeers struct {
 	r      *rand.Rand
 	hosts  map[string]*simHost
 	healed bool
+	asked  map[string]int // requests per address
+}
+
+// newPeerNet returns a network without faults, for tests that need peer
+// mode in a synctest bubble.
+func newPeerNet() *simPeers {
+	return &simPeers{r: rand.New(rand.NewPCG(1, 2)), hosts: map[string]*simHost{}, healed: true, asked: map[string]int{}}
 }
 
 type simHost struct {
@@ -61,6 +68,9 @@ func (p *simPeers) heal() {
 func (p *simPeers) RoundTrip(req *http.Request) (*http.Response, error) {
 	p.mu.Lock()
 	h := p.hosts[req.URL.Host]
+	if p.asked != nil {
+		p.asked[req.URL.Host]++
+	}
 	x, d := p.r.Float64(), time.Duration(p.r.Int64N(int64(time.Second)))
 	if p.healed {
 		x = 1

@@ -1,12 +1,8 @@
 package s3lect
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -61,82 +57,9 @@ func TestInfrequentFollowerTakesOverByElapsedTime(t *testing.T) {
 	})
 }
 
-// loopbackPeers routes peer requests to electors' PeerHandlers in memory,
-// so that peer mode runs in a synctest bubble. A host can be crashed (new
-// requests refused, requests in flight reset) or turned stale (answers 200
-// with a fixed body at once, forever).
-type loopbackPeers struct {
-	mu    sync.Mutex
-	hosts map[string]*loopbackHost
-	asked map[string]int
-}
-
-type loopbackHost struct {
-	h     http.Handler
-	down  chan struct{} // closed when the host crashes
-	stale []byte        // if set, the answer to every request
-}
-
-var errPeerRefused = errors.New("connection refused")
-
-func (p *loopbackPeers) add(addr string, h http.Handler) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.hosts == nil {
-		p.hosts, p.asked = map[string]*loopbackHost{}, map[string]int{}
-	}
-	p.hosts[addr] = &loopbackHost{h: h, down: make(chan struct{})}
-}
-
-// crash kills the host: with stale set, something else answers at its
-// address from then on with that body.
-func (p *loopbackPeers) crash(addr string, stale []byte) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h := p.hosts[addr]
-	close(h.down)
-	p.hosts[addr] = &loopbackHost{down: make(chan struct{}), stale: stale}
-}
-
-func (p *loopbackPeers) RoundTrip(req *http.Request) (*http.Response, error) {
-	p.mu.Lock()
-	h := p.hosts[req.URL.Host]
-	p.asked[req.URL.Host]++
-	p.mu.Unlock()
-	switch {
-	case h == nil || (h.h == nil && h.stale == nil):
-		return nil, errPeerRefused
-	case h.stale != nil:
-		rec := httptest.NewRecorder()
-		rec.Header().Set("Content-Type", "application/json")
-		rec.Write(h.stale)
-		return rec.Result(), nil
-	}
-	ctx, cancel := context.WithCancel(req.Context())
-	defer cancel()
-	rec := httptest.NewRecorder()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.h.ServeHTTP(rec, req.WithContext(ctx))
-	}()
-	select {
-	case <-done:
-		return rec.Result(), nil
-	case <-h.down:
-		cancel()
-		<-done
-		return nil, errors.New("connection reset by peer")
-	case <-req.Context().Done():
-		cancel()
-		<-done
-		return nil, req.Context().Err()
-	}
-}
-
 // peerGroup elects a in peer mode with b following, and lets b settle on
 // long-polling a.
-func peerGroup(t *testing.T, net *loopbackPeers) (a, b *node, lead won, out chan won) {
+func peerGroup(t *testing.T, net *simPeers) (a, b *node, lead won, out chan won) {
 	t.Helper()
 	mem := memstore.New()
 	out = make(chan won, 2)
@@ -165,7 +88,7 @@ func peerGroup(t *testing.T, net *loopbackPeers) (a, b *node, lead won, out chan
 
 func TestPeerFollowerAfterAbruptCrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := &loopbackPeers{}
+		net := newPeerNet()
 		a, b, _, out := peerGroup(t, net)
 		gets := b.fs.count("get")
 		time.Sleep(10 * time.Second)
@@ -188,7 +111,7 @@ func TestPeerFollowerAfterAbruptCrash(t *testing.T) {
 
 func TestStalePeerCannotHoldTheElection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := &loopbackPeers{}
+		net := newPeerNet()
 		a, b, _, out := peerGroup(t, net)
 		time.Sleep(400 * time.Millisecond)
 		a.fs.set(func(f *faultStore) { f.blackhole = true })

@@ -2,7 +2,6 @@ package prom
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,32 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 	"github.com/s3lect/s3lect/store/memstore"
 )
-
-// killable is one elector's store connection; once killed every call fails,
-// as a crashed process's calls never arrive.
-type killable struct {
-	store.Store
-	dead atomic.Bool
-}
-
-var errKilled = errors.New("killed")
-
-func (k *killable) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if k.dead.Load() {
-		return nil, "", errKilled
-	}
-	return k.Store.Get(ctx, key)
-}
-
-func (k *killable) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	if k.dead.Load() {
-		return "", errKilled
-	}
-	return k.Store.PutIfMatch(ctx, key, data, etag)
-}
 
 // listen opens a loopback listener on a free port of the test's range.
 func listen(t *testing.T) net.Listener {
@@ -80,10 +55,10 @@ func TestScrapeFollowsFailover(t *testing.T) {
 	mem := memstore.New()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ids := []string{"a", "b", "c"}
-	conns := map[string]*killable{}
+	conns := map[string]*faultstore.Store{}
 	var electors []*s3lect.Elector
 	for _, id := range ids {
-		conns[id] = &killable{Store: mem}
+		conns[id] = faultstore.New(mem)
 		e, err := s3lect.New(s3lect.ElectorConfig{Store: conns[id], LockfilePath: "prom/test.json", ServerID: id, Logger: quiet,
 			FrequentInterval: 50 * time.Millisecond, InfrequentInterval: 200 * time.Millisecond, LeaderTimeout: 150 * time.Millisecond})
 		if err != nil {
@@ -169,7 +144,7 @@ func TestScrapeFollowsFailover(t *testing.T) {
 		t.Errorf("leader %s: put/ok requests = %v; want at least its takeover", first, v)
 	}
 
-	conns[first].dead.Store(true) // the leader crashes
+	conns[first].Cut() // the leader crashes
 	body = await("a new leader", func(b string) bool { who, n := leaderOf(b); return n == 1 && who != first })
 	second, _ := leaderOf(body)
 	if v, _ := sample(body, "s3lect_term", `server="`+second+`"`); v <= term {

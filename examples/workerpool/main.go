@@ -22,12 +22,12 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/pool"
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -40,29 +40,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "workerpool:", err)
 		os.Exit(1)
 	}
-}
-
-// killable is a worker's connection to the store. Once killed, every call
-// fails at once, as a dead process's calls never arrive.
-type killable struct {
-	store.Store
-	dead atomic.Bool
-}
-
-var errKilled = errors.New("worker killed")
-
-func (k *killable) Get(ctx context.Context, key string) ([]byte, string, error) {
-	if k.dead.Load() {
-		return nil, "", errKilled
-	}
-	return k.Store.Get(ctx, key)
-}
-
-func (k *killable) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	if k.dead.Load() {
-		return "", errKilled
-	}
-	return k.Store.PutIfMatch(ctx, key, data, etag)
 }
 
 // result holds the figures of one run.
@@ -143,7 +120,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 		fmt.Fprintf(w, "%7.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	ids := make([]string, nWorkers)
-	conns := make([]*killable, nWorkers)
+	conns := make([]*faultstore.Store, nWorkers)
 	stops := make([]context.CancelFunc, nWorkers)
 	var wg sync.WaitGroup
 	defer func() {
@@ -156,7 +133,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	}()
 	for n := range nWorkers {
 		id := fmt.Sprintf("w%d", n+1)
-		conn := &killable{Store: counter}
+		conn := faultstore.New(counter)
 		p, err := pool.New(pool.Config{
 			Shards: names,
 			Elector: func(shard string) s3lect.ElectorConfig {
@@ -223,7 +200,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 
 	dead := ids[nWorkers-1]
 	say("%s is killed: its store calls fail from now on and it never resigns", dead)
-	conns[nWorkers-1].dead.Store(true)
+	conns[nWorkers-1].Cut()
 	for ref.counts()[dead] > 0 {
 		time.Sleep(lt / 100)
 	}

@@ -1,0 +1,131 @@
+// Package condcheck is the check a backend runs before its first write:
+// that the store honours conditional writes at all. A store that ignored
+// them would let two candidates both "win" a create, and electing on it
+// would be unsafe, so a backend refuses to write until the check passes.
+//
+// The check works on a probe object next to the lockfile (the lockfile's
+// key with ".s3lect-probe" appended): a second create of it must be
+// refused, a replace naming an ETag it does not have must be refused, and
+// a replace naming its current ETag must succeed. The S3 backend has its
+// own version, which also learns whether the store wants ETags quoted.
+package condcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// ProbeSuffix is appended to the lockfile's key to name the probe object.
+const ProbeSuffix = ".s3lect-probe"
+
+// Ops are a backend's own calls, without the check in front of them.
+type Ops interface {
+	Get(ctx context.Context, key string) ([]byte, string, error)
+	Put(ctx context.Context, key string, data []byte, etag string) (string, error)
+}
+
+// Check runs the conditional-write check once per backend value and
+// remembers a permanent verdict. The zero value is not usable: set its
+// fields. It is safe for concurrent use.
+type Check struct {
+	// Where names an object for messages, such as gs://bucket/key.
+	Where func(key string) string
+	// WrongETag is an ETag no object of the store carries.
+	WrongETag string
+	// Unsafe is wrapped by the permanent error of a failed check.
+	Unsafe error
+
+	run     sync.Mutex // one check at a time
+	mu      sync.Mutex
+	passed  bool
+	verdict error // a permanent failure, once known
+}
+
+// attempts bounds the rounds of the replace check that other writers of
+// the probe (other members checking at the same time) may spoil.
+const attempts = 5
+
+// Before is called before every write to key. It returns nil at once
+// after a pass, the remembered error after a permanent failure, and
+// otherwise runs the check on key's probe. A transient failure is not
+// remembered: the next write runs the check again.
+func (c *Check) Before(ctx context.Context, ops Ops, key string) error {
+	c.mu.Lock()
+	passed, verdict := c.passed, c.verdict
+	c.mu.Unlock()
+	if passed || verdict != nil {
+		return verdict
+	}
+	c.run.Lock()
+	defer c.run.Unlock()
+	c.mu.Lock()
+	passed, verdict = c.passed, c.verdict
+	c.mu.Unlock()
+	if passed || verdict != nil {
+		return verdict
+	}
+	err := c.probe(ctx, ops, key+ProbeSuffix)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		c.passed = true
+	case store.IsPermanent(err):
+		c.verdict = err
+	}
+	return err
+}
+
+func (c *Check) probe(ctx context.Context, ops Ops, probe string) error {
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	body := func(step string) []byte {
+		return []byte(`{"probe":"s3lect checks conditional writes here","step":"` + step + `","at":"` + at + `"}`)
+	}
+	unsafe := func(format string, args ...any) error {
+		return store.Permanent(fmt.Errorf("%w: "+format, append([]any{c.Unsafe}, args...)...))
+	}
+	if _, err := ops.Put(ctx, probe, body("create"), ""); err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
+		return err
+	}
+	switch _, err := ops.Put(ctx, probe, body("second create"), ""); {
+	case err == nil:
+		return unsafe("a second create-if-absent of %s succeeded", c.Where(probe))
+	case !errors.Is(err, store.ErrPreconditionFailed):
+		return err
+	}
+	switch _, err := ops.Put(ctx, probe, body("wrong ETag"), c.WrongETag); {
+	case err == nil:
+		return unsafe("a replace of %s naming an ETag it does not have (%s) succeeded", c.Where(probe), c.WrongETag)
+	case !errors.Is(err, store.ErrPreconditionFailed):
+		return err
+	}
+	// The right ETag must be accepted. Other members check the same probe
+	// at the same time: a refusal counts only if the probe did not change
+	// meanwhile.
+	for range attempts {
+		_, cur, err := ops.Get(ctx, probe)
+		if err != nil {
+			return fmt.Errorf("conditional-write check: read %s: %w", c.Where(probe), err)
+		}
+		_, err = ops.Put(ctx, probe, body("right ETag"), cur)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			return err
+		}
+		_, now, gerr := ops.Get(ctx, probe)
+		if gerr != nil {
+			return fmt.Errorf("conditional-write check: read %s: %w", c.Where(probe), gerr)
+		}
+		if now == cur {
+			return unsafe("a replace of %s naming its current ETag (%s) was refused; the lockfile could be created but never renewed", c.Where(probe), cur)
+		}
+	}
+	return fmt.Errorf("conditional-write check on %s: other writers changed the probe %d times in a row; will check again on the next write", c.Where(probe), attempts)
+}

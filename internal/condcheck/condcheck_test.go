@@ -1,0 +1,102 @@
+package condcheck_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/s3lect/s3lect/internal/condcheck"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+var errUnsafe = errors.New("test: unsafe store")
+
+func newCheck() *condcheck.Check {
+	return &condcheck.Check{Where: func(k string) string { return "mem://" + k }, WrongETag: "no-such-etag", Unsafe: errUnsafe}
+}
+
+// ops adapts a store.Store, counting writes and optionally misbehaving.
+type ops struct {
+	st          store.Store
+	puts        int
+	ignoreCond  bool  // write whatever the condition
+	refuseRight bool  // refuse every replace, even one naming the current ETag
+	fail        error // every call fails with it
+}
+
+func (o *ops) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if o.fail != nil {
+		return nil, "", o.fail
+	}
+	return o.st.Get(ctx, key)
+}
+
+func (o *ops) Put(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	o.puts++
+	if o.fail != nil {
+		return "", o.fail
+	}
+	if o.ignoreCond {
+		_, cur, err := o.st.Get(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			cur = ""
+		}
+		return o.st.PutIfMatch(ctx, key, data, cur)
+	}
+	if o.refuseRight && etag != "" {
+		return "", store.ErrPreconditionFailed
+	}
+	return o.st.PutIfMatch(ctx, key, data, etag)
+}
+
+func TestCheckPassesOnceOnAnHonestStore(t *testing.T) {
+	c, o := newCheck(), &ops{st: memstore.New()}
+	if err := c.Before(t.Context(), o, "lock.json"); err != nil {
+		t.Fatalf("Before() = %v; want nil on an honest store", err)
+	}
+	if o.puts != 4 {
+		t.Errorf("the check wrote %d times; want 4 (create, second create, wrong ETag, right ETag)", o.puts)
+	}
+	if _, _, err := o.st.Get(t.Context(), "lock.json"+condcheck.ProbeSuffix); err != nil {
+		t.Errorf("probe object: %v; want it written next to the lockfile", err)
+	}
+	if err := c.Before(t.Context(), o, "lock.json"); err != nil || o.puts != 4 {
+		t.Errorf("second Before() = %v after %d writes; want nil and no new write", err, o.puts)
+	}
+}
+
+func TestCheckRefusesAStoreThatIgnoresConditions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    *ops
+		want string
+	}{
+		{"IgnoresConditions", &ops{st: memstore.New(), ignoreCond: true}, "second create-if-absent of mem://lock.json.s3lect-probe succeeded"},
+		{"RefusesTheRightETag", &ops{st: memstore.New(), refuseRight: true}, "naming its current ETag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCheck()
+			err := c.Before(t.Context(), tc.o, "lock.json")
+			if !store.IsPermanent(err) || !errors.Is(err, errUnsafe) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Before() = %v; want a permanent error wrapping Unsafe and saying %q", err, tc.want)
+			}
+			puts := tc.o.puts
+			if err2 := c.Before(t.Context(), tc.o, "lock.json"); err2 != err || tc.o.puts != puts {
+				t.Errorf("second Before() = %v after %d more writes; want the remembered verdict and no write", err2, tc.o.puts-puts)
+			}
+		})
+	}
+}
+
+func TestCheckForgetsTransientFailures(t *testing.T) {
+	c, o := newCheck(), &ops{st: memstore.New(), fail: errors.New("connection reset")}
+	if err := c.Before(t.Context(), o, "lock.json"); err == nil || store.IsPermanent(err) {
+		t.Fatalf("Before() = %v; want the transient error as it is", err)
+	}
+	o.fail = nil
+	if err := c.Before(t.Context(), o, "lock.json"); err != nil {
+		t.Fatalf("Before() after the store recovered = %v; want the check run again and passed", err)
+	}
+}

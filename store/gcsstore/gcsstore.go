@@ -1,0 +1,229 @@
+// Package gcsstore is a store.Store on a Google Cloud Storage bucket, using
+// the official client, cloud.google.com/go/storage, over GCS's JSON API.
+//
+// GCS gives every write of an object a new generation number, and a write
+// can be made conditional on it: ifGenerationMatch=0 creates the object
+// only if it is absent, and ifGenerationMatch=G replaces it only while its
+// generation is G. The generation, as a decimal string, is the Store's
+// ETag. Generations are never reused for an object's name, so an ETag
+// never comes back for other bytes.
+//
+// Before its first write a Store checks that the bucket honours these
+// conditions, on a probe object next to the lockfile (the lockfile's name
+// with ".s3lect-probe" appended).
+//
+// The client's own retries are off for every call the Store makes: s3lect
+// retries by its own fixed policy, and a retry inside the client of a
+// conditional write would hide whether the first try landed.
+//
+// # Credentials and permissions
+//
+// FromEnvironment uses Application Default Credentials: the
+// GOOGLE_APPLICATION_CREDENTIALS file, `gcloud auth application-default
+// login`, or the metadata server on Google Cloud (GKE workload identity,
+// Compute Engine, Cloud Run). With STORAGE_EMULATOR_HOST set it talks to
+// that emulator instead, without credentials.
+//
+// The principal needs storage.objects.get and storage.objects.create on
+// the lockfile and its probe, and storage.objects.delete, which GCS
+// requires for overwriting an object: roles/storage.objectUser on the
+// bucket grants all three.
+package gcsstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"cloud.google.com/go/storage"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+	htransport "google.golang.org/api/transport/http"
+
+	"github.com/s3lect/s3lect/internal/condcheck"
+	"github.com/s3lect/s3lect/store"
+)
+
+// Store is a store.Store on one GCS bucket. It is safe for concurrent use.
+type Store struct {
+	bucket *storage.BucketHandle
+	name   string
+	check  condcheck.Check
+	idle   func() // closes the idle connections of a transport the Store built
+}
+
+var _ store.Store = (*Store)(nil)
+
+// ErrNoConditionalWrites is wrapped by the permanent error a Store returns
+// when its bucket does not honour generation preconditions.
+var ErrNoConditionalWrites = errors.New("gcsstore: the bucket ignores generation preconditions (ifGenerationMatch); electing on it would be unsafe")
+
+// New returns a Store on the bucket named bucket. The client may be shared
+// with other code: the Store turns retries off for its own calls only.
+func New(client *storage.Client, bucket string) *Store {
+	s := &Store{bucket: client.Bucket(bucket), name: bucket, idle: func() {}}
+	s.check = condcheck.Check{Where: s.where, WrongETag: wrongGeneration, Unsafe: ErrNoConditionalWrites}
+	return s
+}
+
+// wrongGeneration is a generation no object carries: real generations are
+// timestamps in microseconds.
+const wrongGeneration = "1"
+
+// FromEnvironment returns a Store on bucket with a client built from the
+// environment: Application Default Credentials, or, when
+// STORAGE_EMULATOR_HOST is set (host:port or a URL), that emulator without
+// credentials. The Store owns the client's HTTP transport:
+// CloseIdleConnections releases it.
+func FromEnvironment(ctx context.Context, bucket string) (*Store, error) {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	var opts []option.ClientOption
+	if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
+		if !strings.Contains(host, "://") {
+			host = "http://" + host
+		}
+		opts = append(opts, option.WithoutAuthentication(), option.WithEndpoint(strings.TrimSuffix(host, "/")+"/storage/v1/"),
+			option.WithHTTPClient(&http.Client{Transport: base}))
+	} else {
+		rt, err := htransport.NewTransport(ctx, base, option.WithScopes(storage.ScopeReadWrite))
+		if err != nil {
+			return nil, store.Permanent(fmt.Errorf("gcsstore: no Google Cloud credentials (Application Default Credentials): set GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run on Google Cloud with a service account: %w", err))
+		}
+		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: rt}))
+	}
+	client, err := storage.NewClient(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("gcsstore: create the storage client: %w", err)
+	}
+	s := New(client, bucket)
+	s.idle = base.CloseIdleConnections
+	return s, nil
+}
+
+// CloseIdleConnections closes the idle connections of the transport that
+// FromEnvironment built; on a Store from New it does nothing.
+func (s *Store) CloseIdleConnections() { s.idle() }
+
+func (s *Store) where(key string) string { return "gs://" + s.name + "/" + key }
+
+// object is the handle for key with the client's retries off.
+func (s *Store) object(key string) *storage.ObjectHandle {
+	return s.bucket.Object(key).Retryer(storage.WithPolicy(storage.RetryNever))
+}
+
+// Get implements store.Store. It reads at most store.MaxObjectSize+1 bytes
+// of the object.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
+	r, err := s.object(key).NewReader(ctx)
+	if err != nil {
+		return nil, "", s.mapError("get", key, err, false)
+	}
+	defer r.Close()
+	data, err := io.ReadAll(io.LimitReader(r, store.MaxObjectSize+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("gcsstore: get %s: read body: %w", s.where(key), err)
+	}
+	return data, strconv.FormatInt(r.Attrs.Generation, 10), nil
+}
+
+// PutIfMatch implements store.Store.
+func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if err := s.check.Before(ctx, ops{s}, key); err != nil {
+		return "", err
+	}
+	return s.put(ctx, key, data, etag)
+}
+
+// ops are the Store's calls without the check, for the check itself.
+type ops struct{ s *Store }
+
+func (o ops) Get(ctx context.Context, key string) ([]byte, string, error) { return o.s.Get(ctx, key) }
+func (o ops) Put(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	return o.s.put(ctx, key, data, etag)
+}
+
+func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	cond := storage.Conditions{DoesNotExist: true}
+	if etag != "" {
+		gen, err := strconv.ParseInt(etag, 10, 64)
+		if err != nil || gen <= 0 {
+			// Not a generation: no object has it.
+			return "", fmt.Errorf("gcsstore: put %s: ETag %q is not a GCS generation: %w", s.where(key), etag, store.ErrPreconditionFailed)
+		}
+		cond = storage.Conditions{GenerationMatch: gen}
+	}
+	w := s.object(key).If(cond).NewWriter(ctx)
+	w.ChunkSize = 0 // one request: no resumable upload session
+	w.ContentType = "application/json"
+	if _, err := w.Write(data); err != nil {
+		w.Close()
+		return "", s.mapError("put", key, err, etag != "")
+	}
+	if err := w.Close(); err != nil {
+		return "", s.mapError("put", key, err, etag != "")
+	}
+	attrs := w.Attrs()
+	if attrs == nil || attrs.Generation == 0 {
+		return "", store.Permanent(fmt.Errorf("gcsstore: put %s: the store returned no generation; s3lect needs one for conditional writes", s.where(key)))
+	}
+	return strconv.FormatInt(attrs.Generation, 10), nil
+}
+
+// mapError turns a client error into the store contract's errors. It looks
+// at error values, types and HTTP status codes, never at message text.
+func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
+	where := fmt.Sprintf("gcsstore: %s %s", op, s.where(key))
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if errors.Is(err, storage.ErrBucketNotExist) {
+		return store.Permanent(fmt.Errorf("%s: %s: %w", where, fixMissingBucket(s.name), err))
+	}
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		if op == "get" {
+			return fmt.Errorf("%s: %w", where, store.ErrNotFound)
+		}
+		return fmt.Errorf("%s: object absent: %w", where, store.ErrPreconditionFailed)
+	}
+	var tokenErr *oauth2.RetrieveError
+	if errors.As(err, &tokenErr) && tokenErr.Response != nil && tokenErr.Response.StatusCode < 500 {
+		return store.Permanent(fmt.Errorf("%s: the credentials could not get an access token; check Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login): %w", where, err))
+	}
+	var api *googleapi.Error
+	if !errors.As(err, &api) {
+		return fmt.Errorf("%s: %w", where, err) // network: worth retrying
+	}
+	switch api.Code {
+	case http.StatusPreconditionFailed:
+		return fmt.Errorf("%s: %w", where, store.ErrPreconditionFailed)
+	case http.StatusNotFound:
+		switch {
+		case op == "get":
+			return fmt.Errorf("%s: %w", where, store.ErrNotFound)
+		case ifMatch:
+			// The object, or its bucket, is absent. The caller reads next
+			// and then creates, which tells a missing bucket apart.
+			return fmt.Errorf("%s: object absent: %w", where, store.ErrPreconditionFailed)
+		default:
+			// A create can only miss the bucket.
+			return store.Permanent(fmt.Errorf("%s: %s: %w", where, fixMissingBucket(s.name), err))
+		}
+	case http.StatusUnauthorized:
+		return store.Permanent(fmt.Errorf("%s: the credentials were rejected; check Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login): %w", where, err))
+	case http.StatusForbidden:
+		return store.Permanent(fmt.Errorf("%s: access denied; grant storage.objects.get, storage.objects.create and storage.objects.delete on the bucket (roles/storage.objectUser): %w", where, err))
+	case http.StatusBadRequest:
+		return store.Permanent(fmt.Errorf("%s: the request was refused as invalid; check the bucket name and the LockfilePath: %w", where, err))
+	}
+	return fmt.Errorf("%s: %w", where, err) // 429, 5xx: worth retrying
+}
+
+func fixMissingBucket(bucket string) string {
+	return fmt.Sprintf("the bucket does not exist; create it (gcloud storage buckets create gs://%s) or fix the bucket name", bucket)
+}

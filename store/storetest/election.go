@@ -1,0 +1,185 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
+)
+
+// Cut is an http.RoundTripper that fails every request once cut, as a
+// dead host's connections would: the crash of Election's leader.
+type Cut struct {
+	// Base carries the requests while the Cut is whole;
+	// http.DefaultTransport if nil.
+	Base http.RoundTripper
+	cut  atomic.Bool
+}
+
+// ErrCut is the error of every request through a cut Cut.
+var ErrCut = errors.New("storetest: connection cut")
+
+// RoundTrip implements http.RoundTripper.
+func (c *Cut) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.cut.Load() {
+		if r.Body != nil {
+			r.Body.Close()
+		}
+		return nil, ErrCut
+	}
+	base := c.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(r)
+}
+
+// Do lets a Cut serve as a client, for SDKs that take a Do method.
+func (c *Cut) Do(r *http.Request) (*http.Response, error) { return c.RoundTrip(r) }
+
+// Sever cuts the connection for good.
+func (c *Cut) Sever() { c.cut.Store(true) }
+
+// Election runs a real election on a backend with short timings: three
+// candidates on one lockfile; the first leader, at term 1, renews for a
+// while and then crashes (its store calls all fail, and it never resigns);
+// the next takes over at term 2, only after the crashed leader's context
+// ended; it resigns, and the last takes over at term 3; Close releases the
+// lockfile. newStore returns a store for one candidate whose requests go
+// through conn; every ETag a write returns must be new.
+func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) {
+	t.Helper()
+	key := "e2e/" + t.Name() + ".json"
+	etags := &etagLog{seen: map[string]bool{}}
+	type candidate struct {
+		id   string
+		conn *Cut
+		e    *s3lect.Elector
+	}
+	type outcome struct {
+		c    *candidate
+		lead *s3lect.Leadership
+		err  error
+		at   time.Time
+	}
+	out := make(chan outcome, 3)
+	for _, id := range []string{"a", "b", "c"} {
+		c := &candidate{id: id, conn: &Cut{}}
+		e, err := s3lect.New(s3lect.ElectorConfig{
+			Store: etags.wrap(newStore(t, c.conn)), LockfilePath: key, ServerID: id, ServerAddr: id + ":1",
+			FrequentInterval: 300 * time.Millisecond, InfrequentInterval: 900 * time.Millisecond, LeaderTimeout: 1500 * time.Millisecond,
+			Logger: slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.e = e
+		t.Cleanup(func() { e.Close() })
+		go func() {
+			lead, err := e.Campaign(t.Context())
+			out <- outcome{c, lead, err, time.Now()}
+		}()
+	}
+	win := func() outcome {
+		t.Helper()
+		select {
+		case o := <-out:
+			if o.err != nil {
+				t.Fatalf("Campaign(%s) = %v", o.c.id, o.err)
+			}
+			return o
+		case <-time.After(30 * time.Second): // a liveness bound, not a speed limit
+			t.Fatal("no leader within 30s")
+			return outcome{}
+		}
+	}
+
+	first := win()
+	if first.lead.Term() != 1 {
+		t.Errorf("first term = %d; want 1", first.lead.Term())
+	}
+	var firstEnded atomic.Pointer[time.Time]
+	context.AfterFunc(first.lead.Context(), func() { now := time.Now(); firstEnded.Store(&now) })
+	time.Sleep(2 * time.Second) // renewals
+	if err := first.lead.Context().Err(); err != nil {
+		t.Fatalf("the leader lost its lease while renewing: %v", context.Cause(first.lead.Context()))
+	}
+	rec, found, err := first.c.e.Lockfile(t.Context())
+	if err != nil || !found || rec.LeaderID != first.c.id || rec.Term != 1 {
+		t.Fatalf("Lockfile() = %+v, %v, %v; want %s at term 1", rec, found, err, first.c.id)
+	}
+
+	first.c.conn.Sever() // the crash
+	second := win()
+	if second.lead.Term() != 2 {
+		t.Errorf("term after the crash = %d; want 2", second.lead.Term())
+	}
+	if ended := firstEnded.Load(); ended == nil || !ended.Before(second.at) {
+		t.Errorf("the crashed leader's context ended at %v; want before the takeover at %v", ended, second.at)
+	}
+	if cause := context.Cause(first.lead.Context()); !errors.Is(cause, s3lect.ErrLeaseExpired) {
+		t.Errorf("the crashed leader's cause = %v; want ErrLeaseExpired", cause)
+	}
+
+	if err := second.lead.Resign(t.Context()); err != nil {
+		t.Fatalf("Resign() = %v", err)
+	}
+	third := win()
+	if third.lead.Term() != 3 {
+		t.Errorf("term after the resignation = %d; want 3", third.lead.Term())
+	}
+	if err := third.c.e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rec, found, err = second.c.e.Lockfile(t.Context())
+	if err != nil || !found || !rec.LastUpdated.IsZero() || rec.Term != 3 || rec.LeaderID != third.c.id {
+		t.Errorf("lockfile after Close = %+v, %v, %v; want %s's released record at term 3", rec, found, err, third.c.id)
+	}
+	if n, dup := etags.result(); dup != "" {
+		t.Errorf("ETag %s was returned by two writes; every write must get a new one", dup)
+	} else if n < 10 {
+		t.Errorf("only %d successful writes; want the renewals of three terms", n)
+	}
+}
+
+// etagLog keeps the ETags that successful writes returned.
+type etagLog struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	n    int
+	dup  string
+}
+
+func (l *etagLog) wrap(st store.Store) store.Store { return loggedStore{st, l} }
+
+func (l *etagLog) result() (int, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n, l.dup
+}
+
+type loggedStore struct {
+	store.Store
+	log *etagLog
+}
+
+func (s loggedStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	tag, err := s.Store.PutIfMatch(ctx, key, data, etag)
+	if err == nil {
+		s.log.mu.Lock()
+		if s.log.seen[tag] && s.log.dup == "" {
+			s.log.dup = tag
+		}
+		s.log.seen[tag] = true
+		s.log.n++
+		s.log.mu.Unlock()
+	}
+	return tag, err
+}

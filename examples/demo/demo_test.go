@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/s3lect/s3lect/internal/emulator"
 	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 )
@@ -85,8 +87,23 @@ func TestDemoOnNATS(t *testing.T) {
 	}
 }
 
+func TestDemoOnGCS(t *testing.T) {
+	base := emulator.FakeGCS(t)
+	resp, err := http.Post(base+"/storage/v1/b?project=s3lect-test", "application/json", strings.NewReader(`{"name":"demo"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(base, "http://"))
+	out := runDemo(t, options{storeURL: "gs://demo/leader/demo.json"})
+	if !strings.Contains(out, "gs://demo/leader/demo.json") {
+		t.Errorf("demo did not say it ran on gs://demo/leader/demo.json:\n%s", out)
+	}
+}
+
 func TestBadFlags(t *testing.T) {
-	for _, o := range []options{{n: 1, speed: 10}, {n: 3, speed: 0}, {n: 3, speed: 10, bucket: "b", natsURL: "nats://x"}} {
+	for _, o := range []options{{n: 1, speed: 10}, {n: 3, speed: 0}, {n: 3, speed: 10, bucket: "b", natsURL: "nats://x"}, {n: 3, speed: 10, bucket: "b", storeURL: "gs://b/k"}} {
 		if err := run(context.Background(), o, &bytes.Buffer{}); err == nil {
 			t.Errorf("run(%+v) = nil; want an error", o)
 		}

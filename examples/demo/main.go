@@ -26,6 +26,9 @@
 //	-bucket B             elect on S3 bucket B, from the standard AWS environment
 //	                      (AWS_ENDPOINT_URL_S3 for MinIO; add -path-style)
 //	-nats nats://host:4222  elect on a NATS JetStream KV bucket (S3LECT_DEMO)
+//	-store URL            elect on the lockfile the URL names: s3://bucket/key,
+//	                      gs://bucket/key, azblob://container/key or
+//	                      nats://host:port/bucket/key (package store/storeurl)
 //	-svg timeline.svg     also draw the timeline as an SVG chart
 //	-metrics 127.0.0.1:9464  serve every elector's metrics (/metrics) and liveness (/healthz)
 package main
@@ -53,7 +56,15 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/natskv"
 	"github.com/s3lect/s3lect/store/s3store"
+	"github.com/s3lect/s3lect/store/storeurl"
 )
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 type options struct {
 	n         int
@@ -62,6 +73,7 @@ type options struct {
 	bucket    string
 	pathStyle bool
 	natsURL   string
+	storeURL  string
 	key       string
 	svg       string
 	metrics   string
@@ -76,6 +88,7 @@ func main() {
 	flag.StringVar(&o.bucket, "bucket", "", "elect on this S3 bucket (standard AWS environment; AWS_ENDPOINT_URL_S3 for MinIO)")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.StringVar(&o.natsURL, "nats", "", "elect on a NATS JetStream KV bucket at this URL")
+	flag.StringVar(&o.storeURL, "store", "", "elect on the lockfile this URL names: "+storeurl.Schemes)
 	flag.StringVar(&o.key, "key", "leader/demo.json", "lockfile key")
 	flag.StringVar(&o.svg, "svg", "", "write the timeline as an SVG chart to this file")
 	flag.StringVar(&o.metrics, "metrics", "", "serve metrics and liveness over HTTP on this host:port")
@@ -176,10 +189,10 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if o.speed < 1 || o.speed > 100 {
 		return errors.New("-speed must be between 1 and 100")
 	}
-	if o.bucket != "" && o.natsURL != "" {
-		return errors.New("choose -bucket or -nats, not both")
+	if n := btoi(o.bucket != "") + btoi(o.natsURL != "") + btoi(o.storeURL != ""); n > 1 {
+		return errors.New("choose one of -store, -bucket and -nats")
 	}
-	base, where, closeStore, err := openStore(ctx, o)
+	base, where, closeStore, err := openStore(ctx, &o)
 	if err != nil {
 		return err
 	}
@@ -414,8 +427,16 @@ func run(ctx context.Context, o options, w io.Writer) error {
 
 // openStore returns the store every candidate shares, a description, and
 // how to close it.
-func openStore(ctx context.Context, o options) (store.Store, string, func(), error) {
+func openStore(ctx context.Context, o *options) (store.Store, string, func(), error) {
 	switch {
+	case o.storeURL != "":
+		// The URL names the lockfile too, in place of -key.
+		lf, err := storeurl.Open(ctx, o.storeURL, storeurl.Options{S3PathStyle: o.pathStyle})
+		if err != nil {
+			return nil, "", nil, err
+		}
+		o.key = lf.Key
+		return lf.Store, lf.URL, lf.Close, nil
 	case o.bucket != "":
 		st, err := s3store.FromEnvironment(ctx, o.bucket, o.pathStyle)
 		if err != nil {

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/s3lect/s3lect/internal/emulator"
+)
+
+// TestGCSStore runs s3lect on Google Cloud Storage: a real
+// fake-gcs-server (the pinned binary .ci/run installs) on loopback,
+// reached through STORAGE_EMULATOR_HOST as a user would point the client
+// at it.
+func TestGCSStore(t *testing.T) {
+	base := emulator.FakeGCS(t)
+	resp, err := http.Post(base+"/storage/v1/b?project=s3lect-test", "application/json", bytes.NewBufferString(`{"name":"elections"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("create bucket: %s", resp.Status)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(base, "http://"))
+	cloudElection(t, "gs://elections/leader/job.json", "gs://no-such-bucket/leader/job.json", "gcloud storage buckets create gs://no-such-bucket")
+}
+
+// cloudElection runs a command as leader on url, reads the released
+// lockfile back with status, and checks that a missing bucket or
+// container is refused with its fix.
+func cloudElection(t *testing.T, url, missing, fix string) {
+	t.Helper()
+	dir := t.TempDir()
+	p := start(t, "run", "-store", url, "-id", "n1", "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms",
+		"--", "sh", "-c", `echo "start $S3LECT_TERM $(date +%s%N)" >> `+dir+`/n1.log`)
+	if code := p.status(t); code != 0 {
+		t.Fatalf("run on %s exited %d\n%s", url, code, p.stderr.String())
+	}
+	if evs := readLog(t, dir, "n1"); len(evs) != 1 || evs[0].term != "1" {
+		t.Errorf("command on %s ran %+v; want once with S3LECT_TERM 1", url, evs)
+	}
+	out, err := runBin("status", "-store", url)
+	if err != nil || !strings.Contains(out, "state:   released") || !strings.Contains(out, "leader:  n1") {
+		t.Errorf("status on %s: %v\n%s\nwant released by n1", url, err, out)
+	}
+	out, err = runBin("run", "-store", missing, "--", "true")
+	ee, _ := err.(interface{ ExitCode() int })
+	if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
+		t.Errorf("run on %s: %v\n%s\nwant status %d and %q", missing, err, out, exitRefused, fix)
+	}
+}

@@ -9,6 +9,7 @@ require (
 	github.com/nats-io/nats.go v1.53.1
 	github.com/s3lect/s3lect v0.0.0
 	github.com/s3lect/s3lect/store/gcsstore v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -92,7 +92,7 @@ func Open(ctx context.Context, rawURL string, o Options) (*Lockfile, error) {
 	switch u.Scheme {
 	case "s3", "gs", "azblob":
 		if container == "" || key == "" || u.User != nil || u.Port() != "" {
-			return nil, fmt.Errorf("%w: %q: want %s://%s/path/to/lock.json", ErrBadURL, rawURL, u.Scheme, orName(container, u.Scheme))
+			return nil, fmt.Errorf("%w: %q: want %s://%s/path/to/lock.json", ErrBadURL, rawURL, u.Scheme, orName(u.Hostname(), u.Scheme))
 		}
 	case "nats":
 		b, k, _ := strings.Cut(key, "/")

@@ -1,0 +1,147 @@
+package storeurl_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/s3lect/s3lect/internal/emulator"
+	"github.com/s3lect/s3lect/internal/natstest"
+	"github.com/s3lect/s3lect/internal/s3test"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/storeurl"
+)
+
+func TestBadURLs(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"", "is not a URL"},
+		{"bucket/key", "is not a URL"},
+		{"s3:bucket/key", "is not a URL"},
+		{"ftp://b/k", "the ftp:// scheme is not supported"},
+		{"s3://bucket", "want s3://bucket/path/to/lock.json"},
+		{"s3://bucket/", "want s3://bucket/path/to/lock.json"},
+		{"gs:///key", "want gs://bucket/path/to/lock.json"},
+		{"gs://user@bucket/key", "want gs://bucket/path/to/lock.json"},
+		{"azblob://container", "want azblob://container/path/to/lock.json"},
+		{"azblob://c:10000/key", "want azblob://c/path/to/lock.json"},
+		{"nats://127.0.0.1:4222/bucket", "want nats://host:port/bucket/path/to/lock.json"},
+		{"nats:///bucket/key", "want nats://host:port/bucket/path/to/lock.json"},
+	} {
+		_, err := storeurl.Open(t.Context(), tc.url, storeurl.Options{})
+		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Open(%q) = %v; want ErrBadURL saying %q", tc.url, err, tc.want)
+		}
+	}
+	_, err := storeurl.Open(t.Context(), "gs://b/k", storeurl.Options{S3PathStyle: true})
+	if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "for s3:// URLs") {
+		t.Errorf("Open(gs://, S3PathStyle) = %v; want ErrBadURL saying S3 options are for s3://", err)
+	}
+	_, err = storeurl.Open(t.Context(), "s3://b/k", storeurl.Options{S3Endpoint: "127.0.0.1:9000"})
+	if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "not an http:// or https:// URL") {
+		t.Errorf("Open(S3Endpoint without scheme) = %v; want ErrBadURL", err)
+	}
+}
+
+// roundTrip writes and reads a record through an opened lockfile.
+func roundTrip(t *testing.T, lf *storeurl.Lockfile, wantURL, wantKey string) {
+	t.Helper()
+	if lf.URL != wantURL || lf.Key != wantKey {
+		t.Errorf("Open() = URL %q, Key %q; want %q, %q", lf.URL, lf.Key, wantURL, wantKey)
+	}
+	tag, err := lf.Store.PutIfMatch(t.Context(), lf.Key, []byte(`{"n":1}`), "")
+	if err != nil {
+		t.Fatalf("PutIfMatch() on %s = %v", lf.URL, err)
+	}
+	data, got, err := lf.Store.Get(t.Context(), lf.Key)
+	if err != nil || string(data) != `{"n":1}` || got != tag {
+		t.Errorf("Get() on %s = %q, %q, %v; want the object just written with ETag %q", lf.URL, data, got, err, tag)
+	}
+}
+
+func TestOpenGCS(t *testing.T) {
+	base := emulator.FakeGCS(t)
+	resp, err := http.Post(base+"/storage/v1/b?project=s3lect-test", "application/json", strings.NewReader(`{"name":"elections"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	http.DefaultClient.CloseIdleConnections()
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(base, "http://"))
+	lf, err := storeurl.Open(t.Context(), "gs://elections/leader/job.json", storeurl.Options{})
+	if err != nil {
+		t.Fatalf("Open(gs://) = %v", err)
+	}
+	defer lf.Close()
+	roundTrip(t, lf, "gs://elections/leader/job.json", "leader/job.json")
+}
+
+func TestOpenS3(t *testing.T) {
+	bucket := s3test.Bucket(t)
+	url := "s3://" + bucket + "/leader/job.json"
+	lf, err := storeurl.Open(t.Context(), url, storeurl.Options{S3Endpoint: s3test.Endpoint(t), S3PathStyle: true})
+	if err != nil {
+		t.Fatalf("Open(%s) = %v", url, err)
+	}
+	defer lf.Close()
+	roundTrip(t, lf, url, "leader/job.json")
+}
+
+func TestOpenNATS(t *testing.T) {
+	addr := natstest.Start(t)
+	nc, err := nats.Connect(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "ELECTIONS"}); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(addr, "nats://")
+	lf, err := storeurl.Open(t.Context(), "nats://"+host+"/ELECTIONS/leader/job.json", storeurl.Options{})
+	if err != nil {
+		t.Fatalf("Open(nats://) = %v", err)
+	}
+	defer lf.Close()
+	roundTrip(t, lf, "nats://"+host+"/ELECTIONS/leader/job.json", "leader/job.json")
+
+	_, err = storeurl.Open(t.Context(), "nats://"+host+"/NOPE/leader/job.json", storeurl.Options{})
+	if !store.IsPermanent(err) || !strings.Contains(err.Error(), "nats kv add NOPE") {
+		t.Errorf("Open(missing NATS bucket) = %v; want a permanent error saying how to create it", err)
+	}
+}
+
+// A NATS server that cannot be reached is reported, each time, to
+// Retrying; without Retrying, Open returns the failure.
+func TestOpenNATSReportsAnUnreachableServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + ln.Addr().String() + "/ELECTIONS/leader/job.json"
+	ln.Close() // nothing answers there now
+
+	if _, err := storeurl.Open(t.Context(), url, storeurl.Options{}); err == nil || store.IsPermanent(err) || !strings.Contains(err.Error(), ln.Addr().String()) {
+		t.Errorf("Open(unreachable) = %v; want a transient error naming the server", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var reports []error
+	_, err = storeurl.Open(ctx, url, storeurl.Options{Retrying: func(err error) {
+		reports = append(reports, err)
+		if len(reports) == 2 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, context.Canceled) || len(reports) != 2 {
+		t.Errorf("Open(unreachable, Retrying) = %v after %d reports; want context.Canceled after the 2 reports before the cancel", err, len(reports))
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,5 +188,37 @@ func TestFromEnvironmentUsesTheEmulatorHost(t *testing.T) {
 	}
 	if data, _, err := gcsstore.New(newClient(t, base, nil), bucket).Get(t.Context(), "env.json"); err != nil || string(data) != `{"n":1}` {
 		t.Errorf("Get() through another client = %q, %v; want the object FromEnvironment's store wrote", data, err)
+	}
+}
+
+// The client's own retries are off: a write answered 503 is sent once,
+// and the failure reaches s3lect's retry policy as a transient error.
+func TestClientRetriesAreOff(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		w.Write([]byte(`{"error":{"code":503,"message":"try later"}}`))
+	}))
+	defer srv.Close()
+	st := gcsstore.New(newClient(t, srv.URL, nil), "bucket")
+	// A bound on the client's retries, had it any (they back off for
+	// up to half a minute): not a speed limit.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := st.PutIfMatch(ctx, "lock.json", []byte(`{}`), "")
+	if err == nil || store.IsPermanent(err) || errors.Is(err, store.ErrPreconditionFailed) {
+		t.Errorf("PutIfMatch() answered 503 = %v; want a transient error", err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("PutIfMatch() sent %d requests; want 1 (no retry inside the client)", n)
+	}
+	requests.Store(0)
+	if _, _, err := st.Get(ctx, "lock.json"); err == nil || store.IsPermanent(err) {
+		t.Errorf("Get() answered 503 = %v; want a transient error", err)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("Get() sent %d requests; want 1 (no retry inside the client)", n)
 	}
 }

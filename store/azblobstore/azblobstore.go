@@ -33,16 +33,18 @@
 // its own fixed policy, and an SDK retry of a conditional write would hide
 // whether the first try landed (the retry would be refused by the first
 // try's own write). This is done per call, so a client given to New may
-// keep its own retry options for its other uses.
+// keep its own retry options for its other uses. A credential's own token
+// requests keep their retries.
 //
 // # Credentials
 //
 // FromEnvironment reads two environment variables:
 //
-//   - AZURE_STORAGE_CONNECTION_STRING, when set, is used as it is: an
-//     account key, a SAS token, or Azurite's development account
-//     ("UseDevelopmentStorage=true" or a full connection string with
-//     BlobEndpoint).
+//   - AZURE_STORAGE_CONNECTION_STRING, when set, is used as it is: with an
+//     account key (AccountName=...;AccountKey=...), a SAS
+//     (BlobEndpoint=...;SharedAccessSignature=...), or Azurite's
+//     development account with its BlobEndpoint (the SDK does not read
+//     "UseDevelopmentStorage=true").
 //   - Otherwise AZURE_STORAGE_ACCOUNT names the account, reached at
 //     https://ACCOUNT.blob.core.windows.net/ with a Microsoft Entra token
 //     from azidentity.DefaultAzureCredential: environment variables
@@ -62,9 +64,9 @@
 //
 // At s3lect's default intervals (a leader renews every 5 s, a follower
 // reads every 30 s) a group makes 720 writes an hour, plus 120 reads an
-// hour per follower. At Hot-tier list prices of $0.065 per 10,000 write
-// operations and $0.005 per 10,000 read operations (US East, LRS) and 730
-// hours a month, that is about $3.42 a month for the leader's writes and
+// hour per follower. At Hot-tier prices of $0.065 per 10,000 write
+// operations and $0.005 per 10,000 read operations (list prices for US
+// East, LRS, as of 2025) and 730 hours a month, that is about $3.42 a month for the leader's writes and
 // $0.044 per follower: $3.50 for a group of 3, $3.81 for 10, $7.75 for 100.
 // Storage of two blobs under 1 KiB is negligible. Check the current prices
 // for your region and redundancy on Azure's Blob Storage pricing page.
@@ -77,8 +79,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -87,7 +91,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 
 	"github.com/s3lect/s3lect/internal/condcheck"
 	"github.com/s3lect/s3lect/store"
@@ -126,14 +129,14 @@ var _ store.Store = (*Store)(nil)
 // A container.Client, rather than an azblob.Client and a container name,
 // because it is what a SAS or a role scoped to one container gives, and
 // it is all the Store needs.
+//
+// A Store from New cannot tell a credential that has no token to give
+// (azidentity does not export that error's type) from a network failure:
+// such failures are retried. FromEnvironment's credential reports them
+// as permanent.
 func New(client *container.Client) *Store {
 	s := &Store{client: client}
-	if parts, err := sas.ParseURL(client.URL()); err == nil {
-		s.container, s.account = parts.ContainerName, parts.IPEndpointStyleInfo.AccountName
-		if s.account == "" {
-			s.account = parts.Host
-		}
-	}
+	s.account, s.container = names(client.URL())
 	s.check = condcheck.Check{
 		Where:     s.where,
 		WrongETag: `"0x8D0000000000000"`,
@@ -185,7 +188,7 @@ func FromEnvironment(ctx context.Context, containerName string) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("azblobstore: Microsoft Entra credentials for account %s: %w", account, err)
 	}
-	u := "https://" + account + ".blob.core.windows.net/" + containerName
+	u := "https://" + account + ".blob.core.windows.net/" + url.PathEscape(containerName)
 	c, err := container.NewClient(u, tokenSource{cred}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("azblobstore: client for %s: %w", u, err)
@@ -196,6 +199,24 @@ func FromEnvironment(ctx context.Context, containerName string) (*Store, error) 
 }
 
 var accountName = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+
+// names returns the account and container that a container URL names, for
+// messages: https://ACCOUNT.blob.core.windows.net/CONTAINER, or
+// http://HOST/ACCOUNT/CONTAINER for Azurite and other path-style
+// endpoints. The container is always the last segment of the path.
+func names(containerURL string) (account, container string) {
+	u, err := url.Parse(containerURL)
+	if err != nil {
+		return "", ""
+	}
+	segs := strings.Split(strings.Trim(u.Path, "/"), "/")
+	container = segs[len(segs)-1]
+	if len(segs) >= 2 {
+		return segs[len(segs)-2], container
+	}
+	account, _, _ = strings.Cut(u.Hostname(), ".")
+	return account, container
+}
 
 // CloseIdleConnections closes the idle connections of the HTTP client that
 // FromEnvironment made for the Store. For a Store from New it does

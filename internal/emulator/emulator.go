@@ -66,8 +66,10 @@ func Azurite(t testing.TB) string {
 		Need(t, "no Azurite: run `bash .ci/run`, which installs it, or `npm install azurite@"+AzuriteVersion+"` and set S3LECT_TEST_AZURITE to node_modules/.bin/azurite-blob")
 	}
 	port := freePort(t)
+	// No --location: Azurite 3.35 refuses it together with
+	// --inMemoryPersistence, and in memory it writes no files.
 	start(t, "azurite-blob", port, bin, "--blobHost", "127.0.0.1", "--blobPort", fmt.Sprint(port),
-		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent", "--location", t.TempDir())
+		"--inMemoryPersistence", "--skipApiVersionCheck", "--disableTelemetry", "--silent")
 	return AzuriteConnectionString(fmt.Sprintf("http://127.0.0.1:%d/%s", port, AzuriteAccount))
 }
 

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"github.com/s3lect/s3lect/internal/emulator"
 )
 
@@ -51,4 +54,23 @@ func cloudElection(t *testing.T, url, missing, fix string) {
 	if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
 		t.Errorf("run on %s: %v\n%s\nwant status %d and %q", missing, err, out, exitRefused, fix)
 	}
+}
+
+// TestAzureStore runs s3lect on Azure Blob Storage: a real Azurite (the
+// pinned package .ci/run installs) on loopback, named by the connection
+// string in AZURE_STORAGE_CONNECTION_STRING as a user would name it.
+func TestAzureStore(t *testing.T) {
+	conn := emulator.Azurite(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	c, err := container.NewClientFromConnectionString(conn, "elections", &container.ClientOptions{
+		ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(t.Context(), nil); err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+	cloudElection(t, "azblob://elections/leader/job.json", "azblob://no-such-container/leader/job.json", "az storage container create")
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
 	"go.uber.org/goleak"
 
 	"github.com/s3lect/s3lect/internal/emulator"
@@ -99,6 +102,25 @@ func TestDemoOnGCS(t *testing.T) {
 	out := runDemo(t, options{storeURL: "gs://demo/leader/demo.json"})
 	if !strings.Contains(out, "gs://demo/leader/demo.json") {
 		t.Errorf("demo did not say it ran on gs://demo/leader/demo.json:\n%s", out)
+	}
+}
+
+func TestDemoOnAzure(t *testing.T) {
+	conn := emulator.Azurite(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	c, err := container.NewClientFromConnectionString(conn, "demo", &container.ClientOptions{
+		ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(t.Context(), nil); err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+	out := runDemo(t, options{storeURL: "azblob://demo/leader/demo.json"})
+	if !strings.Contains(out, "azblob://demo/leader/demo.json") {
+		t.Errorf("demo did not say it ran on azblob://demo/leader/demo.json:\n%s", out)
 	}
 }
 

@@ -1,9 +1,7 @@
 package azblobstore_test
 
 import (
-	"errors"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -44,19 +42,4 @@ func newClient(t *testing.T, conn, name string, wrap func(http.RoundTripper) htt
 		t.Fatal(err)
 	}
 	return c
-}
-
-// cutTransport fails every request once cut, as a dead host's would.
-type cutTransport struct {
-	rt  http.RoundTripper
-	cut atomic.Bool
-}
-
-var errCut = errors.New("test: connection cut")
-
-func (c *cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if c.cut.Load() {
-		return nil, errCut
-	}
-	return c.rt.RoundTrip(r)
 }

@@ -2,9 +2,17 @@ package storeurl
 
 import (
 	"context"
-	"errors"
+
+	"github.com/s3lect/s3lect/store/azblobstore"
 )
 
+// openAzure builds an Azure Blob store on container from the environment
+// (AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT with
+// DefaultAzureCredential).
 func openAzure(ctx context.Context, container, key, where string) (*Lockfile, error) {
-	return nil, errors.New("azblob: not yet")
+	st, err := azblobstore.FromEnvironment(ctx, container)
+	if err != nil {
+		return nil, err
+	}
+	return &Lockfile{Store: st, Key: key, URL: where, Close: st.CloseIdleConnections}, nil
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -143,5 +145,32 @@ func TestOpenNATSReportsAnUnreachableServer(t *testing.T) {
 	}})
 	if !errors.Is(err, context.Canceled) || len(reports) != 2 {
 		t.Errorf("Open(unreachable, Retrying) = %v after %d reports; want context.Canceled after the 2 reports before the cancel", err, len(reports))
+	}
+}
+
+func TestOpenAzure(t *testing.T) {
+	conn := emulator.Azurite(t)
+	createContainer(t, conn, "elections")
+	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+	lf, err := storeurl.Open(t.Context(), "azblob://elections/leader/job.json", storeurl.Options{})
+	if err != nil {
+		t.Fatalf("Open(azblob://) = %v", err)
+	}
+	defer lf.Close()
+	roundTrip(t, lf, "azblob://elections/leader/job.json", "leader/job.json")
+}
+
+// createContainer creates a container on the Azurite that conn names.
+func createContainer(t *testing.T, conn, name string) {
+	t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	c, err := container.NewClientFromConnectionString(conn, name, &container.ClientOptions{
+		ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Create(t.Context(), nil); err != nil {
+		t.Fatalf("create container %s: %v", name, err)
 	}
 }

@@ -83,6 +83,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -189,7 +190,7 @@ func FromEnvironment(ctx context.Context, containerName string) (*Store, error) 
 		return nil, fmt.Errorf("azblobstore: Microsoft Entra credentials for account %s: %w", account, err)
 	}
 	u := "https://" + account + ".blob.core.windows.net/" + url.PathEscape(containerName)
-	c, err := container.NewClient(u, tokenSource{cred}, opts)
+	c, err := container.NewClient(u, tokenSource{cred: cred, worked: new(atomic.Bool)}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("azblobstore: client for %s: %w", u, err)
 	}
@@ -261,12 +262,21 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 
 // tokenSource marks the errors of the credential FromEnvironment made, so
 // that a credential that cannot get a token at all (azidentity does not
-// export that error's type) is told apart from a network failure.
-type tokenSource struct{ cred azcore.TokenCredential }
+// export that error's type) is told apart from a network failure. Only a
+// credential that has never given a token is marked: once one has worked,
+// its failures are weather (a managed-identity endpoint that did not
+// answer in time), and s3lect retries them.
+type tokenSource struct {
+	cred   azcore.TokenCredential
+	worked *atomic.Bool
+}
 
 func (t tokenSource) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	tok, err := t.cred.GetToken(ctx, o)
-	if err != nil {
+	switch {
+	case err == nil:
+		t.worked.Store(true)
+	case !t.worked.Load():
 		err = &tokenError{err}
 	}
 	return tok, err

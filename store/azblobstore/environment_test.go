@@ -95,3 +95,16 @@ func TestFromEnvironmentAccountWithoutCredential(t *testing.T) {
 		}
 	}
 }
+
+// A credential that never gave a token is missing (the error is
+// permanent); one that has worked and then fails met weather, and s3lect
+// retries it.
+func TestTokenFailuresAfterATokenAreWeather(t *testing.T) {
+	failure := errors.New("no response from the identity endpoint")
+	if !azblobstore.TokenMarksFailures(0, failure) {
+		t.Error("a credential that never gave a token: failure not marked as missing credentials")
+	}
+	if azblobstore.TokenMarksFailures(1, failure) {
+		t.Error("a credential that gave a token once: failure marked as missing credentials; want it retried")
+	}
+}

@@ -1,7 +1,43 @@
 package azblobstore
 
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+)
+
 // URL returns the container URL of s's client, for tests.
 func URL(s *Store) string { return s.client.URL() }
 
 // Names returns the account and container that a container URL names.
 func Names(containerURL string) (account, container string) { return names(containerURL) }
+
+// TokenMarksFailures reports, for a credential that fails with err after
+// worked successful calls, whether the Store would take its failure as a
+// missing credential (permanent) rather than weather.
+func TokenMarksFailures(worked int, err error) bool {
+	cred := &scriptedCredential{ok: worked, err: err}
+	ts := tokenSource{cred: cred, worked: new(atomic.Bool)}
+	var last error
+	for range worked + 1 {
+		_, last = ts.GetToken(context.Background(), policy.TokenRequestOptions{})
+	}
+	var te *tokenError
+	return errors.As(last, &te)
+}
+
+type scriptedCredential struct {
+	ok  int
+	err error
+}
+
+func (c *scriptedCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	if c.ok > 0 {
+		c.ok--
+		return azcore.AccessToken{Token: "t"}, nil
+	}
+	return azcore.AccessToken{}, c.err
+}

@@ -1,8 +1,8 @@
 // Command s3lect runs a command on one instance at a time, and shows who
-// leads an election group, using one lockfile in S3 (or NATS JetStream KV)
-// as the only coordination service.
+// leads an election group, using one lockfile in S3, Google Cloud Storage,
+// Azure Blob Storage or NATS JetStream KV as the only coordination service.
 //
-//	go install github.com/s3lect/s3lect/cmd/s3lect@latest
+//	go install ./cmd/s3lect   (in a clone; see the README for @version)
 //
 //	s3lect run    [flags] -- command args...   run the command while this instance leads
 //	s3lect status [flags]                      print the lockfile as a person reads it
@@ -46,10 +46,14 @@ Subcommands:
   status [flags]                   print the lockfile: leader, term, age, state
   watch [flags]                    print one line per change of leader until interrupted
 
-The lockfile is named by -store s3://bucket/key or nats://host:port/bucket/key
-(or -bucket B -key K for S3). S3 access comes from the standard AWS
-environment (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT_URL_S3, profiles);
--endpoint and -path-style point it at MinIO or another S3-compatible store.
+The lockfile is named by -store s3://bucket/key, gs://bucket/key,
+azblob://container/key or nats://host:port/bucket/key (or -bucket B -key K
+for S3). S3 access comes from the standard AWS environment
+(AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT_URL_S3, profiles); -endpoint
+and -path-style point it at MinIO or another S3-compatible store. GCS uses
+Application Default Credentials (STORAGE_EMULATOR_HOST for an emulator);
+Azure uses AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT with
+DefaultAzureCredential.
 
 Run 's3lect <subcommand> -h' for the subcommand's flags.
 

@@ -1,15 +1,10 @@
 package main
 
 import (
-	"bytes"
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-
-	"github.com/s3lect/s3lect/internal/emulator"
+	"github.com/s3lect/s3lect/internal/cloudtest"
 )
 
 // TestGCSStore runs s3lect on Google Cloud Storage: a real
@@ -17,18 +12,16 @@ import (
 // reached through STORAGE_EMULATOR_HOST as a user would point the client
 // at it.
 func TestGCSStore(t *testing.T) {
-	base := emulator.FakeGCS(t)
-	resp, err := http.Post(base+"/storage/v1/b?project=s3lect-test", "application/json", bytes.NewBufferString(`{"name":"elections"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create bucket: %s", resp.Status)
-	}
-	http.DefaultClient.CloseIdleConnections()
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(base, "http://"))
+	cloudtest.GCS(t, "elections")
 	cloudElection(t, "gs://elections/leader/job.json", "gs://no-such-bucket/leader/job.json", "gcloud storage buckets create gs://no-such-bucket")
+}
+
+// TestAzureStore runs s3lect on Azure Blob Storage: a real Azurite (the
+// pinned package .ci/run installs) on loopback, named by the connection
+// string in AZURE_STORAGE_CONNECTION_STRING as a user would name it.
+func TestAzureStore(t *testing.T) {
+	cloudtest.Azure(t, "elections")
+	cloudElection(t, "azblob://elections/leader/job.json", "azblob://no-such-container/leader/job.json", "az storage container create")
 }
 
 // cloudElection runs a command as leader on url, reads the released
@@ -54,23 +47,4 @@ func cloudElection(t *testing.T, url, missing, fix string) {
 	if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
 		t.Errorf("run on %s: %v\n%s\nwant status %d and %q", missing, err, out, exitRefused, fix)
 	}
-}
-
-// TestAzureStore runs s3lect on Azure Blob Storage: a real Azurite (the
-// pinned package .ci/run installs) on loopback, named by the connection
-// string in AZURE_STORAGE_CONNECTION_STRING as a user would name it.
-func TestAzureStore(t *testing.T) {
-	conn := emulator.Azurite(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	c, err := container.NewClientFromConnectionString(conn, "elections", &container.ClientOptions{
-		ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Create(t.Context(), nil); err != nil {
-		t.Fatalf("create container: %v", err)
-	}
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
-	cloudElection(t, "azblob://elections/leader/job.json", "azblob://no-such-container/leader/job.json", "az storage container create")
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/xml"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,12 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-
 	"go.uber.org/goleak"
 
-	"github.com/s3lect/s3lect/internal/emulator"
+	"github.com/s3lect/s3lect/internal/cloudtest"
 	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 )
@@ -91,14 +87,7 @@ func TestDemoOnNATS(t *testing.T) {
 }
 
 func TestDemoOnGCS(t *testing.T) {
-	base := emulator.FakeGCS(t)
-	resp, err := http.Post(base+"/storage/v1/b?project=s3lect-test", "application/json", strings.NewReader(`{"name":"demo"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	http.DefaultClient.CloseIdleConnections()
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(base, "http://"))
+	cloudtest.GCS(t, "demo")
 	out := runDemo(t, options{storeURL: "gs://demo/leader/demo.json"})
 	if !strings.Contains(out, "gs://demo/leader/demo.json") {
 		t.Errorf("demo did not say it ran on gs://demo/leader/demo.json:\n%s", out)
@@ -106,18 +95,7 @@ func TestDemoOnGCS(t *testing.T) {
 }
 
 func TestDemoOnAzure(t *testing.T) {
-	conn := emulator.Azurite(t)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	c, err := container.NewClientFromConnectionString(conn, "demo", &container.ClientOptions{
-		ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Create(t.Context(), nil); err != nil {
-		t.Fatalf("create container: %v", err)
-	}
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+	cloudtest.Azure(t, "demo")
 	out := runDemo(t, options{storeURL: "azblob://demo/leader/demo.json"})
 	if !strings.Contains(out, "azblob://demo/leader/demo.json") {
 		t.Errorf("demo did not say it ran on azblob://demo/leader/demo.json:\n%s", out)

@@ -3,10 +3,9 @@ module github.com/s3lect/s3lect/examples/demo
 go 1.25.0
 
 require (
-	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.3
-	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.8.0
 	github.com/nats-io/nats.go v1.53.1
 	github.com/s3lect/s3lect v0.0.0
+	github.com/s3lect/s3lect/internal/cloudtest v0.0.0
 	github.com/s3lect/s3lect/store/storeurl v0.0.0
 	go.uber.org/goleak v1.3.0
 )
@@ -20,8 +19,10 @@ require (
 	cloud.google.com/go/iam v1.11.0 // indirect
 	cloud.google.com/go/monitoring v1.29.0 // indirect
 	cloud.google.com/go/storage v1.68.0 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.3 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.15.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/internal v1.13.0 // indirect
+	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.8.0 // indirect
 	github.com/AzureAD/microsoft-authentication-library-for-go v1.10.1 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/detectors/gcp v1.32.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.57.0 // indirect
@@ -93,6 +94,7 @@ require (
 
 replace (
 	github.com/s3lect/s3lect => ../..
+	github.com/s3lect/s3lect/internal/cloudtest => ../../internal/cloudtest
 	github.com/s3lect/s3lect/store/azblobstore => ../../store/azblobstore
 	github.com/s3lect/s3lect/store/gcsstore => ../../store/gcsstore
 	github.com/s3lect/s3lect/store/storeurl => ../../store/storeurl

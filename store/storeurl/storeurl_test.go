@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/s3lect/s3lect/internal/emulator"
+	"github.com/s3lect/s3lect/internal/cloudtest"
 	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
@@ -67,14 +64,7 @@ func roundTrip(t *testing.T, lf *storeurl.Lockfile, wantURL, wantKey string) {
 }
 
 func TestOpenGCS(t *testing.T) {
-	base := emulator.FakeGCS(t)
-	resp, err := http.Post(base+"/storage/v1/b?project=s3lect-test", "application/json", strings.NewReader(`{"name":"elections"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	http.DefaultClient.CloseIdleConnections()
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(base, "http://"))
+	cloudtest.GCS(t, "elections")
 	lf, err := storeurl.Open(t.Context(), "gs://elections/leader/job.json", storeurl.Options{})
 	if err != nil {
 		t.Fatalf("Open(gs://) = %v", err)
@@ -149,28 +139,11 @@ func TestOpenNATSReportsAnUnreachableServer(t *testing.T) {
 }
 
 func TestOpenAzure(t *testing.T) {
-	conn := emulator.Azurite(t)
-	createContainer(t, conn, "elections")
-	t.Setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+	cloudtest.Azure(t, "elections")
 	lf, err := storeurl.Open(t.Context(), "azblob://elections/leader/job.json", storeurl.Options{})
 	if err != nil {
 		t.Fatalf("Open(azblob://) = %v", err)
 	}
 	defer lf.Close()
 	roundTrip(t, lf, "azblob://elections/leader/job.json", "leader/job.json")
-}
-
-// createContainer creates a container on the Azurite that conn names.
-func createContainer(t *testing.T, conn, name string) {
-	t.Helper()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	c, err := container.NewClientFromConnectionString(conn, name, &container.ClientOptions{
-		ClientOptions: policy.ClientOptions{Transport: &http.Client{Transport: tr}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Create(t.Context(), nil); err != nil {
-		t.Fatalf("create container %s: %v", name, err)
-	}
 }

@@ -110,7 +110,7 @@ func (c *Check) probe(ctx context.Context, ops Ops, probe string) error {
 	for range attempts {
 		_, cur, err := ops.Get(ctx, probe)
 		if err != nil {
-			return fmt.Errorf("conditional-write check: read %s: %w", c.Where(probe), err)
+			return readFailed(c.Where(probe), err)
 		}
 		_, err = ops.Put(ctx, probe, body("right ETag"), cur)
 		if err == nil {
@@ -121,11 +121,22 @@ func (c *Check) probe(ctx context.Context, ops Ops, probe string) error {
 		}
 		_, now, gerr := ops.Get(ctx, probe)
 		if gerr != nil {
-			return fmt.Errorf("conditional-write check: read %s: %w", c.Where(probe), gerr)
+			return readFailed(c.Where(probe), gerr)
 		}
 		if now == cur {
 			return unsafe("a replace of %s naming its current ETag (%s) was refused; the lockfile could be created but never renewed", c.Where(probe), cur)
 		}
 	}
 	return fmt.Errorf("conditional-write check on %s: other writers changed the probe %d times in a row; will check again on the next write", c.Where(probe), attempts)
+}
+
+// readFailed is the error of a failed read of the probe. It must not wrap
+// store.ErrNotFound (a probe deleted under the check): a write's caller
+// would take that for an answer about the lockfile. Such a failure is
+// transient; the next write checks again.
+func readFailed(where string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("conditional-write check: %s vanished during the check (%v); will check again on the next write", where, err)
+	}
+	return fmt.Errorf("conditional-write check: read %s: %w", where, err)
 }

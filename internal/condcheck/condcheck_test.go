@@ -100,3 +100,20 @@ func TestCheckForgetsTransientFailures(t *testing.T) {
 		t.Fatalf("Before() after the store recovered = %v; want the check run again and passed", err)
 	}
 }
+
+// A probe deleted under the check (a lifecycle rule, an operator) fails
+// the check for now, without an error that reads as "lockfile absent".
+func TestCheckProbeThatVanishes(t *testing.T) {
+	c, o := newCheck(), &vanishing{ops: ops{st: memstore.New()}}
+	err := c.Before(t.Context(), o, "lock.json")
+	if err == nil || store.IsPermanent(err) || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "vanished") {
+		t.Fatalf("Before() with the probe gone = %v; want a transient error saying it vanished, not wrapping ErrNotFound", err)
+	}
+}
+
+// vanishing finds no probe whenever it reads one.
+type vanishing struct{ ops }
+
+func (v *vanishing) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return nil, "", store.ErrNotFound
+}

@@ -107,6 +107,11 @@ func start(t testing.TB, name string, port int, bin string, args ...string) {
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
+			select {
+			case <-exited: // another process answered on the port we chose
+				t.Fatalf("%s exited, and something else answers on %s: %s", name, addr, out.String())
+			case <-time.After(50 * time.Millisecond):
+			}
 			return
 		}
 		select {

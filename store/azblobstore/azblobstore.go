@@ -84,6 +84,7 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -190,7 +191,7 @@ func FromEnvironment(ctx context.Context, containerName string) (*Store, error) 
 		return nil, fmt.Errorf("azblobstore: Microsoft Entra credentials for account %s: %w", account, err)
 	}
 	u := "https://" + account + ".blob.core.windows.net/" + url.PathEscape(containerName)
-	c, err := container.NewClient(u, tokenSource{cred: cred, worked: new(atomic.Bool)}, opts)
+	c, err := container.NewClient(u, newTokenSource(cred), opts)
 	if err != nil {
 		return nil, fmt.Errorf("azblobstore: client for %s: %w", u, err)
 	}
@@ -262,21 +263,38 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 
 // tokenSource marks the errors of the credential FromEnvironment made, so
 // that a credential that cannot get a token at all (azidentity does not
-// export that error's type) is told apart from a network failure. Only a
-// credential that has never given a token is marked: once one has worked,
-// its failures are weather (a managed-identity endpoint that did not
-// answer in time), and s3lect retries them.
+// export that error's type) is told apart from weather. A failure is
+// marked only while the credential has never given a token and has been
+// failing for tokenPatience: a managed-identity endpoint that does not
+// answer yet (a VM still booting, a sidecar not ready) is retried, and
+// once a token has come, later failures are always retried.
 type tokenSource struct {
-	cred   azcore.TokenCredential
-	worked *atomic.Bool
+	cred      azcore.TokenCredential
+	worked    *atomic.Bool
+	firstFail *atomic.Int64 // unix nanoseconds of the first failure; 0: none yet
+	now       func() time.Time
+}
+
+// tokenPatience is how long a credential that never gave a token may fail
+// before its failures are reported as permanent.
+const tokenPatience = time.Minute
+
+func newTokenSource(cred azcore.TokenCredential) tokenSource {
+	return tokenSource{cred: cred, worked: new(atomic.Bool), firstFail: new(atomic.Int64), now: time.Now}
 }
 
 func (t tokenSource) GetToken(ctx context.Context, o policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	tok, err := t.cred.GetToken(ctx, o)
-	switch {
-	case err == nil:
+	if err == nil {
 		t.worked.Store(true)
-	case !t.worked.Load():
+		return tok, nil
+	}
+	if t.worked.Load() {
+		return tok, err
+	}
+	now := t.now().UnixNano()
+	t.firstFail.CompareAndSwap(0, now)
+	if time.Duration(now-t.firstFail.Load()) >= tokenPatience {
 		err = &tokenError{err}
 	}
 	return tok, err
@@ -379,6 +397,11 @@ func (e *serviceError) Error() string {
 	if e.fix != "" {
 		msg += ": " + e.fix
 	}
+	if e.err != nil && e.err.RawResponse != nil {
+		if id := e.err.RawResponse.Header.Get("x-ms-request-id"); id != "" {
+			msg += " (request " + id + ")"
+		}
+	}
 	return msg
 }
 
@@ -432,6 +455,12 @@ func (s *Store) mapResponse(where, op, key string, resp *azcore.ResponseError, e
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		se.fix = "access was refused; check the credentials and that the identity has the role Storage Blob Data Contributor on container " + s.container
+		return store.Permanent(fmt.Errorf("%s: %w", where, se))
+	}
+	if resp.StatusCode == http.StatusBadRequest {
+		// A request the service finds malformed stays malformed when sent
+		// again (an API version an older Azure Stack refuses, say).
+		se.fix = "the service refused the request as invalid; check the endpoint, and that the service supports the Blob API version the SDK sends"
 		return store.Permanent(fmt.Errorf("%s: %w", where, se))
 	}
 	return fmt.Errorf("%s: %w", where, se)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/azblobstore"
@@ -71,7 +72,9 @@ func TestFromEnvironmentRefusesBadValues(t *testing.T) {
 // With AZURE_STORAGE_ACCOUNT alone the Store reaches the account's public
 // endpoint with a Microsoft Entra token. Here no credential can get one
 // (only the Azure CLI is tried, and it is not on PATH), so the Store fails
-// before it sends a request, with a permanent error.
+// before it sends a request. The first failures are retried (an identity
+// endpoint may not be ready yet); after a minute of them the error turns
+// permanent (TestTokenFailuresAreWeatherUntilTheyLast).
 func TestFromEnvironmentAccountWithoutCredential(t *testing.T) {
 	t.Setenv(azblobstore.EnvConnectionString, "")
 	t.Setenv(azblobstore.EnvAccount, "s3lectacct")
@@ -86,25 +89,27 @@ func TestFromEnvironmentAccountWithoutCredential(t *testing.T) {
 		t.Errorf("container URL = %s; want %s", got, want)
 	}
 	_, _, err = st.Get(t.Context(), "leader/x.json")
-	if !store.IsPermanent(err) || errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Get() without a usable credential = %v; want a permanent error", err)
+	if err == nil || store.IsPermanent(err) || errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Get() without a usable credential, at once = %v; want a transient error", err)
 	}
-	for _, s := range []string{"no credential could get a token", "leader/x.json", "AZURE_STORAGE_CONNECTION_STRING"} {
+	for _, s := range []string{"azblob://elections/leader/x.json", "AzureCLICredential"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("Get() error %q does not name %q", err, s)
 		}
 	}
 }
 
-// A credential that never gave a token is missing (the error is
-// permanent); one that has worked and then fails met weather, and s3lect
-// retries it.
-func TestTokenFailuresAfterATokenAreWeather(t *testing.T) {
-	failure := errors.New("no response from the identity endpoint")
-	if !azblobstore.TokenMarksFailures(0, failure) {
-		t.Error("a credential that never gave a token: failure not marked as missing credentials")
+// A credential that has never given a token and keeps failing for a
+// minute is missing (the error is permanent); before that minute, or once
+// it has given a token, its failures are weather that s3lect retries.
+func TestTokenFailuresAreWeatherUntilTheyLast(t *testing.T) {
+	if azblobstore.TokenMarksFailures(0, 30*time.Second) {
+		t.Error("a credential failing for 30s since its first try: marked as missing; want retried (an identity endpoint not ready yet)")
 	}
-	if azblobstore.TokenMarksFailures(1, failure) {
+	if !azblobstore.TokenMarksFailures(0, time.Minute) {
+		t.Error("a credential failing for a minute without ever giving a token: not marked as missing; want a permanent error")
+	}
+	if azblobstore.TokenMarksFailures(1, time.Hour) {
 		t.Error("a credential that gave a token once: failure marked as missing credentials; want it retried")
 	}
 }

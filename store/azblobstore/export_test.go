@@ -3,7 +3,7 @@ package azblobstore
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -15,16 +15,20 @@ func URL(s *Store) string { return s.client.URL() }
 // Names returns the account and container that a container URL names.
 func Names(containerURL string) (account, container string) { return names(containerURL) }
 
-// TokenMarksFailures reports, for a credential that fails with err after
-// worked successful calls, whether the Store would take its failure as a
-// missing credential (permanent) rather than weather.
-func TokenMarksFailures(worked int, err error) bool {
-	cred := &scriptedCredential{ok: worked, err: err}
-	ts := tokenSource{cred: cred, worked: new(atomic.Bool)}
+// TokenMarksFailures reports, for a credential that gives worked tokens
+// and then fails for failFor, whether the Store would take its failure as
+// a missing credential (permanent) rather than weather.
+func TokenMarksFailures(worked int, failFor time.Duration) bool {
+	cred := &scriptedCredential{ok: worked, err: errors.New("no response from the identity endpoint")}
+	ts := newTokenSource(cred)
+	start := time.Unix(1000, 0)
+	ts.now = func() time.Time { return start }
 	var last error
 	for range worked + 1 {
 		_, last = ts.GetToken(context.Background(), policy.TokenRequestOptions{})
 	}
+	ts.now = func() time.Time { return start.Add(failFor) }
+	_, last = ts.GetToken(context.Background(), policy.TokenRequestOptions{})
 	var te *tokenError
 	return errors.As(last, &te)
 }

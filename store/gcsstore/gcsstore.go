@@ -40,6 +40,7 @@ import (
 	"strconv"
 	"strings"
 
+	"cloud.google.com/go/compute/metadata"
 	"cloud.google.com/go/storage"
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
@@ -79,7 +80,8 @@ const wrongGeneration = "1"
 // FromEnvironment returns a Store on bucket with a client built from the
 // environment: Application Default Credentials, or, when
 // STORAGE_EMULATOR_HOST is set (host:port or a URL), that emulator without
-// credentials. The Store owns the client's HTTP transport:
+// credentials. ctx bounds the search for credentials only; the Store
+// outlives it. The Store owns the client's HTTP transport:
 // CloseIdleConnections releases it.
 func FromEnvironment(ctx context.Context, bucket string) (*Store, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
@@ -91,13 +93,15 @@ func FromEnvironment(ctx context.Context, bucket string) (*Store, error) {
 		opts = append(opts, option.WithoutAuthentication(), option.WithEndpoint(strings.TrimSuffix(host, "/")+"/storage/v1/"),
 			option.WithHTTPClient(&http.Client{Transport: base}))
 	} else {
-		rt, err := htransport.NewTransport(ctx, base, option.WithScopes(storage.ScopeReadWrite))
+		// The credentials keep the context they are found with, for every
+		// token refresh: it must outlive the caller's opening deadline.
+		rt, err := htransport.NewTransport(context.WithoutCancel(ctx), base, option.WithScopes(storage.ScopeReadWrite))
 		if err != nil {
 			return nil, store.Permanent(fmt.Errorf("gcsstore: no Google Cloud credentials (Application Default Credentials): set GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run on Google Cloud with a service account: %w", err))
 		}
 		opts = append(opts, option.WithHTTPClient(&http.Client{Transport: rt}))
 	}
-	client, err := storage.NewClient(ctx, opts...)
+	client, err := storage.NewClient(context.WithoutCancel(ctx), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("gcsstore: create the storage client: %w", err)
 	}
@@ -128,6 +132,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	data, err := io.ReadAll(io.LimitReader(r, store.MaxObjectSize+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("gcsstore: get %s: read body: %w", s.where(key), err)
+	}
+	if r.Attrs.Generation <= 0 {
+		return nil, "", store.Permanent(fmt.Errorf("gcsstore: get %s: the store returned no generation (X-Goog-Generation); s3lect needs one for conditional writes", s.where(key)))
 	}
 	return data, strconv.FormatInt(r.Attrs.Generation, 10), nil
 }
@@ -161,6 +168,9 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 	w := s.object(key).If(cond).NewWriter(ctx)
 	w.ChunkSize = 0 // one request: no resumable upload session
 	w.ContentType = "application/json"
+	// Never served from a cache, even if the bucket is public: a stale
+	// read would refuse renewals and stall takeovers.
+	w.CacheControl = "no-store"
 	if _, err := w.Write(data); err != nil {
 		w.Close()
 		return "", s.mapError("put", key, err, etag != "")
@@ -191,9 +201,15 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 		}
 		return fmt.Errorf("%s: object absent: %w", where, store.ErrPreconditionFailed)
 	}
-	var tokenErr *oauth2.RetrieveError
-	if errors.As(err, &tokenErr) && tokenErr.Response != nil && tokenErr.Response.StatusCode < 500 {
+	var (
+		tokenErr *oauth2.RetrieveError
+		mdErr    *metadata.Error
+	)
+	switch {
+	case errors.As(err, &tokenErr) && tokenErr.Response != nil && refused(tokenErr.Response.StatusCode):
 		return store.Permanent(fmt.Errorf("%s: the credentials could not get an access token; check Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login): %w", where, err))
+	case errors.As(err, &mdErr) && refused(mdErr.Code):
+		return store.Permanent(fmt.Errorf("%s: the metadata server refused a token; check the service account bound to this VM, or the Kubernetes service account's workload identity binding: %w", where, err))
 	}
 	var api *googleapi.Error
 	if !errors.As(err, &api) {
@@ -222,6 +238,12 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 		return store.Permanent(fmt.Errorf("%s: the request was refused as invalid; check the bucket name and the LockfilePath: %w", where, err))
 	}
 	return fmt.Errorf("%s: %w", where, err) // 429, 5xx: worth retrying
+}
+
+// refused reports whether an HTTP status refuses a request for good: a
+// 4xx other than 408 (timeout) and 429 (slow down).
+func refused(code int) bool {
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }
 
 func fixMissingBucket(bucket string) string {

@@ -106,6 +106,9 @@ func TestGenerationIsTheETag(t *testing.T) {
 	if want := attrs.Generation; tag == "" || tag != strconv.FormatInt(want, 10) {
 		t.Errorf("PutIfMatch() ETag = %q; want the object's generation %d", tag, want)
 	}
+	if attrs.CacheControl != "no-store" {
+		t.Errorf("lockfile Cache-Control = %q; want no-store, so that no cache serves a stale record", attrs.CacheControl)
+	}
 	for _, bad := range []string{"not-a-number", "-5", "0"} {
 		if _, err := st.PutIfMatch(t.Context(), "gen.json", []byte(`{"n":2}`), bad); !errors.Is(err, store.ErrPreconditionFailed) {
 			t.Errorf("PutIfMatch(ETag %q) = %v; want ErrPreconditionFailed", bad, err)

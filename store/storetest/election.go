@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -57,7 +58,7 @@ func (c *Cut) Sever() { c.cut.Store(true) }
 func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) {
 	t.Helper()
 	key := "e2e/" + t.Name() + ".json"
-	etags := &etagLog{seen: map[string]bool{}}
+	etags := &etagLog{seen: map[string]bool{}, terms: map[uint64]time.Time{}}
 	type candidate struct {
 		id   string
 		conn *Cut
@@ -121,8 +122,10 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	if second.lead.Term() != 2 {
 		t.Errorf("term after the crash = %d; want 2", second.lead.Term())
 	}
-	if ended := firstEnded.Load(); ended == nil || !ended.Before(second.at) {
-		t.Errorf("the crashed leader's context ended at %v; want before the takeover at %v", ended, second.at)
+	// The crashed leader must have stopped acting before the takeover
+	// write was even sent, not only before Campaign returned.
+	if ended, sent := firstEnded.Load(), etags.firstSent(2); ended == nil || sent.IsZero() || !ended.Before(sent) {
+		t.Errorf("the crashed leader's context ended at %v; want before the takeover write was sent, at %v", ended, sent)
 	}
 	if cause := context.Cause(first.lead.Context()); !errors.Is(cause, s3lect.ErrLeaseExpired) {
 		t.Errorf("the crashed leader's cause = %v; want ErrLeaseExpired", cause)
@@ -149,12 +152,20 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	}
 }
 
-// etagLog keeps the ETags that successful writes returned.
+// etagLog keeps the ETags that successful writes returned, and when the
+// first successful write of each term was sent.
 type etagLog struct {
-	mu   sync.Mutex
-	seen map[string]bool
-	n    int
-	dup  string
+	mu    sync.Mutex
+	seen  map[string]bool
+	n     int
+	dup   string
+	terms map[uint64]time.Time
+}
+
+func (l *etagLog) firstSent(term uint64) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.terms[term]
 }
 
 func (l *etagLog) wrap(st store.Store) store.Store { return loggedStore{st, l} }
@@ -171,9 +182,17 @@ type loggedStore struct {
 }
 
 func (s loggedStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	sent := time.Now()
 	tag, err := s.Store.PutIfMatch(ctx, key, data, etag)
 	if err == nil {
+		var rec struct {
+			Term uint64 `json:"term"`
+		}
+		json.Unmarshal(data, &rec)
 		s.log.mu.Lock()
+		if _, ok := s.log.terms[rec.Term]; !ok {
+			s.log.terms[rec.Term] = sent
+		}
 		if s.log.seen[tag] && s.log.dup == "" {
 			s.log.dup = tag
 		}

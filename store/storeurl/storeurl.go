@@ -88,6 +88,11 @@ func Open(ctx context.Context, rawURL string, o Options) (*Lockfile, error) {
 			return nil, fmt.Errorf("%w: an S3 endpoint and path-style addressing are for s3:// URLs, not %s://", ErrBadURL, u.Scheme)
 		}
 	}
+	if u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(rawURL, "?") || strings.HasSuffix(rawURL, "#") {
+		// A ? or # in a key would silently cut it short, and two groups
+		// could share one lockfile.
+		return nil, fmt.Errorf("%w: %q has a query or fragment (?, #); write the key without them, or percent-encode them (%%3F, %%23)", ErrBadURL, rawURL)
+	}
 	container, key := u.Host, strings.TrimPrefix(u.Path, "/")
 	switch u.Scheme {
 	case "s3", "gs", "azblob":
@@ -171,23 +176,26 @@ func openNATS(ctx context.Context, u *url.URL, bucket, key string, retrying func
 	for {
 		nc, err := nats.Connect(server, nats.Name("s3lect"), nats.MaxReconnects(-1))
 		if err == nil {
-			js, err := jetstream.New(nc)
-			if err != nil {
+			js, jerr := jetstream.New(nc)
+			if jerr != nil {
 				nc.Close()
-				return nil, err
+				return nil, fmt.Errorf("%s: %w", where, jerr)
 			}
-			kv, err := js.KeyValue(ctx, bucket)
+			kv, kerr := js.KeyValue(ctx, bucket)
 			switch {
-			case err == nil:
+			case kerr == nil:
 				return &Lockfile{Store: natskv.New(kv), Key: key, URL: where, Close: nc.Close}, nil
-			case errors.Is(err, jetstream.ErrBucketNotFound):
+			case errors.Is(kerr, jetstream.ErrBucketNotFound):
 				nc.Close()
 				return nil, store.Permanent(fmt.Errorf("%s: key-value bucket %q does not exist; create it (nats kv add %s) or fix the URL", where, bucket, bucket))
-			case errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+			case errors.Is(kerr, jetstream.ErrJetStreamNotEnabled), errors.Is(kerr, jetstream.ErrJetStreamNotEnabledForAccount),
+				errors.Is(kerr, nats.ErrNoResponders):
+				// A server without JetStream has nobody answering its API.
 				nc.Close()
-				return nil, store.Permanent(fmt.Errorf("%s: JetStream is not enabled on the server; start nats-server with -js", where))
+				return nil, store.Permanent(fmt.Errorf("%s: JetStream is not enabled on the server (or for this account); start nats-server with -js: %w", where, kerr))
 			}
 			nc.Close()
+			err = kerr
 		}
 		var dnsErr *net.DNSError
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect/internal/cloudtest"
+	"github.com/s3lect/s3lect/internal/emulator"
 	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
@@ -31,6 +35,9 @@ func TestBadURLs(t *testing.T) {
 		{"azblob://c:10000/key", "want azblob://c/path/to/lock.json"},
 		{"nats://127.0.0.1:4222/bucket", "want nats://host:port/bucket/path/to/lock.json"},
 		{"nats:///bucket/key", "want nats://host:port/bucket/path/to/lock.json"},
+		{"gs://b/lock#a.json", "has a query or fragment"},
+		{"azblob://c/lock.json?x=1", "has a query or fragment"},
+		{"s3://b/lock.json?", "has a query or fragment"},
 	} {
 		_, err := storeurl.Open(t.Context(), tc.url, storeurl.Options{})
 		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {
@@ -146,4 +153,35 @@ func TestOpenAzure(t *testing.T) {
 	}
 	defer lf.Close()
 	roundTrip(t, lf, "azblob://elections/leader/job.json", "leader/job.json")
+}
+
+// A server without JetStream is refused for good, with the flag to add.
+func TestOpenNATSWithoutJetStream(t *testing.T) {
+	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
+	if bin == "" {
+		emulator.Need(t, "no nats-server: run `bash .ci/run`, or set S3LECT_TEST_NATS_SERVER to a nats-server binary")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	host, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "-a", host, "-p", port) // no -js
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	for range 100 {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_, err = storeurl.Open(t.Context(), "nats://"+addr+"/ELECTIONS/leader/job.json", storeurl.Options{})
+	if !store.IsPermanent(err) || !strings.Contains(err.Error(), "start nats-server with -js") {
+		t.Errorf("Open(server without JetStream) = %v; want a permanent error saying to start it with -js", err)
+	}
 }

@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/s3lect/s3lect/internal/cloudtest"
 	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 )
@@ -83,22 +82,6 @@ func TestDemoOnNATS(t *testing.T) {
 	out := runDemo(t, options{natsURL: natstest.Start(t)})
 	if !strings.Contains(out, "NATS KV") {
 		t.Errorf("demo did not say it ran on NATS:\n%s", out)
-	}
-}
-
-func TestDemoOnGCS(t *testing.T) {
-	cloudtest.GCS(t, "demo")
-	out := runDemo(t, options{storeURL: "gs://demo/leader/demo.json"})
-	if !strings.Contains(out, "gs://demo/leader/demo.json") {
-		t.Errorf("demo did not say it ran on gs://demo/leader/demo.json:\n%s", out)
-	}
-}
-
-func TestDemoOnAzure(t *testing.T) {
-	cloudtest.Azure(t, "demo")
-	out := runDemo(t, options{storeURL: "azblob://demo/leader/demo.json"})
-	if !strings.Contains(out, "azblob://demo/leader/demo.json") {
-		t.Errorf("demo did not say it ran on azblob://demo/leader/demo.json:\n%s", out)
 	}
 }
 

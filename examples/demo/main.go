@@ -28,7 +28,9 @@
 //	-nats nats://host:4222  elect on a NATS JetStream KV bucket (S3LECT_DEMO)
 //	-store URL            elect on the lockfile the URL names: s3://bucket/key,
 //	                      gs://bucket/key, azblob://container/key or
-//	                      nats://host:port/bucket/key (package store/storeurl)
+//	                      nats://host:port/bucket/key (package store/storeurl);
+//	                      needs the build tag cloud, which links the clouds' SDKs:
+//	                      go run -tags cloud ./examples/demo -store gs://b/k
 //	-svg timeline.svg     also draw the timeline as an SVG chart
 //	-metrics 127.0.0.1:9464  serve every elector's metrics (/metrics) and liveness (/healthz)
 package main
@@ -56,7 +58,6 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/natskv"
 	"github.com/s3lect/s3lect/store/s3store"
-	"github.com/s3lect/s3lect/store/storeurl"
 )
 
 func btoi(b bool) int {
@@ -88,7 +89,7 @@ func main() {
 	flag.StringVar(&o.bucket, "bucket", "", "elect on this S3 bucket (standard AWS environment; AWS_ENDPOINT_URL_S3 for MinIO)")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.StringVar(&o.natsURL, "nats", "", "elect on a NATS JetStream KV bucket at this URL")
-	flag.StringVar(&o.storeURL, "store", "", "elect on the lockfile this URL names: "+storeurl.Schemes)
+	flag.StringVar(&o.storeURL, "store", "", "elect on the lockfile this URL names: s3://, gs://, azblob:// or nats:// (build with -tags cloud)")
 	flag.StringVar(&o.key, "key", "leader/demo.json", "lockfile key")
 	flag.StringVar(&o.svg, "svg", "", "write the timeline as an SVG chart to this file")
 	flag.StringVar(&o.metrics, "metrics", "", "serve metrics and liveness over HTTP on this host:port")
@@ -431,12 +432,12 @@ func openStore(ctx context.Context, o *options) (store.Store, string, func(), er
 	switch {
 	case o.storeURL != "":
 		// The URL names the lockfile too, in place of -key.
-		lf, err := storeurl.Open(ctx, o.storeURL, storeurl.Options{S3PathStyle: o.pathStyle})
+		st, where, key, closer, err := openURL(ctx, o.storeURL, o.pathStyle)
 		if err != nil {
 			return nil, "", nil, err
 		}
-		o.key = lf.Key
-		return lf.Store, lf.URL, lf.Close, nil
+		o.key = key
+		return st, where, closer, nil
 	case o.bucket != "":
 		st, err := s3store.FromEnvironment(ctx, o.bucket, o.pathStyle)
 		if err != nil {

@@ -65,7 +65,8 @@ CONF
 	ceph-mon $c --mkfs -i a --monmap "$d/monmap" --keyring "$d/keyring"
 	ceph-mon $c -i a -f >"$d/log/mon.out" 2>&1 &
 	ceph_pids="$!"
-	timeout 120 ceph $c --connect-timeout 30 osd create >/dev/null
+	wait_port "$monport" 300 "$ceph_pids" || { ceph_logs; return 1; }
+	timeout 90 ceph $c --connect-timeout 30 osd create >/dev/null || { echo "ceph: the monitor did not answer osd create" >&2; ceph_logs; return 1; }
 	ceph-osd $c -i 0 --mkfs >"$d/log/osd-mkfs.out" 2>&1
 	ceph-osd $c -i 0 -f >"$d/log/osd.out" 2>&1 &
 	ceph_pids="$ceph_pids $!"
@@ -73,10 +74,12 @@ CONF
 	ceph_pids="$ceph_pids $!"
 	SERVER_KEY=s3lect-ceph SERVER_SECRET=s3lect-ceph-secret
 	timeout 120 radosgw-admin $c user create --uid=s3lect --display-name=s3lect \
-		--access-key="$SERVER_KEY" --secret-key="$SERVER_SECRET" >/dev/null
+		--access-key="$SERVER_KEY" --secret-key="$SERVER_SECRET" >/dev/null || { echo "ceph: radosgw-admin user create failed" >&2; ceph_logs; return 1; }
 	SERVER_ENDPOINT="http://127.0.0.1:$rgwport"
-	wait_port "$rgwport" 600 "${ceph_pids##* }" || { tail -20 "$d"/log/*; return 1; }
+	wait_port "$rgwport" 600 "${ceph_pids##* }" || { ceph_logs; return 1; }
 }
+
+ceph_logs() { tail -n 20 "$ceph_dir"/log/* >&2 || true; }
 
 ceph_stop() {
 	local p

@@ -53,10 +53,11 @@ run_tests() {
 	rows+=("| $name | $version | $conf | $elect | $perm | ${notes:--} |")
 }
 
-timed() { # timed WHAT COMMAND...: runs it and says how long it took
-	local s=$SECONDS
-	"${@:2}"
+timed() { # timed WHAT COMMAND...: runs it, says how long it took, returns its status
+	local s=$SECONDS rc=0
+	"${@:2}" || rc=$?
 	echo "$1: $((SECONDS - s))s" >&2
+	return $rc
 }
 
 for server in "${servers[@]}"; do
@@ -83,7 +84,16 @@ for server in "${servers[@]}"; do
 		rgw=$(free_port $((mon + 1)) "$port_hi")
 		osd=$(free_port $((rgw + 1)) "$port_hi")
 		running=ceph
-		timed "ceph start" ceph_start "$mon" "$rgw" "$osd"
+		# Seen once: the monitor never answered. Start the cluster
+		# afresh, on other ports, once more before failing.
+		if ! timed "ceph start" ceph_start "$mon" "$rgw" "$osd"; then
+			ceph_stop
+			echo "ceph: starting again on other ports" >&2
+			mon=$(free_port $((osd + 10)) "$port_hi")
+			rgw=$(free_port $((mon + 1)) "$port_hi")
+			osd=$(free_port $((rgw + 1)) "$port_hi")
+			timed "ceph start" ceph_start "$mon" "$rgw" "$osd"
+		fi
 		run_tests "ceph-rgw" "$(ceph_version)" yes
 		ceph_stop
 		running=""

@@ -176,3 +176,25 @@ func TestCampaignErrorChain(t *testing.T) {
 		}
 	})
 }
+
+// When Campaign returns, Leader() already names the new leader: the
+// snapshot that Leader() and the peer handler read is published before
+// the answer (it once lagged, and a peer asked right after the win heard
+// "not the leader").
+func TestLeaderKnownWhenCampaignReturns(t *testing.T) {
+	for i := range 200 {
+		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "w", Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead, err := e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, ok := e.Leader()
+		e.Close()
+		if !ok || rec.LeaderID != "w" || rec.Term != lead.Term() {
+			t.Fatalf("trial %d: Leader() right after Campaign = %+v, %v; want w at term %d", i, rec, ok, lead.Term())
+		}
+	}
+}

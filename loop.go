@@ -218,6 +218,8 @@ func (lp *loop) perform(f effect) {
 		lp.lead = l
 		e.stats.won(lp.s.lead.sentAt)
 		lp.reader.stop() // a leader reads nothing
+		// Leader() and the peer handler say so before Campaign returns.
+		e.publishSnapshot(lp)
 		c.answer <- campaignAnswer{l: l}
 	case doRenewed:
 		lp.lead.extend(f.deadline)

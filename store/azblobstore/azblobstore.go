@@ -66,7 +66,8 @@
 // reads every 30 s) a group makes 720 writes an hour, plus 120 reads an
 // hour per follower. At Hot-tier prices of $0.065 per 10,000 write
 // operations and $0.005 per 10,000 read operations (list prices for US
-// East, LRS, as of 2025) and 730 hours a month, that is about $3.42 a month for the leader's writes and
+// East, LRS, as we read them in 2025 and could not check again: verify
+// them for your region) and 730 hours a month, that is about $3.42 a month for the leader's writes and
 // $0.044 per follower: $3.50 for a group of 3, $3.81 for 10, $7.75 for 100.
 // Storage of two blobs under 1 KiB is negligible. Check the current prices
 // for your region and redundancy on Azure's Blob Storage pricing page.

@@ -198,15 +198,17 @@ func newCollector(electors []*s3lect.Elector, store string) *Collector {
 	seen := map[identity]int{}
 	for i, e := range electors {
 		d := newElectorDescs(e, store)
-		if j, dup := seen[d.id]; dup && c.err == nil {
-			if electors[j] == e {
-				c.err = fmt.Errorf("prom: electors %d and %d of the collector are the same elector; give each elector once", j+1, i+1)
-			} else {
-				c.err = fmt.Errorf("prom: electors %d and %d of the collector have the same %s, so their series would collide; "+
-					"if they are on different stores, give each store a collector of its own named with WithStore", j+1, i+1, d.id)
-			}
+		j, dup := seen[d.id]
+		switch {
+		case !dup:
+			seen[d.id] = i
+		case c.err != nil: // the first collision is reported
+		case electors[j] == e:
+			c.err = fmt.Errorf("prom: electors %d and %d of the collector are the same elector; give each elector once", j+1, i+1)
+		default:
+			c.err = fmt.Errorf("prom: electors %d and %d of the collector have the same %s, so their series would collide; "+
+				"if they are on different stores, give each store a collector of its own named with WithStore", j+1, i+1, d.id)
 		}
-		seen[d.id] = i
 		c.descs = append(c.descs, d)
 	}
 	return c

@@ -54,12 +54,12 @@ func (e *Elector) health(ctx context.Context) error {
 	if !running {
 		return nil
 	}
-	if holding, last := e.stats.leaderSince(); holding {
+	if s := e.snap.Load(); s.holding {
 		limit := e.cfg.LeaderTimeout
-		if s := e.snap.Load(); s.lead == nil || !s.lead.live() {
+		if s.lead == nil || !s.lead.live() {
 			limit += e.releaseBudget()
 		}
-		if age := e.now().Sub(last); age > limit {
+		if age := e.now().Sub(s.lastWrite); age > limit {
 			return fmt.Errorf("s3lect: %q: stuck leader: last renewed %v ago, more than the %v its lease allows",
 				e.key, age.Round(time.Millisecond), limit)
 		}

@@ -72,6 +72,7 @@ func (r unsubscribeReq) serve(lp *loop) event {
 }
 
 func (closeReq) serve(lp *loop) event {
+	lp.closing = true
 	lp.stopRds()
 	return evClose{}
 }
@@ -110,6 +111,8 @@ type loop struct {
 	c       core
 	status  status // what the core showed last
 	done    bool   // the core has finished Close
+	closing bool   // Close was called
+	failed  error  // a release Close had to write could not be written: Close returns it
 	camps   map[uint64]*campaignReq
 	lead    *Leadership // the Leadership handed out, until it is over
 	ending  bool        // the core knows lead has ended
@@ -149,7 +152,9 @@ func (w *worker) stop() {
 }
 
 // run is the elector's run loop. It returns when Close has finished every
-// leadership and answered every Campaign.
+// leadership and answered every Campaign: nil, or the failure of a release
+// that Close had to write (a leadership Close ended, or a takeover that won
+// while Close waited for it), which Close returns.
 func (e *Elector) run(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -192,7 +197,7 @@ func (e *Elector) run(ctx context.Context) error {
 		}
 		lp.step(ev)
 	}
-	return nil
+	return lp.failed
 }
 
 // step feeds ev to the decisions and performs the effects.
@@ -252,6 +257,9 @@ func (lp *loop) endLead(f doEnd) {
 
 func (lp *loop) exited(f doExited) {
 	lp.beat.stop()
+	if f.err != nil && lp.closing && lp.failed == nil {
+		lp.failed = f.err
+	}
 	l := lp.lead
 	if l == nil {
 		return // won for a Campaign that had given up: never handed out

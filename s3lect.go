@@ -296,7 +296,12 @@ type Elector struct {
 
 	ctx    context.Context // the storage goroutines' lifetime; cancelled by Close after the loop ends
 	cancel context.CancelFunc
-	g      errgroup.Group // the run loop, the storage goroutines and the peer poller
+	// g runs the run loop, the storage goroutines and the peer poller;
+	// Close returns the first error one of them returns. Only the run loop
+	// has one to give: the storage goroutines and the poller hand every
+	// failure of theirs to the loop as a result, for the election to
+	// decide on.
+	g errgroup.Group
 
 	// Channels of the run loop. Nobody closes them; senders select on
 	// loopDone or their own context.
@@ -494,8 +499,10 @@ func (s *snapshot) leading() bool {
 
 // Close resigns a held leadership (releasing the lockfile), makes a waiting
 // Campaign return ErrClosed, stops every goroutine and waits for them, and
-// closes every Changes and Observe channel. It is safe to call more than
-// once; later calls wait for the first to finish.
+// closes every Changes and Observe channel. It returns nil, or why the
+// release it wrote could not be written (the lockfile then stays held
+// until followers take over after LeaderTimeout). It is safe to call more
+// than once; later calls wait for the first to finish and return nil.
 func (e *Elector) Close() error {
 	e.life.Lock()
 	if e.closed {

@@ -40,11 +40,11 @@ func TestCampaignRightAfterDone(t *testing.T) {
 
 func subscriptions(t *testing.T, e *Elector) int {
 	t.Helper()
-	r := request{subs: make(chan int, 1)}
+	r := countSubsReq{make(chan int, 1)}
 	if !e.ask(t.Context(), r) {
 		t.Fatal("the run loop did not take the request")
 	}
-	return <-r.subs
+	return <-r.n
 }
 
 // bubbleGoroutines counts the goroutines of the synctest bubble that calls

@@ -19,7 +19,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Leadership, error) {
 		return nil, err
 	}
 	req := &campaignReq{id: e.campaigns.Add(1), ctx: ctx, answer: make(chan campaignAnswer, 1)}
-	if !e.ask(ctx, request{campaign: req}) {
+	if !e.ask(ctx, req) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -34,7 +34,7 @@ func (e *Elector) Campaign(ctx context.Context) (*Leadership, error) {
 	// Withdraw. A takeover in flight decides the outcome: the loop answers
 	// once it has, after releasing what it won.
 	// If the loop has ended, it answered every campaign before it did.
-	e.ask(context.Background(), request{withdraw: &evWithdraw{id: req.id, cause: ctx.Err()}})
+	e.ask(context.Background(), withdrawReq{id: req.id, cause: ctx.Err()})
 	a := <-req.answer
 	if a.l != nil {
 		// Won just before the withdrawal reached the loop: give it back.

@@ -2,7 +2,6 @@ package s3lect
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -12,12 +11,21 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// This file holds the election's decisions: a pure function of the
-// elector's state, one event and the local time, returning the new state
-// and the effects to perform (reads, writes, answers, announcements). It
-// does no I/O, starts no goroutine and reads no clock; the run loop
-// (loop.go) owns the state, feeds it events and performs the effects.
-// docs/protocol.md gives the rules this code follows.
+// This file and core_follower.go and core_leader.go hold the election's
+// decisions: a pure function of the elector's state, one event and the
+// local time, returning the effects to perform (reads, writes, answers,
+// announcements). They do no I/O, start no goroutine and read no clock;
+// the run loop (loop.go) owns the state, feeds it events and performs the
+// effects. docs/protocol.md gives the rules this code follows; comments
+// name its sections.
+//
+// The state is split by role, as the protocol is: a follower (section 4,
+// the follower states, and section 3's timing) or a leader (section 4,
+// Leader), never both: the follower's view of the lockfile is dropped
+// when a leadership is won and built afresh when it ends. The Campaign
+// call waiting for leadership, and the few facts every role shares (the
+// store call in flight, the highest term, what was published), live
+// beside the role.
 
 // params are the fixed inputs of the decisions.
 type params struct {
@@ -30,19 +38,6 @@ type params struct {
 	slot     uint32 // spreads followers' infrequent reads over the leader's renewals
 }
 
-// mode is how a follower watches the lockfile.
-type mode int
-
-const (
-	frequent   mode = iota // leadership is changing or unknown: read every FrequentInterval
-	infrequent             // a leader has renewed steadily for LeaderTimeout: read every InfrequentInterval
-	peerWatch              // the leader is asked over HTTPS instead (PeerMode)
-)
-
-var modeNames = [...]string{frequent: "frequent", infrequent: "infrequent", peerWatch: "peer"}
-
-func (m mode) String() string { return modeNames[m] }
-
 // opKind is what a store call is for.
 type opKind int
 
@@ -54,89 +49,515 @@ const (
 	opRelease        // a leader's release after it resigned
 )
 
-// campState is the Campaign call waiting for leadership, if id != 0.
-type campState struct {
+// core is everything the election knows. Only the run loop holds one.
+// Exactly one of fol and lead is set.
+type core struct {
+	sh   shared
+	camp campaign  // the Campaign call waiting for leadership, if camp.id != 0
+	fol  *follower // while following
+	lead *leader   // while a leadership is held or ending
+}
+
+func newCore(p params) core { return core{sh: shared{p: p}, fol: &follower{}} }
+
+// shared is what the election knows whatever its role.
+type shared struct {
+	p params
+
+	gen     uint64  // numbers store calls; a result is for the call in flight only if its gen matches
+	call    pending // the store call in flight; kind opNone if none
+	peerGen uint64  // numbers peer targets, to recognise stale reports
+
+	maxTerm uint64    // the highest term seen or written (section 1, term)
+	stamp   time.Time // the last lastUpdated written; stamps only rise (section 9, 4)
+
+	pub       Change    // what was announced last
+	known     bool      // pub reflects at least one read or write
+	lastWrite time.Time // when the last successful write of a handed leadership was sent
+	lastRead  time.Time // when the last successful read returned
+
+	closing bool
+	closed  bool
+}
+
+// pending is a store call in flight.
+type pending struct {
+	kind opKind
+	data []byte    // what a write sends
+	sent time.Time // when it was sent
+}
+
+// campaign is the Campaign call waiting for leadership.
+type campaign struct {
 	id         uint64
 	lease      string    // a random value; each takeover write derives its lease from it
 	claims     int       // takeover writes sent for this campaign
 	withdrawn  error     // why Campaign gave up while a takeover was in flight
 	claimAfter time.Time // no takeover before this, after a failed one
+
+	// unsure is a takeover write of this campaign that failed with its
+	// outcome unknown, sent at unsureSent: if the next read finds exactly
+	// these bytes, it won (section 4, Takeover).
+	unsure     []byte
+	unsureSent time.Time
 }
 
-// leadState is the leadership this elector holds or is ending, if id != 0.
-type leadState struct {
-	id       uint64    // the campaign that won it
-	handed   bool      // a Leadership was returned to Campaign
-	rec      Record    // the record last written
-	etag     string    // its ETag
-	sum      [32]byte  // the SHA-256 of its bytes
-	first    time.Time // when the leadership's first write was sent
-	sentAt   time.Time // when the first attempt of the last successful write was sent
-	deadline time.Time // the lease's end: sentAt + LeaderTimeout - margin
-	ending   error     // the cause, once the leadership has ended
-	unsure   []byte    // a renewal cut off with its outcome unknown
+// next applies ev at local time now. It returns the effects to perform in
+// order, and when the loop must call it again (zero: only on an event). It
+// changes nothing but c: no I/O, no clock, no goroutine. (It works on c in
+// place rather than on a copy, to keep the run loop's stack small: a
+// thousand electors in one process each have one.)
+func (c *core) next(ev event, now time.Time) ([]effect, time.Time) {
+	var fx []effect
+	emit := func(f effect) { fx = append(fx, f) }
+	readNow := ev.on(c, now, emit)
+	wake := c.act(now, readNow, emit)
+	emit(doStatus{c.status()})
+	return fx, wake
 }
 
-// state is everything the election knows. Only the run loop holds one.
-type state struct {
-	p params
-
-	gen    uint64    // numbers store calls; a result is for the call in flight only if its gen matches
-	io     opKind    // the store call in flight, opNone if none
-	ioData []byte    // what a write in flight sends
-	ioSent time.Time // when it was sent
-
-	camp campState
-	lead leadState
-
-	v           view        // the follower's knowledge of the lockfile
-	mode        mode        // how it watches
-	nextRead    time.Time   // the next storage read is due then (zero: now)
-	readErr     error       // the last read's failure, nil after a success
-	stale       bool        // the view is known to be out of date: no takeover before the next read
-	unsureClaim unsureClaim // a failed takeover that may have landed
-	aligned     bool        // the next read is timed just after one of the leader's renewals is due
-	stable      leaseKey    // the leadership seen renewing since stableAt
-	stableAt    time.Time
-	peerGen     uint64  // numbers peer targets, to recognise stale reports
-	peerNoETag  bool    // the leader's peer answers carry no ETag (the original s3lect)
-	peerOn      peerKey // the poller's target while it has one
-
-	maxTerm uint64    // the highest term seen or written
-	stamp   time.Time // the last lastUpdated written; stamps only rise
-
-	closing bool
-	closed  bool
-	pub     Change // what was announced last
-	known   bool   // pub reflects at least one read or write
+// status is what the core shows outside, for the run loop's snapshot.
+func (c *core) status() status {
+	st := status{change: c.sh.pub, known: c.sh.known, lastWrite: c.sh.lastWrite, lastRead: c.sh.lastRead}
+	switch l := c.lead; {
+	case l == nil:
+		st.mode = c.fol.mode.String()
+	case l.handed:
+		st.holding, st.rec, st.etag, st.mode = true, l.rec, l.etag, frequent.String()
+		if l.ending == nil {
+			st.mode = "leader"
+		}
+	default:
+		st.mode = frequent.String()
+	}
+	return st
 }
 
-func newState(p params) state { return state{p: p} }
-
-// unsureClaim is a takeover write that failed with its outcome unknown.
-type unsureClaim struct {
-	data   []byte
-	sentAt time.Time
-	camp   uint64
+func (c *core) onCampaign(ev evCampaign, emit func(effect)) {
+	switch {
+	case c.sh.closing:
+		emit(doAnswer{ev.id, ErrClosed})
+	case c.camp.id != 0 || (c.lead != nil && c.lead.ending == nil):
+		emit(doAnswer{ev.id, ErrCampaigning})
+	default:
+		c.camp = campaign{id: ev.id, lease: ev.lease}
+	}
 }
 
-// peerKey names the poller's target: a leadership at an address.
-type peerKey struct {
-	lease leaseKey
-	addr  string
+func (c *core) onWithdraw(ev evWithdraw, emit func(effect)) {
+	if c.camp.id != ev.id {
+		return // answered already
+	}
+	if c.sh.call.kind == opClaim {
+		c.camp.withdrawn = ev.cause // the write in flight decides (section 4)
+		return
+	}
+	emit(doAnswer{c.camp.id, ev.cause})
+	c.camp = campaign{}
 }
 
-// Events.
+func (c *core) onLeadDone(ev evLeadDone) {
+	if c.lead != nil && c.lead.ending == nil {
+		c.lead.ending = ev.cause
+	}
+}
+
+func (c *core) onClose(emit func(effect)) {
+	c.sh.closing = true
+	if c.lead != nil && c.lead.ending == nil {
+		c.endLead(errCloseResign, emit)
+	}
+	if c.camp.id != 0 && c.sh.call.kind != opClaim {
+		emit(doAnswer{c.camp.id, ErrClosed})
+		c.camp = campaign{}
+	}
+}
+
+func (c *core) onPeer(r peerReport, now time.Time, emit func(effect)) {
+	if c.fol != nil {
+		c.fol.heardPeer(&c.sh, r, now, emit)
+	}
+}
+
+// onStore takes in a store result and reports whether it is a read that
+// has just returned.
+func (c *core) onStore(ev evStore, now time.Time, emit func(effect)) bool {
+	if ev.gen != c.sh.gen || c.sh.call.kind == opNone {
+		return false // a call the loop no longer waits for
+	}
+	k := c.sh.call
+	c.sh.call = pending{}
+	switch k.kind {
+	case opRead:
+		c.readDone(ev, k.sent, now, emit)
+		return ev.err == nil
+	case opClaim:
+		c.claimDone(ev, k.data, k.sent, now, emit)
+	case opRenew:
+		if cause := c.lead.renewDone(&c.sh, ev, k.data, k.sent, emit); cause != nil {
+			c.endLead(cause, emit)
+		}
+	case opRelease:
+		c.releaseDone(ev, now, emit)
+	}
+	return false
+}
+
+// act does what is due at now and returns when something next falls due.
+// readNow says a read has just returned, so that an infrequent follower may
+// take over on what it read.
+func (c *core) act(now time.Time, readNow bool, emit func(effect)) time.Time {
+	if c.sh.closed {
+		return time.Time{}
+	}
+	if l := c.lead; l != nil {
+		if l.ending == nil && !now.Before(l.deadline) {
+			c.endLead(ErrLeaseExpired, emit) // section 3.1: the lease's end
+		}
+		if l.ending == nil {
+			return l.renew(&c.sh, now, emit)
+		}
+		c.sh.announce(Change{}, emit) // no leader this elector knows of while it ends
+		if c.sh.call.kind != opNone || !c.finishLead(now, emit) {
+			return time.Time{}
+		}
+		readNow = false
+	}
+	if c.sh.closing {
+		if c.sh.call.kind == opNone {
+			c.sh.closed = true
+			emit(doPeer{})
+			emit(doClosed{})
+		}
+		return time.Time{}
+	}
+	return c.follow(now, readNow, emit)
+}
+
+// endLead ends the live leadership with cause. Leader(), Stats and the
+// peer handler say so before its context is cancelled.
+func (c *core) endLead(cause error, emit func(effect)) {
+	c.lead.ending = cause
+	c.sh.announce(Change{}, emit)
+	emit(doStatus{c.status()})
+	emit(doEnd{cause})
+}
+
+// follow is the follower's step (section 4, the follower states): it
+// announces the leader it knows of, takes over when the rules allow, and
+// reads when a read is due.
+func (c *core) follow(now time.Time, readNow bool, emit func(effect)) time.Time {
+	f, p := c.fol, c.sh.p
+	if f.v.kind != kindUnknown || f.readErr != nil {
+		c.sh.announce(Change{Leader: f.watched(now, p.lt), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
+	}
+
+	var wake time.Time
+	soonest := func(t time.Time) {
+		// What is due by now is done by now, or waits for an event.
+		if t.After(now) && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	at, ok := f.v.takeoverAt(p.lt)
+	if ok && f.v.kind == kindHeld && f.mode == frequent {
+		soonest(at) // for a watcher, the observed lease's end
+	}
+	if c.sh.call.kind != opNone {
+		return wake
+	}
+
+	if c.camp.id != 0 && ok && c.camp.withdrawn == nil && !f.stale {
+		// A takeover is written only on what a read has just returned
+		// (section 2, and section 9, 15): a store that rewound and handed
+		// the watched ETag out again for other content fails the If-Match
+		// of a fresh sighting, not of one read before the rewind. When the
+		// takeover time comes between reads, the follower reads first.
+		timed := f.mode == frequent || f.v.kind != kindHeld
+		switch {
+		case now.Before(c.camp.claimAfter):
+			soonest(c.camp.claimAfter)
+		case !now.Before(at) && readNow:
+			c.claim(now, emit)
+			return wake
+		case !now.Before(at) && timed:
+			f.nextRead = now
+		case timed:
+			soonest(at)
+		}
+	}
+
+	if f.mode == peerWatch {
+		switch {
+		case ok && f.v.kind == kindHeld && !now.Before(at) && !mutPeerNoCheck:
+			// Section 5: no newer write was heard by the takeover time:
+			// stop believing the peer and read the store.
+			f.mode, f.nextRead, f.peerOn = frequent, now, peerKey{}
+			emit(doPeer{})
+		case f.peerNoETag:
+			// The leader answers without ETags: reads go on at the
+			// infrequent pace.
+		default:
+			if ok && f.v.kind == kindHeld && !mutPeerNoCheck {
+				soonest(at)
+			}
+			return wake // the poller speaks for the leader
+		}
+	}
+	if !now.Before(f.nextRead) {
+		c.sh.read(now, emit)
+		return wake
+	}
+	soonest(f.nextRead)
+	return wake
+}
+
+// claim writes a takeover over the view's ETag (section 1, term and lease).
+func (c *core) claim(now time.Time, emit func(effect)) {
+	v := &c.fol.v
+	base := max(v.term, c.sh.maxTerm)
+	if base == math.MaxUint64 {
+		emit(doAnswer{c.camp.id, fmt.Errorf("the lockfile holds term %d, which cannot be raised: "+
+			"fencing tokens would repeat; write a record with a lower term or use a new LockfilePath", base)})
+		c.camp = campaign{}
+		return
+	}
+	// Every takeover write starts a leadership of its own, with its own
+	// lease value: an earlier attempt that failed may still have landed,
+	// and its held times count from another first write (section 9, 16).
+	c.camp.claims++
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s/%d", c.camp.lease, c.camp.claims)
+	rec := Record{LeaderID: c.sh.p.id, LeaderAddr: c.sh.p.addr, LastUpdated: c.sh.nextStamp(now),
+		Term: base + 1, Lease: fmt.Sprintf("%016x", h.Sum64())}
+	c.sh.write(opClaim, rec.encode(), v.etag, v.sum, nil, time.Time{}, now, emit)
+}
+
+// readDone takes in a follower's read.
+func (c *core) readDone(ev evStore, sent, now time.Time, emit func(effect)) {
+	f := c.fol
+	if ev.err != nil {
+		if c.sh.closing {
+			return // Close cut the read short
+		}
+		permanent := store.IsPermanent(ev.err)
+		if permanent && c.camp.id != 0 {
+			emit(doAnswer{c.camp.id, ev.err})
+			c.camp = campaign{}
+		}
+		f.readFailed(c.sh.p, ev.err, permanent, sent)
+		emit(doLog{"reading the lockfile failed", []any{"err", ev.err}})
+		return
+	}
+	c.sh.lastRead = now
+	if u := c.camp.unsure; u != nil {
+		c.camp.unsure = nil
+		if bytes.Equal(ev.data, u) && c.camp.withdrawn == nil && !c.sh.closing {
+			// A takeover whose outcome was unknown had landed: it won,
+			// its lease counted from its first attempt, as an adopted
+			// write's is (section 9, 1).
+			emit(doLog{"adopted a takeover whose reply was lost", []any{"etag", ev.etag}})
+			c.claimDone(evStore{etag: ev.etag}, u, c.camp.unsureSent, now, emit)
+			return
+		}
+	}
+	f.readReturned(&c.sh, ev.data, ev.etag, sent, now, emit)
+}
+
+// claimDone takes in the result of a takeover.
+func (c *core) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit func(effect)) {
+	f := c.fol
+	switch {
+	case ev.err == nil:
+		rec, _ := ParseRecord(data)
+		c.sh.maxTerm = max(c.sh.maxTerm, rec.Term)
+		l := newLeader(c.sh.p, c.camp.id, rec, ev.etag, data, sentAt)
+		c.lead, c.fol = l, nil
+		switch {
+		case !now.Before(l.deadline):
+			// The write took longer than a lease: it may not be led on.
+			// Give it back so that nobody waits for it.
+			l.ending = errSlowTakeover
+			emit(doLog{"takeover took longer than the lease; releasing it", nil})
+		case c.sh.closing:
+			l.ending = errCloseResign
+		case c.camp.withdrawn != nil:
+			l.ending = c.camp.withdrawn
+		default:
+			l.handed = true
+			c.sh.lastWrite = sentAt
+			c.sh.announce(Change{Leader: rec, IsLeader: true}, emit)
+			emit(doStatus{c.status()})
+			emit(doLead{campID: c.camp.id, term: rec.Term, deadline: l.deadline})
+			emit(doLog{"became leader", []any{"term", rec.Term}})
+			c.camp = campaign{}
+		}
+	case errors.Is(ev.err, store.ErrPreconditionFailed):
+		f.nextRead, f.stale, f.mode = now, true, frequent // someone else wrote first: see who
+		c.answerWithdrawn(emit)
+	default:
+		c.camp.claimAfter = now.Add(c.sh.p.fi)
+		emit(doLog{"takeover failed", []any{"err", ev.err}})
+		if store.IsPermanent(ev.err) && c.camp.withdrawn == nil && !c.sh.closing {
+			emit(doAnswer{c.camp.id, ev.err})
+			c.camp = campaign{}
+		}
+		c.answerWithdrawn(emit)
+		if ev.unsure && c.camp.id != 0 {
+			// It may have landed: if the next read finds exactly these
+			// bytes, the takeover won (readDone).
+			c.camp.unsure, c.camp.unsureSent = data, sentAt
+			f.nextRead = now
+		}
+	}
+}
+
+// answerWithdrawn answers a Campaign that gave up, or Close, once a
+// takeover in flight has lost.
+func (c *core) answerWithdrawn(emit func(effect)) {
+	switch {
+	case c.camp.id == 0:
+	case c.sh.closing:
+		emit(doAnswer{c.camp.id, ErrClosed})
+		c.camp = campaign{}
+	case c.camp.withdrawn != nil:
+		emit(doAnswer{c.camp.id, c.camp.withdrawn})
+		c.camp = campaign{}
+	}
+}
+
+// finishLead ends a leadership whose last write has returned: it writes the
+// release when the end allows one, and reports false while that write is
+// in flight; otherwise it hands the lockfile back to a new follower.
+func (c *core) finishLead(now time.Time, emit func(effect)) bool {
+	l := c.lead
+	switch {
+	case errors.Is(l.ending, ErrLeadershipLost):
+		c.leadOver(view{}, now, now, nil, emit) // someone else wrote: see who
+	case errors.Is(l.ending, ErrLeaseExpired):
+		// The store did not take our renewals; the record stays as it is.
+		// Others wait LeaderTimeout for it; this elector, knowing it has
+		// stopped, may take it over at once.
+		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, nil, emit)
+	default:
+		rec := l.rec
+		rec.LastUpdated = time.Time{}
+		c.sh.write(opRelease, rec.encode(), l.etag, l.sum, l.unsure, time.Time{}, now, emit)
+		return false
+	}
+	return true
+}
+
+// releaseDone takes in the result of the release.
+func (c *core) releaseDone(ev evStore, now time.Time, emit func(effect)) {
+	l := c.lead
+	switch {
+	case ev.err == nil:
+		rec := l.rec
+		rec.LastUpdated = time.Time{}
+		c.leadOver(view{}.observe(rec.encode(), ev.etag, now), now.Add(c.sh.p.fi), now, nil, emit)
+	case errors.Is(ev.err, store.ErrPreconditionFailed):
+		c.leadOver(view{}, now, now, nil, emit) // another holder wrote since: nothing of ours is left
+	default:
+		emit(doLog{"release failed; followers take over after LeaderTimeout", []any{"term", l.rec.Term, "err", ev.err}})
+		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, ev.err, emit)
+	}
+}
+
+// leadOver forgets the ended leadership, starts following with view v and
+// the next read at nextRead, and answers whoever waits for the end. err is
+// why the release could not be written.
+func (c *core) leadOver(v view, nextRead, now time.Time, err error, emit func(effect)) {
+	l := c.lead
+	c.lead, c.fol = nil, &follower{v: v, nextRead: nextRead}
+	emit(doLog{"leadership ended", []any{"term", l.rec.Term, "cause", l.ending}})
+	if !l.handed && c.camp.id == l.campID {
+		// Won for a Campaign that gave up, or during Close: it never had
+		// the leadership, and now nothing of it is left.
+		switch {
+		case c.sh.closing:
+			emit(doAnswer{c.camp.id, ErrClosed})
+			c.camp = campaign{}
+		case c.camp.withdrawn != nil:
+			emit(doAnswer{c.camp.id, c.camp.withdrawn})
+			c.camp = campaign{}
+		default:
+			c.camp.claimAfter = now.Add(c.sh.p.fi) // a slow takeover: try again later
+		}
+	}
+	c.sh.announce(Change{Leader: c.fol.watched(now, c.sh.p.lt)}, emit)
+	// Leader(), Stats and the peer handler say so before Resign returns.
+	emit(doStatus{c.status()})
+	emit(doExited{err})
+}
+
+// read sends a follower's read.
+func (sh *shared) read(now time.Time, emit func(effect)) {
+	sh.gen++
+	sh.call = pending{kind: opRead, sent: now}
+	emit(doRead{sh.gen})
+}
+
+// write sends a write of data over ifMatch ("" creates), whose content has
+// the SHA-256 over. orOver and notAfter are doWrite's.
+func (sh *shared) write(kind opKind, data []byte, ifMatch string, over [32]byte, orOver []byte, notAfter, now time.Time, emit func(effect)) {
+	sh.gen++
+	sh.call = pending{kind: kind, data: data, sent: now}
+	emit(doWrite{gen: sh.gen, kind: kind, data: data, ifMatch: ifMatch, over: over, orOver: orOver, notAfter: notAfter})
+}
+
+// nextStamp returns a lastUpdated for a new write: the wall clock, but
+// always after every stamp written before, so that no two writes of this
+// elector have the same bytes even if the wall clock steps back (section
+// 9, 4).
+func (sh *shared) nextStamp(now time.Time) time.Time {
+	t := now.UTC().Round(0)
+	if !t.After(sh.stamp) {
+		t = sh.stamp.Add(time.Nanosecond)
+	}
+	sh.stamp = t
+	return t
+}
+
+// announce publishes c if it differs from what was announced last in
+// leader, term, IsLeader or error.
+func (sh *shared) announce(c Change, emit func(effect)) {
+	p := sh.pub
+	if sh.known && p.IsLeader == c.IsLeader && p.Leader.LeaderID == c.Leader.LeaderID &&
+		p.Leader.Term == c.Leader.Term && sameErr(p.Err, c.Err) {
+		sh.pub = c // same announcement; keep the newest record for Leader()
+		return
+	}
+	sh.pub, sh.known = c, true
+	emit(doPublish{c})
+}
+
+func sameErr(a, b error) bool {
+	return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error())
+}
+
+// errSlowTakeover ends a leadership whose winning write returned after its
+// lease had already run out.
+var errSlowTakeover = errors.New("s3lect: takeover took longer than the lease")
+
+// Events: what the run loop feeds the core. Each kind names the core's
+// handler for it, so that a new kind that has none does not compile.
+type event interface {
+	// on applies the event to c at now and reports whether it is a read
+	// that has just returned.
+	on(c *core, now time.Time, emit func(effect)) bool
+}
+
 type (
 	evTimer    struct{} // a timer fired: do what is due
-	evCampaign struct {
+	evCampaign struct { // Campaign was called
 		id    uint64
 		lease string
-	} // Campaign was called
-	evWithdraw struct {
+	}
+	evWithdraw struct { // Campaign gave up
 		id    uint64
 		cause error
-	} // Campaign gave up
+	}
 	evLeadDone struct{ cause error } // the leadership's context ended
 	evClose    struct{}              // Close was called
 	evPeer     peerReport            // the peer poller heard something
@@ -149,7 +570,57 @@ type (
 	}
 )
 
-// Effects.
+func (evTimer) on(*core, time.Time, func(effect)) bool { return false } // act does what is due
+
+func (ev evCampaign) on(c *core, _ time.Time, emit func(effect)) bool {
+	c.onCampaign(ev, emit)
+	return false
+}
+
+func (ev evWithdraw) on(c *core, _ time.Time, emit func(effect)) bool {
+	c.onWithdraw(ev, emit)
+	return false
+}
+
+func (ev evLeadDone) on(c *core, _ time.Time, _ func(effect)) bool {
+	c.onLeadDone(ev)
+	return false
+}
+
+func (evClose) on(c *core, _ time.Time, emit func(effect)) bool {
+	c.onClose(emit)
+	return false
+}
+
+func (ev evPeer) on(c *core, now time.Time, emit func(effect)) bool {
+	c.onPeer(peerReport(ev), now, emit)
+	return false
+}
+
+func (ev evStore) on(c *core, now time.Time, emit func(effect)) bool {
+	return c.onStore(ev, now, emit)
+}
+
+// Effects: what the core asks the run loop to do. Each kind names the
+// executor's method for it, so that the loop cannot leave one unhandled.
+type effect interface{ do(x executor) }
+
+// executor performs effects; the run loop is one.
+type executor interface {
+	read(doRead)
+	write(doWrite)
+	startLead(doLead)
+	renewed(doRenewed)
+	endLead(doEnd)
+	exited(doExited)
+	answer(doAnswer)
+	setPeer(doPeer)
+	publish(doPublish)
+	show(doStatus)
+	log(doLog)
+	closed(doClosed)
+}
+
 type (
 	doRead  struct{ gen uint64 }
 	doWrite struct {
@@ -161,35 +632,54 @@ type (
 		over     [32]byte  // the SHA-256 of the content ifMatch names
 		notAfter time.Time // renewals: no attempt is sent from then on
 	}
-	doLead struct {
+	doLead struct { // hand a Leadership to the Campaign that won it
 		campID   uint64
 		term     uint64
-		rec      Record
-		etag     string
 		deadline time.Time
 	}
-	doRenewed struct {
-		rec      Record
-		etag     string
-		deadline time.Time
-	}
-	doEnd    struct{ cause error } // cancel the live leadership's context
-	doExited struct{ err error }   // the leadership is over; err: its release failed
-	doAnswer struct {
+	doRenewed struct{ deadline time.Time } // the lease now ends at deadline
+	doEnd     struct{ cause error }        // cancel the live leadership's context
+	doExited  struct{ err error }          // the leadership is over; err: its release failed
+	doAnswer  struct {                     // answer a Campaign that did not win
 		campID uint64
 		err    error
 	}
 	doPeer    struct{ t peerTarget } // addr "" stops the poller
-	doPublish struct{ c Change }
+	doPublish struct{ c Change }     // tell the subscribers
+	doStatus  struct{ st status }    // what Leader(), Stats, health and the peer handler show
 	doLog     struct {
 		msg  string
-		args []any
+		args []any // slog's key-value pairs
 	}
-	doClosed struct{}
+	doClosed struct{} // Close is done: the loop may return
 )
 
-type event any
-type effect any
+func (f doRead) do(x executor)    { x.read(f) }
+func (f doWrite) do(x executor)   { x.write(f) }
+func (f doLead) do(x executor)    { x.startLead(f) }
+func (f doRenewed) do(x executor) { x.renewed(f) }
+func (f doEnd) do(x executor)     { x.endLead(f) }
+func (f doExited) do(x executor)  { x.exited(f) }
+func (f doAnswer) do(x executor)  { x.answer(f) }
+func (f doPeer) do(x executor)    { x.setPeer(f) }
+func (f doPublish) do(x executor) { x.publish(f) }
+func (f doStatus) do(x executor)  { x.show(f) }
+func (f doLog) do(x executor)     { x.log(f) }
+func (f doClosed) do(x executor)  { x.closed(f) }
+
+// status is what the election shows outside the run loop: the loop
+// publishes it, with the live Leadership, as the one snapshot that
+// Leader(), Stats, the health check and the peer handler read.
+type status struct {
+	change    Change    // the last announcement, with the newest record
+	known     bool      // change reflects at least one read or write
+	mode      string    // Stats.Mode: "leader", "frequent", "infrequent" or "peer"
+	holding   bool      // a Leadership was handed out and is not over yet
+	rec       Record    // while holding: the leader's last write
+	etag      string    // and its ETag
+	lastWrite time.Time // Stats.LastRenewal
+	lastRead  time.Time // Stats.LastRead
+}
 
 // Mutations, for measuring what the safety simulation catches: each
 // breaks one rule of the protocol when set. Never set outside tests.
@@ -199,552 +689,3 @@ var (
 	mutETagOnly    bool // a sighting is its ETag alone, whatever the bytes
 	mutPeerNoCheck bool // a follower that relies on the peer never checks the takeover time
 )
-
-// renewalSlack is how long after a renewal is due a follower reads to see
-// it: the renewal's latency and scheduling delay.
-func renewalSlack(fi time.Duration) time.Duration { return fi / 8 }
-
-// errSlowTakeover ends a leadership whose winning write returned after its
-// lease had already run out.
-var errSlowTakeover = errors.New("s3lect: takeover took longer than the lease")
-
-// next applies ev at local time now to the state. It returns the effects
-// to perform in order, and when the loop must call it again (zero: only on
-// an event). It changes nothing but s: no I/O, no clock, no goroutine. (It
-// works on s in place rather than on a copy, to keep the run loop's stack
-// small: a thousand electors in one process each have one.)
-func (s *state) next(ev event, now time.Time) ([]effect, time.Time) {
-	var fx []effect
-	emit := func(e effect) { fx = append(fx, e) }
-	readNow := false
-
-	switch ev := ev.(type) {
-	case evTimer:
-	case evCampaign:
-		switch {
-		case s.closing:
-			emit(doAnswer{ev.id, ErrClosed})
-		case s.camp.id != 0 || (s.lead.id != 0 && s.lead.ending == nil):
-			emit(doAnswer{ev.id, ErrCampaigning})
-		default:
-			s.camp = campState{id: ev.id, lease: ev.lease}
-		}
-	case evWithdraw:
-		if s.camp.id != ev.id {
-			break // answered already
-		}
-		if s.io == opClaim {
-			s.camp.withdrawn = ev.cause // the write in flight decides
-			break
-		}
-		emit(doAnswer{s.camp.id, ev.cause})
-		s.camp = campState{}
-	case evLeadDone:
-		if s.lead.id != 0 && s.lead.ending == nil {
-			s.lead.ending = ev.cause
-		}
-	case evClose:
-		s.closing = true
-		if s.lead.id != 0 && s.lead.ending == nil {
-			s.lead.ending = errCloseResign
-			emit(doEnd{errCloseResign})
-		}
-		if s.camp.id != 0 && s.io != opClaim {
-			emit(doAnswer{s.camp.id, ErrClosed})
-			s.camp = campState{}
-		}
-	case evPeer:
-		s.heardPeer(peerReport(ev), now, emit)
-	case evStore:
-		if ev.gen != s.gen || s.io == opNone {
-			break // a call the loop no longer waits for
-		}
-		kind, data, sent := s.io, s.ioData, s.ioSent
-		s.io, s.ioData = opNone, nil
-		switch kind {
-		case opRead:
-			s.readDone(ev, now, emit)
-			readNow = ev.err == nil
-		case opClaim:
-			s.claimDone(ev, data, sent, now, emit)
-		case opRenew:
-			s.renewDone(ev, data, sent, emit)
-		case opRelease:
-			s.releaseDone(ev, now, emit)
-		}
-	default:
-		panic(fmt.Sprintf("s3lect: unknown event %T", ev))
-	}
-
-	wake := s.act(now, readNow, emit)
-	return fx, wake
-}
-
-// act does what is due at now and returns when something next falls due.
-// readNow says a read has just returned, so that an infrequent follower may
-// take over on what it read.
-func (s *state) act(now time.Time, readNow bool, emit func(effect)) time.Time {
-	if s.closed {
-		return time.Time{}
-	}
-	if s.lead.id != 0 {
-		return s.actLeader(now, emit)
-	}
-	if s.closing {
-		if s.io == opNone {
-			s.closed = true
-			emit(doPeer{})
-			emit(doClosed{})
-		}
-		return time.Time{}
-	}
-	if s.v.kind != kindUnknown || s.readErr != nil {
-		s.announce(Change{Leader: s.watched(now), Err: s.readErr}, emit) // never a made-up "no leader" before the first read
-	}
-
-	var wake time.Time
-	soonest := func(t time.Time) {
-		// What is due by now is done by now, or waits for an event.
-		if t.After(now) && (wake.IsZero() || t.Before(wake)) {
-			wake = t
-		}
-	}
-	at, ok := s.v.takeoverAt(s.p.lt)
-	if ok && s.v.kind == kindHeld && s.mode == frequent {
-		soonest(at) // for a watcher, the observed lease's end
-	}
-	if s.io != opNone {
-		return wake
-	}
-
-	if s.camp.id != 0 && ok && s.camp.withdrawn == nil && !s.stale {
-		// A takeover is written only on what a read has just returned:
-		// a store that rewound and handed the watched ETag out again for
-		// other content fails the If-Match of a fresh sighting, not of
-		// one read before the rewind. When the takeover time comes
-		// between reads, the follower reads first.
-		timed := s.mode == frequent || s.v.kind != kindHeld
-		switch {
-		case now.Before(s.camp.claimAfter):
-			soonest(s.camp.claimAfter)
-		case !now.Before(at) && readNow:
-			s.claim(now, emit)
-			return wake
-		case !now.Before(at) && timed:
-			s.nextRead = now
-		case timed:
-			soonest(at)
-		}
-	}
-
-	if s.mode == peerWatch {
-		switch {
-		case ok && s.v.kind == kindHeld && !now.Before(at) && !mutPeerNoCheck:
-			// No newer write was heard by the takeover time: stop
-			// believing the peer and read the store.
-			s.mode, s.nextRead, s.peerOn = frequent, now, peerKey{}
-			emit(doPeer{})
-		case s.peerNoETag:
-			// The leader answers without ETags: reads go on at the
-			// infrequent pace.
-		default:
-			if ok && s.v.kind == kindHeld && !mutPeerNoCheck {
-				soonest(at)
-			}
-			return wake // the poller speaks for the leader
-		}
-	}
-	if !now.Before(s.nextRead) {
-		s.gen++
-		s.io, s.ioSent = opRead, now
-		emit(doRead{s.gen})
-		return wake
-	}
-	soonest(s.nextRead)
-	return wake
-}
-
-// actLeader renews, fences and ends the leadership.
-func (s *state) actLeader(now time.Time, emit func(effect)) time.Time {
-	l := &s.lead
-	if l.ending == nil && !now.Before(l.deadline) {
-		l.ending = ErrLeaseExpired
-		emit(doEnd{ErrLeaseExpired})
-	}
-	if l.ending != nil {
-		s.announce(Change{}, emit) // no leader this elector knows of while it ends
-		if s.io == opNone {
-			s.finishLead(now, emit)
-			if s.lead.id == 0 {
-				return s.act(now, false, emit)
-			}
-		}
-		return time.Time{}
-	}
-	renewAt := l.sentAt.Add(s.p.fi)
-	if s.io == opNone && !now.Before(renewAt) {
-		rec := l.rec
-		rec.LastUpdated = s.nextStamp(now)
-		rec.Held = now.Sub(l.first).Milliseconds()
-		s.write(opRenew, rec.encode(), l.etag, l.sum, nil, l.deadline, now, emit)
-		return l.deadline
-	}
-	if s.io != opNone {
-		return l.deadline
-	}
-	return renewAt
-}
-
-// finishLead ends a leadership whose last write has returned: it writes the
-// release when the end allows one, then hands the lockfile back to the
-// follower's view.
-func (s *state) finishLead(now time.Time, emit func(effect)) {
-	l := &s.lead
-	switch {
-	case errors.Is(l.ending, ErrLeadershipLost):
-		s.v, s.nextRead = view{}, now // someone else wrote: see who
-	case errors.Is(l.ending, ErrLeaseExpired):
-		// The store did not take our renewals; the record stays as it is.
-		// Others wait LeaderTimeout for it; this elector, knowing it has
-		// stopped, may take it over at once.
-		s.v = view{kind: kindOurs, etag: l.etag, rec: l.rec, term: l.rec.Term, seenAt: now}
-		s.nextRead = now.Add(s.p.fi)
-	default:
-		rec := l.rec
-		rec.LastUpdated = time.Time{}
-		s.write(opRelease, rec.encode(), l.etag, l.sum, l.unsure, time.Time{}, now, emit)
-		return
-	}
-	s.leadOver(nil, now, emit)
-}
-
-// leadOver forgets the ended leadership and answers whoever waits for it.
-func (s *state) leadOver(err error, now time.Time, emit func(effect)) {
-	l := s.lead
-	s.lead = leadState{}
-	s.mode = frequent
-	emit(doLog{"leadership ended", []any{"term", l.rec.Term, "cause", l.ending}})
-	emit(doExited{err})
-	if !l.handed && s.camp.id == l.id {
-		// Won for a Campaign that gave up, or during Close: it never had
-		// the leadership, and now nothing of it is left.
-		switch {
-		case s.closing:
-			emit(doAnswer{s.camp.id, ErrClosed})
-			s.camp = campState{}
-		case s.camp.withdrawn != nil:
-			emit(doAnswer{s.camp.id, s.camp.withdrawn})
-			s.camp = campState{}
-		default:
-			s.camp.claimAfter = now.Add(s.p.fi) // a slow takeover: try again later
-		}
-	}
-	s.announce(Change{Leader: s.watched(now)}, emit)
-}
-
-// watched returns the live leader the follower knows of at now. A leader
-// seen renewing steadily is trusted until the next read or peer answer
-// says otherwise; while leadership is changing, its lease ends when a
-// takeover would be allowed.
-func (s *state) watched(now time.Time) Record {
-	if s.mode != frequent && s.v.kind == kindHeld {
-		return s.v.rec
-	}
-	return s.v.leader(now, s.p.lt)
-}
-
-// claim writes a takeover over the view's ETag.
-func (s *state) claim(now time.Time, emit func(effect)) {
-	base := max(s.v.term, s.maxTerm)
-	if base == math.MaxUint64 {
-		emit(doAnswer{s.camp.id, fmt.Errorf("the lockfile holds term %d, which cannot be raised: "+
-			"fencing tokens would repeat; write a record with a lower term or use a new LockfilePath", base)})
-		s.camp = campState{}
-		return
-	}
-	// Every takeover write starts a leadership of its own, with its own
-	// lease value: an earlier attempt that failed may still have landed,
-	// and its held times count from another first write.
-	s.camp.claims++
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d", s.camp.lease, s.camp.claims)
-	rec := Record{LeaderID: s.p.id, LeaderAddr: s.p.addr, LastUpdated: s.nextStamp(now),
-		Term: base + 1, Lease: fmt.Sprintf("%016x", h.Sum64())}
-	s.write(opClaim, rec.encode(), s.v.etag, s.v.sum, nil, time.Time{}, now, emit)
-}
-
-func (s *state) write(kind opKind, data []byte, ifMatch string, over [32]byte, orOver []byte, notAfter, now time.Time, emit func(effect)) {
-	s.gen++
-	s.io, s.ioData, s.ioSent = kind, data, now
-	emit(doWrite{gen: s.gen, kind: kind, data: data, ifMatch: ifMatch, over: over, orOver: orOver, notAfter: notAfter})
-}
-
-// nextStamp returns a lastUpdated for a new write: the wall clock, but
-// always after every stamp written before, so that no two writes of this
-// elector have the same bytes even if the wall clock steps back.
-func (s *state) nextStamp(now time.Time) time.Time {
-	t := now.UTC().Round(0)
-	if !t.After(s.stamp) {
-		t = s.stamp.Add(time.Nanosecond)
-	}
-	s.stamp = t
-	return t
-}
-
-// readDone takes in a follower's read.
-func (s *state) readDone(ev evStore, now time.Time, emit func(effect)) {
-	if ev.err != nil {
-		if s.closing {
-			return // Close cut the read short
-		}
-		s.readErr, s.mode = ev.err, frequent
-		if store.IsPermanent(ev.err) {
-			if s.camp.id != 0 {
-				emit(doAnswer{s.camp.id, ev.err})
-				s.camp = campState{}
-			}
-			s.mode = infrequent // keep watching, without hammering a store that refuses us
-		}
-		s.nextRead = s.ioSent.Add(s.interval())
-		emit(doLog{"reading the lockfile failed", []any{"err", ev.err}})
-		return
-	}
-	s.readErr, s.stale = nil, false
-	if u := s.unsureClaim; u.data != nil {
-		s.unsureClaim = unsureClaim{}
-		if bytes.Equal(ev.data, u.data) && s.camp.id == u.camp && s.camp.withdrawn == nil && !s.closing {
-			// A takeover whose outcome was unknown had landed: it won,
-			// its lease counted from its first attempt, as an adopted
-			// write's is.
-			emit(doLog{"adopted a takeover whose reply was lost", []any{"etag", ev.etag}})
-			s.v = s.v.observe(ev.data, ev.etag, now)
-			s.claimDone(evStore{etag: ev.etag}, u.data, u.sentAt, now, emit)
-			return
-		}
-	}
-	before := s.v
-	s.v = s.v.observe(ev.data, ev.etag, now)
-	if s.v.term > s.maxTerm {
-		s.maxTerm = s.v.term
-	}
-	fresh := !before.same(s.v)
-	if s.v.kind == kindCorrupt && fresh {
-		emit(doLog{"lockfile is unreadable; it will be taken over after LeaderTimeout", []any{"etag", ev.etag}})
-	}
-
-	key := s.v.key()
-	if s.v.kind != kindHeld || key != s.stable {
-		s.stable, s.stableAt = key, now
-	}
-	// lastUpdated is the writer's wall clock: a hint that may change when
-	// the follower reads, never let it take over sooner. A read timed just
-	// after a renewal was due (below) expects a record younger than half a
-	// FrequentInterval; any other read, younger than one and a half.
-	age := now.Sub(s.v.rec.LastUpdated)
-	limit := s.p.fi + s.p.fi/2
-	if s.aligned {
-		limit = s.p.fi/2 + renewalSlack(s.p.fi)
-	}
-	late := age > limit
-	if s.v.kind == kindHeld && fresh && !late && now.Sub(s.stableAt) >= s.p.lt {
-		s.mode = infrequent
-	} else {
-		s.mode = frequent
-	}
-	s.nextRead, s.aligned = s.ioSent.Add(s.interval()), false
-	if s.mode == infrequent && age > -s.p.ii && age < s.p.ii {
-		// Time the next read just after one of the leader's renewals is
-		// due, by the phase its stamps give (renewals go out every
-		// FrequentInterval): a renewal missing then shows as a late
-		// record, so after a crash the follower moves to the frequent
-		// pace at once and takes over at the exact time the lease
-		// allows, instead of a whole InfrequentInterval later. The read
-		// never comes sooner than InfrequentInterval after the last one.
-		//
-		// Followers spread their reads over the renewals by a slot drawn
-		// from their ServerID, so that a group's followers do not all read
-		// at once and a release is seen by the first of them.
-		//
-		// The renewal is chosen by rounding, not by rounding up, so that a
-		// renewal a little earlier than its due time does not push the
-		// read a whole cycle later; in the steady state reads are k
-		// renewals apart, never less than InfrequentInterval.
-		wrote := now.Add(-age).Add(renewalSlack(s.p.fi))
-		n := (s.nextRead.Sub(wrote) + s.p.fi/2) / s.p.fi
-		if k := int64((s.p.ii + s.p.fi - 1) / s.p.fi); k > 1 {
-			idx := (s.v.rec.Held + s.p.fi.Milliseconds()/2) / max(s.p.fi.Milliseconds(), 1) // this record's renewal number
-			j := idx + int64(n)
-			n += time.Duration(((int64(s.p.slot)-j)%k + k) % k)
-		}
-		s.nextRead, s.aligned = wrote.Add(n*s.p.fi), true
-	}
-	if s.p.peerMode && s.mode == infrequent && s.v.rec.LeaderAddr != "" {
-		was := s.peerOn
-		s.mode, s.peerOn = peerWatch, peerKey{s.v.key(), s.v.rec.LeaderAddr}
-		if was != s.peerOn || !s.peerNoETag {
-			s.peerGen++
-			s.peerNoETag = false
-			emit(doPeer{peerTarget{gen: s.peerGen, id: s.v.rec.LeaderID, term: s.v.rec.Term,
-				lease: s.v.rec.Lease, addr: s.v.rec.LeaderAddr, etag: s.v.etag}})
-		}
-	} else {
-		s.peerOn = peerKey{}
-	}
-}
-
-func (s *state) interval() time.Duration {
-	if s.mode == frequent {
-		return s.p.fi
-	}
-	return s.p.ii
-}
-
-// heardPeer takes in a report of the peer poller. An answer with an ETag
-// the follower has not seen, from the leadership it expects and with
-// more held time, is a sighting at the time the answer arrived: the leader
-// wrote it before answering. An answer without an ETag (the original
-// s3lect) only says the leader is there: it moves no first-sight time, and
-// the follower keeps reading the store every InfrequentInterval. A failure
-// sends the follower back to the store at once.
-func (s *state) heardPeer(r peerReport, now time.Time, emit func(effect)) {
-	if s.mode != peerWatch || r.gen != s.peerGen {
-		return // about a target the loop has since dropped
-	}
-	switch {
-	case r.err != nil:
-		emit(doLog{"peer check failed; reading the lockfile", []any{"err", r.err}})
-		s.mode, s.nextRead, s.peerOn = frequent, now, peerKey{}
-	case r.etag == "":
-		s.peerNoETag = true // a hint only: reads go on at the infrequent pace
-	case r.etag != s.v.etag && s.v.kind == kindHeld && r.rec.LeaderID == s.v.rec.LeaderID && r.rec.Term == s.v.rec.Term &&
-		r.rec.Lease == s.v.rec.Lease && (r.rec.Held > s.v.rec.Held || r.rec.Lease == ""):
-		s.v = s.v.observe(r.rec.encode(), r.etag, r.at)
-		s.nextRead = now.Add(s.p.ii)
-	}
-}
-
-// claimDone takes in the result of a takeover.
-func (s *state) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit func(effect)) {
-	switch {
-	case ev.err == nil:
-		rec, _ := ParseRecord(data)
-		s.maxTerm = max(s.maxTerm, rec.Term)
-		s.lead = leadState{id: s.camp.id, rec: rec, etag: ev.etag, sum: sha256.Sum256(data), first: sentAt, sentAt: sentAt,
-			deadline: sentAt.Add(s.p.lt - s.p.margin)}
-		s.stable, s.mode = leaseKey{}, frequent
-		switch {
-		case !now.Before(s.lead.deadline):
-			// The write took longer than a lease: it may not be led on.
-			// Give it back so that nobody waits for it.
-			s.lead.ending = errSlowTakeover
-			emit(doLog{"takeover took longer than the lease; releasing it", nil})
-		case s.closing:
-			s.lead.ending = errCloseResign
-		case s.camp.withdrawn != nil:
-			s.lead.ending = s.camp.withdrawn
-		default:
-			s.lead.handed = true
-			emit(doLead{campID: s.camp.id, term: rec.Term, rec: rec, etag: ev.etag, deadline: s.lead.deadline})
-			emit(doLog{"became leader", []any{"term", rec.Term}})
-			s.camp = campState{}
-			s.announce(Change{Leader: rec, IsLeader: true}, emit)
-		}
-	case errors.Is(ev.err, store.ErrPreconditionFailed):
-		s.nextRead, s.stale = now, true // someone else wrote first: see who
-		s.mode = frequent
-		s.answerWithdrawn(emit)
-	default:
-		s.camp.claimAfter = now.Add(s.p.fi)
-		emit(doLog{"takeover failed", []any{"err", ev.err}})
-		if store.IsPermanent(ev.err) && s.camp.withdrawn == nil && !s.closing {
-			emit(doAnswer{s.camp.id, ev.err})
-			s.camp = campState{}
-		}
-		s.answerWithdrawn(emit)
-		if ev.unsure && s.camp.id != 0 {
-			// It may have landed: if the next read finds exactly these
-			// bytes, the takeover won (readDone).
-			s.unsureClaim = unsureClaim{data: data, sentAt: sentAt, camp: s.camp.id}
-			s.nextRead = now
-		}
-	}
-}
-
-// answerWithdrawn answers a Campaign that gave up, or Close, once a
-// takeover in flight has lost.
-func (s *state) answerWithdrawn(emit func(effect)) {
-	switch {
-	case s.camp.id == 0:
-	case s.closing:
-		emit(doAnswer{s.camp.id, ErrClosed})
-		s.camp = campState{}
-	case s.camp.withdrawn != nil:
-		emit(doAnswer{s.camp.id, s.camp.withdrawn})
-		s.camp = campState{}
-	}
-}
-
-// renewDone takes in the result of a renewal.
-func (s *state) renewDone(ev evStore, data []byte, sentAt time.Time, emit func(effect)) {
-	l := &s.lead
-	switch {
-	case ev.err == nil:
-		rec, _ := ParseRecord(data)
-		l.rec, l.etag, l.sum, l.unsure = rec, ev.etag, sha256.Sum256(data), nil
-		l.sentAt, l.deadline = sentAt, sentAt.Add(s.p.lt-s.p.margin)
-		if l.ending == nil {
-			emit(doRenewed{rec: rec, etag: ev.etag, deadline: l.deadline})
-			s.announce(Change{Leader: rec, IsLeader: true}, emit) // recorded for Leader(), not announced again
-		}
-	case l.ending != nil:
-		if ev.unsure {
-			l.unsure = data
-		}
-	case errors.Is(ev.err, store.ErrPreconditionFailed):
-		emit(doLog{"renewal found another writer", []any{"term", l.rec.Term, "err", ev.err}})
-		l.ending = ErrLeadershipLost
-		emit(doEnd{ErrLeadershipLost})
-	default:
-		emit(doLog{"renewal failed", []any{"term", l.rec.Term, "err", ev.err}})
-		l.ending = ErrLeaseExpired
-		emit(doEnd{ErrLeaseExpired})
-	}
-}
-
-// releaseDone takes in the result of the release.
-func (s *state) releaseDone(ev evStore, now time.Time, emit func(effect)) {
-	l := s.lead
-	var err error
-	switch {
-	case ev.err == nil:
-		rec := l.rec
-		rec.LastUpdated = time.Time{}
-		s.v = view{}.observe(rec.encode(), ev.etag, now)
-		s.nextRead = now.Add(s.p.fi)
-	case errors.Is(ev.err, store.ErrPreconditionFailed):
-		s.v, s.nextRead = view{}, now // another holder wrote since: nothing of ours is left
-	default:
-		err = ev.err
-		emit(doLog{"release failed; followers take over after LeaderTimeout", []any{"term", l.rec.Term, "err", ev.err}})
-		s.v = view{kind: kindOurs, etag: l.etag, rec: l.rec, term: l.rec.Term, seenAt: now}
-		s.nextRead = now.Add(s.p.fi)
-	}
-	s.leadOver(err, now, emit)
-}
-
-// announce publishes c if it differs from what was announced last in
-// leader, term, IsLeader or error.
-func (s *state) announce(c Change, emit func(effect)) {
-	p := s.pub
-	if s.known && p.IsLeader == c.IsLeader && p.Leader.LeaderID == c.Leader.LeaderID &&
-		p.Leader.Term == c.Leader.Term && sameErr(p.Err, c.Err) {
-		s.pub = c // same announcement; keep the newest record for Leader()
-		return
-	}
-	s.pub, s.known = c, true
-	emit(doPublish{c})
-}
-
-func sameErr(a, b error) bool {
-	return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error())
-}

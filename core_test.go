@@ -25,38 +25,38 @@ var coreParams = params{id: "me", addr: "me:1", fi: time.Second, ii: 5 * time.Se
 type machine struct {
 	t     *testing.T
 	lease string // the lease of the leadership won, once won
-	s     state
+	c     core
 	fx    []effect // the last step's effects
 	wake  time.Time
 }
 
 func newMachine(t *testing.T, p params) *machine {
-	m := &machine{t: t, s: newState(p)}
+	m := &machine{t: t, c: newCore(p)}
 	return m
 }
 
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
-	m.fx, m.wake = m.s.next(ev, now)
+	m.fx, m.wake = m.c.next(ev, now)
 	return m
 }
 
 // read answers the read in flight with data and etag ("" for absent).
 func (m *machine) read(data []byte, etag string, now time.Time) *machine {
 	m.t.Helper()
-	if m.s.io != opRead {
-		m.t.Fatalf("at %v: read answered, but the call in flight is %v", now.Sub(t0), m.s.io)
+	if m.c.sh.call.kind != opRead {
+		m.t.Fatalf("at %v: read answered, but the call in flight is %v", now.Sub(t0), m.c.sh.call.kind)
 	}
-	return m.on(evStore{gen: m.s.gen, data: data, etag: etag}, now)
+	return m.on(evStore{gen: m.c.sh.gen, data: data, etag: etag}, now)
 }
 
 // wrote answers the write in flight.
 func (m *machine) wrote(etag string, err error, now time.Time) *machine {
 	m.t.Helper()
-	if m.s.io == opNone || m.s.io == opRead {
-		m.t.Fatalf("at %v: write answered, but the call in flight is %v", now.Sub(t0), m.s.io)
+	if m.c.sh.call.kind == opNone || m.c.sh.call.kind == opRead {
+		m.t.Fatalf("at %v: write answered, but the call in flight is %v", now.Sub(t0), m.c.sh.call.kind)
 	}
-	return m.on(evStore{gen: m.s.gen, etag: etag, err: err}, now)
+	return m.on(evStore{gen: m.c.sh.gen, etag: etag, err: err}, now)
 }
 
 // effect returns the last step's first effect of type T.
@@ -113,11 +113,11 @@ func TestCoreTakeoverTimes(t *testing.T) {
 		etag string
 		want time.Duration // when the takeover write is sent, after the first read at 0
 	}{
-		{"AbsentNeverSeen", nil, "", 0},
-		{"Released", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, 0},
-		{"HeldNoLease", held("x", 4, "", 0, 0), `"h"`, lt},
-		{"HeldWithLease", held("x", 4, "a", 9000, 0), `"h"`, lt},
-		{"Unreadable", []byte("not json"), `"c"`, lt},
+		{"4 takeover: an absence never preceded by a record is created at once", nil, "", 0},
+		{"1 a released record (lastUpdated zero) is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, 0},
+		{"3.1 a record without a lease waits LeaderTimeout of observed silence", held("x", 4, "", 0, 0), `"h"`, lt},
+		{"3.2 a record with a lease seen once waits LeaderTimeout, as 3.1", held("x", 4, "a", 9000, 0), `"h"`, lt},
+		{"1 unreadable content is a holder that never renews: LeaderTimeout", []byte("not json"), `"c"`, lt},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -129,7 +129,7 @@ func TestCoreTakeoverTimes(t *testing.T) {
 				if now > 0 {
 					m.on(evTimer{}, at(now))
 				}
-				if m.s.io == opRead { // the store answers at once
+				if m.c.sh.call.kind == opRead { // the store answers at once
 					m.read(tc.data, tc.etag, at(now))
 				}
 				if w, ok := effectOf[doWrite](m); ok {
@@ -152,7 +152,7 @@ func TestCoreAbsenceAfterHeldWaitsOutTheLease(t *testing.T) {
 	campaignAt(t, m, held("x", 4, "", 0, 0), `"h"`, at(0))
 	m.on(evTimer{}, at(time.Second)).read(nil, "", at(time.Second)) // deleted under a live leader
 	noEffect[doWrite](t, m, "absence after a held record")
-	if got, _ := m.s.v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + coreParams.lt)) {
+	if got, _ := m.c.fol.v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + coreParams.lt)) {
 		t.Errorf("takeover of a deleted lockfile at %v; want LeaderTimeout after the absence was seen", got.Sub(t0))
 	}
 }
@@ -166,7 +166,7 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 	campaignAt(t, m, held("x", 4, "a", 10_000, 0), `"1"`, at(0)) // record i, first seen at 0
 	// Record k, written 2 s of the leader's time later, first seen at 4.5 s.
 	m.on(evTimer{}, at(time.Second)).read(held("x", 4, "a", 12_000, 0), `"2"`, at(4500*time.Millisecond))
-	got, _ := m.s.v.takeoverAt(p.lt)
+	got, _ := m.c.fol.v.takeoverAt(p.lt)
 	want := at(0).Add(stretch(2001 * time.Millisecond)).Add(p.lt) // 2.251 s + 3 s
 	if !got.Equal(want) {
 		t.Fatalf("takeoverAt = %v; want %v (not first sight + LT = %v)", got.Sub(t0), want.Sub(t0), (4500*time.Millisecond + p.lt))
@@ -178,12 +178,12 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 	// A leader whose reported time goes backwards (a rewound store, a
 	// liar) is trusted no more than observed silence allows.
 	m.on(evTimer{}, at(5*time.Second)).read(held("x", 4, "a", 11_000, 0), `"3"`, at(5*time.Second))
-	if got, _ := m.s.v.takeoverAt(p.lt); got.Before(at(5*time.Second + p.lt)) {
+	if got, _ := m.c.fol.v.takeoverAt(p.lt); got.Before(at(5*time.Second + p.lt)) {
 		t.Errorf("takeoverAt after held went backwards = %v; want no earlier than first sight + LT", got.Sub(t0))
 	}
 	// Another leadership (a new lease) starts afresh.
 	m.on(evTimer{}, at(6*time.Second)).read(held("x", 4, "b", 50_000, 0), `"4"`, at(6*time.Second))
-	if got, _ := m.s.v.takeoverAt(p.lt); !got.Equal(at(6*time.Second + p.lt)) {
+	if got, _ := m.c.fol.v.takeoverAt(p.lt); !got.Equal(at(6*time.Second + p.lt)) {
 		t.Errorf("takeoverAt of a new leadership = %v; want first sight + LT", got.Sub(t0))
 	}
 }
@@ -205,8 +205,8 @@ func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 	mustEffect[doRead](t, m, "takeover time between reads")
 	m.read(held("y", 5, "", 0, 0), `"7"`, at(coreParams.lt)) // the same ETag, other bytes
 	noEffect[doWrite](t, m, "the ETag came back with other bytes")
-	if !m.s.v.seenAt.Equal(at(coreParams.lt)) {
-		t.Errorf("seenAt %v; want a new sighting at the read", m.s.v.seenAt.Sub(t0))
+	if !m.c.fol.v.seenAt.Equal(at(coreParams.lt)) {
+		t.Errorf("seenAt %v; want a new sighting at the read", m.c.fol.v.seenAt.Sub(t0))
 	}
 }
 
@@ -214,12 +214,12 @@ func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "a", 0, 0), `"7"`, at(0))
 	m.on(evTimer{}, at(time.Second)).read(held("y", 4, "b", 0, 0), `"7"`, at(time.Second))
-	if !m.s.v.seenAt.Equal(at(time.Second)) || m.s.v.rec.LeaderID != "y" {
-		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting at 1s of y", m.s.v.seenAt.Sub(t0), m.s.v.rec.LeaderID)
+	if !m.c.fol.v.seenAt.Equal(at(time.Second)) || m.c.fol.v.rec.LeaderID != "y" {
+		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting at 1s of y", m.c.fol.v.seenAt.Sub(t0), m.c.fol.v.rec.LeaderID)
 	}
 	m.on(evTimer{}, at(2*time.Second)).read(held("y", 4, "b", 0, 0), `"7"`, at(2*time.Second))
-	if !m.s.v.seenAt.Equal(at(time.Second)) {
-		t.Errorf("same ETag, same bytes: seenAt moved to %v; want 1s", m.s.v.seenAt.Sub(t0))
+	if !m.c.fol.v.seenAt.Equal(at(time.Second)) {
+		t.Errorf("same ETag, same bytes: seenAt moved to %v; want 1s", m.c.fol.v.seenAt.Sub(t0))
 	}
 }
 
@@ -247,7 +247,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		}
 		return m
 	}
-	t.Run("RenewalIsOnePutAndCarriesHeld", func(t *testing.T) {
+	t.Run("4 leader renews with one If-Match PUT carrying held (3.2), its lease from the send (3.1)", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi))
 		w := mustEffect[doWrite](t, m, "renewal")
@@ -265,7 +265,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("deadline after renewal %v; want from the renewal's send", r.deadline.Sub(t0))
 		}
 	})
-	t.Run("PreconditionFailedIsLost", func(t *testing.T) {
+	t.Run("4 leader: precondition failed on a round's first attempt is lost, nothing written", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi))
 		if e := mustEffect[doEnd](t, m, "412"); !errors.Is(e.cause, ErrLeadershipLost) {
@@ -275,18 +275,18 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		mustEffect[doExited](t, m, "lost leadership")
 		mustEffect[doRead](t, m, "lost leadership: see who")
 	})
-	t.Run("RetriesExhaustedIsExpired", func(t *testing.T) {
+	t.Run("4 leader: retries exhausted is expired, record left as it is", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
 		if e := mustEffect[doEnd](t, m, "failed renewal"); !errors.Is(e.cause, ErrLeaseExpired) {
 			t.Fatalf("cause %v; want ErrLeaseExpired", e.cause)
 		}
 		noEffect[doWrite](t, m, "expired leadership")
-		if m.s.v.kind != kindOurs {
-			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.s.v.kind)
+		if m.c.fol.v.kind != kindOurs {
+			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.c.fol.v.kind)
 		}
 	})
-	t.Run("DeadlineEndsIt", func(t *testing.T) {
+	t.Run("3.1 leader: the lease deadline ends the leadership", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)) // renewal sent, reply never comes
 		m.on(evTimer{}, at(p.lt-p.margin))
@@ -294,7 +294,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Fatalf("cause %v; want ErrLeaseExpired", e.cause)
 		}
 	})
-	t.Run("ResignReleases", func(t *testing.T) {
+	t.Run("4 leader: Resign releases with lastUpdated zero, same term", func(t *testing.T) {
 		m := win(t)
 		m.on(evLeadDone{ErrResigned}, at(500*time.Millisecond))
 		w := mustEffect[doWrite](t, m, "resign")
@@ -306,22 +306,22 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		if x := mustEffect[doExited](t, m, "released"); x.err != nil {
 			t.Errorf("exited with %v; want nil", x.err)
 		}
-		if m.s.v.kind != kindVacant {
-			t.Errorf("view after release = %v; want vacant", m.s.v.kind)
+		if m.c.fol.v.kind != kindVacant {
+			t.Errorf("view after release = %v; want vacant", m.c.fol.v.kind)
 		}
 	})
-	t.Run("ResignDuringRenewalWithUnknownOutcome", func(t *testing.T) {
+	t.Run("4 leader: a release after an unsure renewal goes over it if it landed", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi))
 		renewal := mustEffect[doWrite](t, m, "renewal")
 		m.on(evLeadDone{ErrResigned}, at(p.fi+10*time.Millisecond))
-		m.on(evStore{gen: m.s.gen, err: errors.New("cut"), unsure: true}, at(p.fi+20*time.Millisecond))
+		m.on(evStore{gen: m.c.sh.gen, err: errors.New("cut"), unsure: true}, at(p.fi+20*time.Millisecond))
 		w := mustEffect[doWrite](t, m, "release")
 		if w.kind != opRelease || string(w.orOver) != string(renewal.data) {
 			t.Fatalf("release = %+v; want it to go over the unsure renewal if that landed", w)
 		}
 	})
-	t.Run("CampaignAgainOnlyAfterTheEnd", func(t *testing.T) {
+	t.Run("4 Campaign again after Done waits for the release, then a fresh read", func(t *testing.T) {
 		m := win(t)
 		m.on(evCampaign{id: 2, lease: "l2"}, at(200*time.Millisecond))
 		if a := mustEffect[doAnswer](t, m, "campaign while leading"); a.err != ErrCampaigning {
@@ -351,7 +351,7 @@ func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
 	m.wrote("", errors.New("timeout"), at(time.Second)) // outcome unknown
 	for now := 2 * time.Second; ; now += time.Second {
 		m.on(evTimer{}, at(now))
-		if m.s.io == opRead {
+		if m.c.sh.call.kind == opRead {
 			m.read(nil, "", at(now))
 		}
 		if w, ok := effectOf[doWrite](m); ok {
@@ -372,7 +372,7 @@ func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 	campaignAt(t, m, []byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(0))
 	for now := time.Second; now <= coreParams.lt; now += time.Second {
 		m.on(evTimer{}, at(now))
-		if m.s.io == opRead {
+		if m.c.sh.call.kind == opRead {
 			m.read([]byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(now))
 		}
 	}
@@ -404,14 +404,14 @@ func TestCoreIntervals(t *testing.T) {
 		now += p.fi
 		m.on(evTimer{}, at(now))
 	}
-	if m.s.mode != infrequent {
-		t.Fatalf("mode after %v of steady renewals = %v; want infrequent", now, m.s.mode)
+	if m.c.fol.mode != infrequent {
+		t.Fatalf("mode after %v of steady renewals = %v; want infrequent", now, m.c.fol.mode)
 	}
 	// The next read is timed just after one of the leader's renewals is
 	// due (by its stamps, every FrequentInterval), no sooner than
 	// InfrequentInterval after the last read.
 	last := now - p.fi // the read that made the follower infrequent
-	for m.s.io != opRead {
+	for m.c.sh.call.kind != opRead {
 		now += time.Millisecond
 		m.on(evTimer{}, at(now))
 	}
@@ -424,8 +424,8 @@ func TestCoreIntervals(t *testing.T) {
 	// The renewal due just before that read is missing: the record is late
 	// by the hint, and the follower reads every FrequentInterval again.
 	m.read(held("x", 1, "a", 99_000, now-renewalSlack(p.fi)-p.fi), `"late"`, at(now))
-	if m.s.mode != frequent {
-		t.Errorf("mode after a late-looking record = %v; want frequent", m.s.mode)
+	if m.c.fol.mode != frequent {
+		t.Errorf("mode after a late-looking record = %v; want frequent", m.c.fol.mode)
 	}
 }
 
@@ -436,9 +436,9 @@ func TestCorePeerReports(t *testing.T) {
 		m := newMachine(t, p)
 		m.on(evCampaign{id: 1, lease: "l1"}, at(0))
 		now := time.Duration(0)
-		for i := int64(0); m.s.mode != peerWatch; i++ {
+		for i := int64(0); m.c.fol.mode != peerWatch; i++ {
 			m.read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
-			if m.s.mode == peerWatch {
+			if m.c.fol.mode == peerWatch {
 				break
 			}
 			now += p.fi
@@ -447,53 +447,53 @@ func TestCorePeerReports(t *testing.T) {
 		mustEffect[doPeer](t, m, "steady leader in peer mode")
 		return m, now
 	}
-	t.Run("NewETagMovesTheClock", func(t *testing.T) {
+	t.Run("5 an answer with a new ETag and more held is a sighting", func(t *testing.T) {
 		m, now := steady(t)
 		rec, _ := ParseRecord(held("x", 1, "a", 99_000, now))
-		m.on(evPeer{gen: m.s.peerGen, rec: rec, etag: `"p"`, at: at(now + 2*time.Second)}, at(now+2*time.Second))
-		if m.s.v.etag != `"p"` || !m.s.v.seenAt.Equal(at(now+2*time.Second)) {
-			t.Fatalf("view after a peer answer = %s seen %v; want \"p\" seen when the answer came", m.s.v.etag, m.s.v.seenAt.Sub(t0))
+		m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: `"p"`, at: at(now + 2*time.Second)}, at(now+2*time.Second))
+		if m.c.fol.v.etag != `"p"` || !m.c.fol.v.seenAt.Equal(at(now+2*time.Second)) {
+			t.Fatalf("view after a peer answer = %s seen %v; want \"p\" seen when the answer came", m.c.fol.v.etag, m.c.fol.v.seenAt.Sub(t0))
 		}
 		noEffect[doRead](t, m, "honest peer")
 	})
-	t.Run("StalePeerCannotHoldTheElection", func(t *testing.T) {
+	t.Run("5 a stale peer cannot hold the election past the takeover time (9, 8)", func(t *testing.T) {
 		m, now := steady(t)
-		rec := m.s.v.rec
-		deadline, _ := m.s.v.takeoverAt(p.lt)
+		rec := m.c.fol.v.rec
+		deadline, _ := m.c.fol.v.takeoverAt(p.lt)
 		for d := now; d < deadline.Sub(t0); d += 100 * time.Millisecond {
-			m.on(evPeer{gen: m.s.peerGen, rec: rec, etag: m.s.v.etag, at: at(d)}, at(d)) // the same record, forever
+			m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: m.c.fol.v.etag, at: at(d)}, at(d)) // the same record, forever
 			noEffect[doRead](t, m, "before the takeover time")
 		}
 		m.on(evTimer{}, deadline)
 		mustEffect[doRead](t, m, "takeover time passed with nothing new heard")
-		m.read(m.s.v.rec.encode(), m.s.v.etag, deadline)
+		m.read(m.c.fol.v.rec.encode(), m.c.fol.v.etag, deadline)
 		w := mustEffect[doWrite](t, m, "same record in the store")
 		if w.kind != opClaim {
 			t.Fatalf("write %+v; want a takeover", w)
 		}
 	})
-	t.Run("NoETagIsAHint", func(t *testing.T) {
+	t.Run("5 an answer without an ETag is a hint: reads go on every InfrequentInterval", func(t *testing.T) {
 		m, now := steady(t)
-		seen := m.s.v.seenAt
-		rec := m.s.v.rec
-		m.on(evPeer{gen: m.s.peerGen, rec: rec, at: at(now + time.Second)}, at(now+time.Second))
-		if !m.s.v.seenAt.Equal(seen) {
-			t.Fatalf("an answer without an ETag moved the first sight to %v", m.s.v.seenAt.Sub(t0))
+		seen := m.c.fol.v.seenAt
+		rec := m.c.fol.v.rec
+		m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, at: at(now + time.Second)}, at(now+time.Second))
+		if !m.c.fol.v.seenAt.Equal(seen) {
+			t.Fatalf("an answer without an ETag moved the first sight to %v", m.c.fol.v.seenAt.Sub(t0))
 		}
 		m.on(evTimer{}, at(now+p.ii))
 		mustEffect[doRead](t, m, "no-ETag peer: the store is read every InfrequentInterval")
 	})
-	t.Run("FailureReadsTheStoreAtOnce", func(t *testing.T) {
+	t.Run("5 a peer failure reads the store at once", func(t *testing.T) {
 		m, now := steady(t)
-		m.on(evPeer{gen: m.s.peerGen, err: errors.New("connection refused"), at: at(now + time.Second)}, at(now+time.Second))
+		m.on(evPeer{gen: m.c.sh.peerGen, err: errors.New("connection refused"), at: at(now + time.Second)}, at(now+time.Second))
 		mustEffect[doRead](t, m, "peer failure")
-		if m.s.mode != frequent {
-			t.Errorf("mode after a peer failure = %v; want frequent", m.s.mode)
+		if m.c.fol.mode != frequent {
+			t.Errorf("mode after a peer failure = %v; want frequent", m.c.fol.mode)
 		}
 	})
-	t.Run("OldTargetIgnored", func(t *testing.T) {
+	t.Run("5 a report about a dropped target is ignored", func(t *testing.T) {
 		m, now := steady(t)
-		m.on(evPeer{gen: m.s.peerGen - 1, err: errors.New("refused")}, at(now+time.Second))
+		m.on(evPeer{gen: m.c.sh.peerGen - 1, err: errors.New("refused")}, at(now+time.Second))
 		noEffect[doRead](t, m, "report about a dropped target")
 	})
 }
@@ -505,7 +505,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		mustEffect[doWrite](t, m, "claim")
 		return m
 	}
-	t.Run("WithdrawBeforeTheWriteReturns", func(t *testing.T) {
+	t.Run("4 a Campaign withdrawn during its takeover releases what it won", func(t *testing.T) {
 		m := claim(t)
 		cause := errors.New("caller gave up")
 		m.on(evWithdraw{id: 1, cause: cause}, at(10*time.Millisecond))
@@ -520,13 +520,13 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 			t.Fatalf("answer %v; want the withdrawal's cause", a.err)
 		}
 	})
-	t.Run("WithdrawAndTheTakeoverLoses", func(t *testing.T) {
+	t.Run("4 a Campaign withdrawn during a takeover that loses is answered", func(t *testing.T) {
 		m := claim(t)
 		m.on(evWithdraw{id: 1, cause: errors.New("gave up")}, at(10*time.Millisecond))
 		m.wrote("", store.ErrPreconditionFailed, at(20*time.Millisecond))
 		mustEffect[doAnswer](t, m, "lost takeover of a withdrawn campaign")
 	})
-	t.Run("CloseDuringTakeover", func(t *testing.T) {
+	t.Run("4 Close during a takeover releases what it won, then closes", func(t *testing.T) {
 		m := claim(t)
 		m.on(evClose{}, at(10*time.Millisecond))
 		noEffect[doClosed](t, m, "close with a takeover in flight")
@@ -540,12 +540,12 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		}
 		mustEffect[doClosed](t, m, "after the release")
 	})
-	t.Run("StaleResultIgnored", func(t *testing.T) {
+	t.Run("2 a result of an earlier store call is ignored", func(t *testing.T) {
 		m := claim(t)
-		m.on(evStore{gen: m.s.gen - 1, etag: `"old"`}, at(10*time.Millisecond))
+		m.on(evStore{gen: m.c.sh.gen - 1, etag: `"old"`}, at(10*time.Millisecond))
 		noEffect[doLead](t, m, "result of an earlier call")
-		if m.s.io != opClaim {
-			t.Fatalf("call in flight %v; want the claim still", m.s.io)
+		if m.c.sh.call.kind != opClaim {
+			t.Fatalf("call in flight %v; want the claim still", m.c.sh.call.kind)
 		}
 	})
 }
@@ -557,14 +557,109 @@ func TestCoreAdoptsATakeoverThatLanded(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, nil, "", at(0))
 	w := mustEffect[doWrite](t, m, "takeover")
-	m.on(evStore{gen: m.s.gen, err: errors.New("timeout"), unsure: true}, at(time.Second))
+	m.on(evStore{gen: m.c.sh.gen, err: errors.New("timeout"), unsure: true}, at(time.Second))
 	mustEffect[doRead](t, m, "a takeover with an unknown outcome")
 	m.read(w.data, `"won"`, at(time.Second+10*time.Millisecond))
 	l := mustEffect[doLead](t, m, "our bytes in the store")
 	if !l.deadline.Equal(at(coreParams.lt - coreParams.margin)) {
 		t.Errorf("deadline %v; want from the takeover's first attempt", l.deadline.Sub(t0))
 	}
-	if l.etag != `"won"` {
-		t.Errorf("etag %s; want the one read", l.etag)
+	if m.c.lead.etag != `"won"` {
+		t.Errorf("etag %s; want the one read", m.c.lead.etag)
+	}
+}
+
+// TestCoreAlignedRead checks the timing of a stable follower's reads
+// (docs/protocol.md, 3.3) on the pure helper: FrequentInterval 1s,
+// InfrequentInterval 5s (k = 5 renewals a cycle), slack 125 ms.
+func TestCoreAlignedRead(t *testing.T) {
+	const fi, ii = time.Second, 5 * time.Second
+	ms := time.Millisecond
+	cases := []struct {
+		name    string
+		due     time.Duration // when the read would be due without alignment
+		stamped time.Duration // the local time the record's stamp names
+		held    int64
+		slot    uint32
+		ii      time.Duration
+		want    time.Duration
+	}{
+		{"3.3 infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + 125*ms},
+		{"3.3 the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + 125*ms},
+		{"3.3 renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + 125*ms},
+		{"3.3 a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + 125*ms},
+		{"3.3 due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + 125*ms},
+		{"3.3 due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + 125*ms},
+		{"3.3 one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + 125*ms},
+		{"3.3 the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 425*ms},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := alignedRead(at(tc.due), at(tc.stamped), tc.held, tc.slot, fi, tc.ii)
+			if !got.Equal(at(tc.want)) {
+				t.Errorf("alignedRead(due %v, stamped %v, held %d, slot %d) = %v; want %v",
+					tc.due, tc.stamped, tc.held, tc.slot, got.Sub(t0), tc.want)
+			}
+		})
+	}
+}
+
+// TestCoreLateRecord checks when a record counts as late (docs/protocol.md,
+// 3.3), which sends a follower to the frequent pace.
+func TestCoreLateRecord(t *testing.T) {
+	const fi = time.Second
+	cases := []struct {
+		name    string
+		aligned bool
+		want    time.Duration
+	}{
+		{"3.3 a record older than one and a half FrequentIntervals is late", false, 1500 * time.Millisecond},
+		{"3.3 at a read timed after a renewal, older than half a FrequentInterval and the slack is late", true, 625 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := lateAge(fi, tc.aligned); got != tc.want {
+				t.Errorf("lateAge(%v, aligned %v) = %v; want %v", fi, tc.aligned, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCoreRolesDoNotOverlap: a follower's state does not live while
+// leading, and a new follower starts after the leadership ends
+// (docs/protocol.md, 4).
+func TestCoreRolesDoNotOverlap(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, nil, "", at(0))
+	if m.c.fol == nil || m.c.lead != nil {
+		t.Fatalf("while the takeover is in flight: follower %v leader %v; want a follower only", m.c.fol != nil, m.c.lead != nil)
+	}
+	m.wrote(`"c"`, nil, at(10*time.Millisecond))
+	if m.c.fol != nil || m.c.lead == nil {
+		t.Fatalf("after the win: follower %v leader %v; want a leader only", m.c.fol != nil, m.c.lead != nil)
+	}
+	if st := mustEffect[doStatus](t, m, "win"); st.st.mode != "leader" || !st.st.holding || !st.st.change.IsLeader {
+		t.Errorf("status after the win = %+v; want leader, holding, IsLeader", st.st)
+	}
+	m.on(evLeadDone{ErrResigned}, at(20*time.Millisecond))
+	m.wrote(`"r"`, nil, at(30*time.Millisecond))
+	if m.c.fol == nil || m.c.lead != nil {
+		t.Fatalf("after the release: follower %v leader %v; want a follower only", m.c.fol != nil, m.c.lead != nil)
+	}
+	if m.c.fol.v.kind != kindVacant || m.c.fol.mode != frequent {
+		t.Errorf("new follower: view %v mode %v; want the released record, frequent", m.c.fol.v.kind, m.c.fol.mode)
+	}
+	// The status that says the leadership is over comes before the
+	// Leadership is told it is over, so that Leader() says so first.
+	var sawStatus bool
+	for _, f := range m.fx {
+		switch f := f.(type) {
+		case doStatus:
+			sawStatus = !f.st.holding && !f.st.change.IsLeader
+		case doExited:
+			if !sawStatus {
+				t.Fatalf("doExited before a status without the leadership: %s", describe(m.fx))
+			}
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // HealthPingTimeout is how long HealthHandler waits for an elector's run
@@ -54,12 +56,12 @@ func (e *Elector) health(ctx context.Context) error {
 	if !running {
 		return nil
 	}
-	if holding, last := e.stats.leaderSince(); holding {
+	if s := e.snap.Load(); s.holding {
 		limit := e.cfg.LeaderTimeout
-		if s := e.snap.Load(); s.lead == nil || !s.lead.live() {
+		if s.lead == nil || !s.lead.live() {
 			limit += e.releaseBudget()
 		}
-		if age := e.now().Sub(last); age > limit {
+		if age := e.now().Sub(s.lastWrite); age > limit {
 			return fmt.Errorf("s3lect: %q: stuck leader: last renewed %v ago, more than the %v its lease allows",
 				e.key, age.Round(time.Millisecond), limit)
 		}
@@ -76,9 +78,13 @@ func (e *Elector) health(ctx context.Context) error {
 // write, a read and a write again, each with every retry and each attempt
 // up to FrequentInterval.
 func (e *Elector) releaseBudget() time.Duration {
-	one := time.Duration(len(retryDelays)+1) * e.cfg.FrequentInterval
-	for _, d := range retryDelays {
-		one += d
+	one := e.cfg.FrequentInterval
+	for b := retrySchedule(); ; {
+		d := b.NextBackOff()
+		if d == backoff.Stop {
+			break
+		}
+		one += d + e.cfg.FrequentInterval
 	}
 	return 3 * one
 }

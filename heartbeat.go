@@ -55,7 +55,6 @@ func (e *Elector) perform(op storeOp) evStore {
 	switch op.kind {
 	case opRead:
 		r.data, r.etag, r.err = e.get(ctx)
-		e.stats.read(e.now(), r.err)
 	case opRelease:
 		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
 		if errors.Is(r.err, store.ErrPreconditionFailed) && op.orOver != nil {

@@ -18,16 +18,13 @@ import (
 // poller sends what it heard; a leadership's end arrives from its
 // context. The decisions are core.go's; the loop performs their effects.
 
-// request is an API call to the run loop. Each kind is answered on its own
-// channel, which has room for the answer, so the loop never blocks on it.
-type request struct {
-	campaign *campaignReq
-	withdraw *evWithdraw
-	sub      *subscription
-	unsub    *subscription
-	close    bool
-	ping     chan struct{}
-	subs     chan int // answered with the number of subscriptions (tests)
+// request is an API call to the run loop. Each kind is answered on its
+// own channel, which has room for the answer, so the loop never blocks on
+// it.
+type request interface {
+	// serve takes the call in: it returns the event it makes for the
+	// decisions, or nil when the loop answers it by itself.
+	serve(lp *loop) event
 }
 
 // campaignReq is one Campaign call.
@@ -40,6 +37,54 @@ type campaignReq struct {
 type campaignAnswer struct {
 	l   *Leadership
 	err error
+}
+
+type (
+	withdrawReq    evWithdraw                   // a Campaign gave up
+	subscribeReq   struct{ sub *subscription }  // Changes or Observe
+	unsubscribeReq struct{ sub *subscription }  // an Observe context ended
+	closeReq       struct{}                     // Close
+	pingReq        struct{ done chan struct{} } // closed by the loop: it is not stuck
+	countSubsReq   struct{ n chan int }         // answered with the number of subscriptions (tests)
+)
+
+func (r *campaignReq) serve(lp *loop) event {
+	lp.camps[r.id] = r
+	return evCampaign{id: r.id, lease: newLease()}
+}
+
+func (r withdrawReq) serve(*loop) event { return evWithdraw(r) }
+
+func (r subscribeReq) serve(lp *loop) event {
+	lp.subs[r.sub] = struct{}{}
+	if lp.status.known {
+		r.sub.ch <- lp.status.change
+	}
+	return nil
+}
+
+func (r unsubscribeReq) serve(lp *loop) event {
+	if _, ok := lp.subs[r.sub]; ok {
+		delete(lp.subs, r.sub)
+		close(r.sub.ch)
+	}
+	return nil
+}
+
+func (closeReq) serve(lp *loop) event {
+	lp.closing = true
+	lp.stopRds()
+	return evClose{}
+}
+
+func (r pingReq) serve(*loop) event {
+	close(r.done)
+	return nil
+}
+
+func (r countSubsReq) serve(lp *loop) event {
+	r.n <- len(lp.subs)
+	return nil
 }
 
 // subscription is one Changes or Observe channel. The loop alone sends on
@@ -63,9 +108,14 @@ type storeOp struct {
 // loop is the run loop's own bookkeeping: what the decisions need not see.
 type loop struct {
 	e       *Elector
-	s       state
+	c       core
+	status  status // what the core showed last
+	done    bool   // the core has finished Close
+	closing bool   // Close was called
+	failed  error  // a release Close had to write could not be written: Close returns it
 	camps   map[uint64]*campaignReq
-	lead    *Leadership
+	lead    *Leadership // the Leadership handed out, until it is over
+	ending  bool        // the core knows lead has ended
 	subs    map[*subscription]struct{}
 	readCtx context.Context // reads; cancelled when Close begins
 	stopRds context.CancelFunc
@@ -102,11 +152,13 @@ func (w *worker) stop() {
 }
 
 // run is the elector's run loop. It returns when Close has finished every
-// leadership and answered every Campaign.
+// leadership and answered every Campaign: nil, or the failure of a release
+// that Close had to write (a leadership Close ended, or a takeover that won
+// while Close waited for it), which Close returns.
 func (e *Elector) run(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	lp := &loop{e: e, s: newState(e.params()), camps: map[uint64]*campaignReq{},
+	lp := &loop{e: e, c: newCore(e.params()), camps: map[uint64]*campaignReq{},
 		subs: map[*subscription]struct{}{}, readCtx: rctx, stopRds: stop, timer: time.NewTimer(time.Hour)}
 	defer lp.timer.Stop()
 	defer func() {
@@ -115,157 +167,148 @@ func (e *Elector) run(ctx context.Context) error {
 		}
 	}()
 	lp.step(evTimer{})
-	for !lp.s.closed {
+	for !lp.done {
 		var ev event
 		select {
 		case r := <-e.reqs:
-			ev = lp.request(r)
+			ev = r.serve(lp)
 		case r := <-e.results:
 			ev = r
 		case r := <-e.peerReports:
 			ev = evPeer(r)
 		case l := <-e.leadDone:
-			if l != lp.lead || lp.s.lead.ending != nil {
+			if l != lp.lead || lp.ending {
 				continue // an earlier leadership, or an end the loop already knows
 			}
-			ev = evLeadDone{context.Cause(l.ctx)}
+			ev, lp.ending = evLeadDone{context.Cause(l.ctx)}, true
 		case <-lp.timer.C:
 			ev = evTimer{}
 		}
 		if ev == nil {
 			continue
 		}
-		if l := lp.lead; l != nil && lp.s.lead.ending == nil && l.ctx.Err() != nil {
+		if l := lp.lead; l != nil && !lp.ending && l.ctx.Err() != nil {
 			// The leadership's context ended (Resign, the parent, the
 			// expiry timer) and the loop has not heard yet: take that in
 			// first, so that a renewal cut short by it is not read as a
-			// failed one.
+			// failed one (docs/protocol.md, section 9, 18).
+			lp.ending = true
 			lp.step(evLeadDone{context.Cause(l.ctx)})
 		}
 		lp.step(ev)
 	}
-	return nil
-}
-
-// request turns an API call into an event, or answers it directly when it
-// is not the election's business.
-func (lp *loop) request(r request) event {
-	switch {
-	case r.campaign != nil:
-		lp.camps[r.campaign.id] = r.campaign
-		return evCampaign{id: r.campaign.id, lease: newLease()}
-	case r.withdraw != nil:
-		return *r.withdraw
-	case r.sub != nil:
-		lp.subs[r.sub] = struct{}{}
-		if lp.s.known {
-			r.sub.ch <- lp.s.pub
-		}
-	case r.unsub != nil:
-		if _, ok := lp.subs[r.unsub]; ok {
-			delete(lp.subs, r.unsub)
-			close(r.unsub.ch)
-		}
-	case r.close:
-		lp.stopRds()
-		return evClose{}
-	case r.ping != nil:
-		close(r.ping)
-	case r.subs != nil:
-		r.subs <- len(lp.subs)
-	}
-	return nil
+	return lp.failed
 }
 
 // step feeds ev to the decisions and performs the effects.
 func (lp *loop) step(ev event) {
 	e := lp.e
-	fx, wake := lp.s.next(ev, e.now())
+	fx, wake := lp.c.next(ev, e.now())
 	for _, f := range fx {
-		lp.perform(f)
+		f.do(lp)
 	}
 	lp.timer.Stop()
 	if !wake.IsZero() {
 		lp.timer.Reset(max(e.realUntil(wake), time.Millisecond/10))
 	}
-	e.publishSnapshot(lp)
-	e.stats.setMode(lp.statsMode())
 }
 
-func (lp *loop) perform(f effect) {
-	e := lp.e
-	switch f := f.(type) {
-	case doRead:
-		lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead})
-	case doWrite:
-		op := storeOp{ctx: e.ctx, gen: f.gen, kind: f.kind, data: f.data, ifMatch: f.ifMatch, orOver: f.orOver, notAfter: f.notAfter}
-		if f.ifMatch != "" {
-			op.over = &f.over
-		}
-		switch f.kind {
-		case opRenew:
-			op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
-			lp.send(&lp.beat, op)
-		case opRelease:
-			lp.send(&lp.beat, op) // under the elector's context: Close cancels it only after the release
-		default:
-			lp.send(&lp.reader, op) // a takeover runs to its end, so that its outcome is known
-		}
-	case doLead:
-		c := lp.camps[f.campID]
-		delete(lp.camps, f.campID)
-		l := newLeadership(e, c.ctx, f.term, f.deadline)
-		lp.lead = l
-		e.stats.won(lp.s.lead.sentAt)
-		lp.reader.stop() // a leader reads nothing
-		// Leader() and the peer handler say so before Campaign returns.
-		e.publishSnapshot(lp)
-		c.answer <- campaignAnswer{l: l}
-	case doRenewed:
-		lp.lead.extend(f.deadline)
-		e.stats.renewed(lp.s.lead.sentAt)
-	case doEnd:
-		if lp.lead != nil {
-			lp.lead.cancel(f.cause)
-		}
-	case doExited:
-		lp.beat.stop()
-		if l := lp.lead; l != nil {
-			l.cancel(ErrResigned) // no-op unless it was never cancelled
-			e.stats.ended(context.Cause(l.ctx))
-			l.stop()
-			l.endErr = f.err
-			close(l.exited)
-			lp.lead = nil
-		}
-	case doAnswer:
-		c := lp.camps[f.campID]
-		delete(lp.camps, f.campID)
-		err := f.err
-		var opErr *opError
-		if err != nil && err != ErrClosed && err != ErrCampaigning && c.ctx.Err() == nil && !errors.As(err, &opErr) {
-			err = fmt.Errorf("s3lect: campaign for %q: %w", e.key, err)
-		}
-		c.answer <- campaignAnswer{err: err}
-	case doPeer:
-		e.setPeerTarget(f.t)
-	case doPublish:
-		for sub := range lp.subs {
-			select { // replace a value the reader has not taken; only the loop sends
-			case <-sub.ch:
-			default:
-			}
-			sub.ch <- f.c
-		}
-	case doLog:
-		if e.log.Enabled(context.Background(), slog.LevelInfo) {
-			e.log.Info(f.msg, f.args...)
-		}
-	case doClosed:
+func (lp *loop) read(f doRead) {
+	lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead})
+}
+
+func (lp *loop) write(f doWrite) {
+	op := storeOp{ctx: lp.e.ctx, gen: f.gen, kind: f.kind, data: f.data, ifMatch: f.ifMatch, orOver: f.orOver, notAfter: f.notAfter}
+	if f.ifMatch != "" {
+		op.over = &f.over
+	}
+	switch f.kind {
+	case opRenew:
+		op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
+		lp.send(&lp.beat, op)
+	case opRelease:
+		lp.send(&lp.beat, op) // under the elector's context: Close cancels it only after the release
 	default:
-		panic(fmt.Sprintf("s3lect: unknown effect %T", f))
+		lp.send(&lp.reader, op) // a takeover runs to its end, so that its outcome is known
 	}
 }
+
+func (lp *loop) startLead(f doLead) {
+	e := lp.e
+	c := lp.camps[f.campID]
+	delete(lp.camps, f.campID)
+	l := newLeadership(e, c.ctx, f.term, f.deadline)
+	lp.lead, lp.ending = l, false
+	e.stats.won()
+	lp.reader.stop() // a leader reads nothing
+	// Leader() and the peer handler say so before Campaign returns.
+	e.publishSnapshot(lp.status, lp.lead)
+	c.answer <- campaignAnswer{l: l}
+}
+
+func (lp *loop) renewed(f doRenewed) { lp.lead.extend(f.deadline) }
+
+func (lp *loop) endLead(f doEnd) {
+	lp.ending = true
+	if lp.lead != nil {
+		lp.lead.cancel(f.cause)
+	}
+}
+
+func (lp *loop) exited(f doExited) {
+	lp.beat.stop()
+	if f.err != nil && lp.closing && lp.failed == nil {
+		lp.failed = f.err
+	}
+	l := lp.lead
+	if l == nil {
+		return // won for a Campaign that had given up: never handed out
+	}
+	lp.lead = nil
+	// Leader(), Stats and the peer handler say so before Resign returns.
+	lp.e.publishSnapshot(lp.status, nil)
+	l.cancel(ErrResigned) // no-op unless it was never cancelled
+	lp.e.stats.ended(context.Cause(l.ctx))
+	l.stop()
+	l.endErr = f.err
+	close(l.exited)
+}
+
+func (lp *loop) answer(f doAnswer) {
+	c := lp.camps[f.campID]
+	delete(lp.camps, f.campID)
+	err := f.err
+	var opErr *opError
+	if err != nil && err != ErrClosed && err != ErrCampaigning && c.ctx.Err() == nil && !errors.As(err, &opErr) {
+		err = fmt.Errorf("s3lect: campaign for %q: %w", lp.e.key, err)
+	}
+	c.answer <- campaignAnswer{err: err}
+}
+
+func (lp *loop) setPeer(f doPeer) { lp.e.setPeerTarget(f.t) }
+
+func (lp *loop) publish(f doPublish) {
+	for sub := range lp.subs {
+		select { // replace a value the reader has not taken; only the loop sends
+		case <-sub.ch:
+		default:
+		}
+		sub.ch <- f.c
+	}
+}
+
+func (lp *loop) show(f doStatus) {
+	lp.status = f.st
+	lp.e.publishSnapshot(lp.status, lp.lead)
+}
+
+func (lp *loop) log(f doLog) {
+	if e := lp.e; e.log.Enabled(context.Background(), slog.LevelInfo) {
+		e.log.Info(f.msg, f.args...)
+	}
+}
+
+func (lp *loop) closed(doClosed) { lp.done = true }
 
 // newLease draws a leadership's lease value.
 func newLease() string {
@@ -312,7 +355,7 @@ func (e *Elector) realUntil(t time.Time) time.Duration {
 // ping returns nil once the run loop has answered, or ctx's error. A loop
 // that does not answer is stuck.
 func (e *Elector) ping(ctx context.Context) error {
-	r := request{ping: make(chan struct{})}
+	r := pingReq{done: make(chan struct{})}
 	if !e.ask(ctx, r) {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -320,7 +363,7 @@ func (e *Elector) ping(ctx context.Context) error {
 		return ErrClosed
 	}
 	select {
-	case <-r.ping:
+	case <-r.done:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-
-	"github.com/cenkalti/backoff/v4"
 )
 
 // maxPeerBody bounds a peer's answer; a lockfile record is far smaller.
@@ -140,7 +138,7 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 		etag string
 	}
 	refuse := func(format string, args ...any) (answer, error) {
-		return answer{}, backoff.Permanent(fmt.Errorf(format, args...))
+		return answer{}, final(fmt.Errorf(format, args...))
 	}
 	a, err := retry(ctx, wait+e.cfg.PeerTimeout, func(ctx context.Context) (answer, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)

@@ -13,23 +13,28 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// retryDelays is the fixed retry policy of every store and peer call: an
-// immediate attempt, a retry 100 ms after the first failure and another 1 s
-// after the second, then the election logic decides.
-var retryDelays = [...]time.Duration{100 * time.Millisecond, time.Second}
-
-// schedule is retryDelays as a backoff.BackOff.
-type schedule struct{ n int }
-
-func (s *schedule) NextBackOff() time.Duration {
-	if s.n >= len(retryDelays) {
-		return backoff.Stop
-	}
-	s.n++
-	return retryDelays[s.n-1]
+// retrySchedule is the fixed retry policy of every store and peer call
+// (docs/protocol.md, section 6): an immediate attempt, a retry 100 ms after
+// the first failure and another 1 s after the second, then the election
+// logic decides. No jitter: one elector has one call in flight, and the
+// protocol's timing arguments count these delays.
+func retrySchedule() backoff.BackOff {
+	b := &backoff.ExponentialBackOff{InitialInterval: 100 * time.Millisecond, Multiplier: 10, MaxInterval: time.Second,
+		Stop: backoff.Stop, Clock: backoff.SystemClock}
+	b.Reset()
+	return backoff.WithMaxRetries(b, 2)
 }
 
-func (s *schedule) Reset() { s.n = 0 }
+// final marks err as an answer rather than a failure: retry returns it at
+// once. It is the one place where a call's error becomes final; store
+// errors that are answers (precondition failed, not found, and what a
+// store marks with store.Permanent) are made final by retry itself.
+func final(err error) error { return backoff.Permanent(err) }
+
+// isAnswer reports whether a store's error is an answer, not a failure.
+func isAnswer(err error) bool {
+	return errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) || store.IsPermanent(err)
+}
 
 // retry runs op under the retry policy. Each attempt gets its own context
 // that ends after timeout (or with ctx). Errors that are answers, not
@@ -46,11 +51,11 @@ func retry[T any](ctx context.Context, timeout time.Duration, op func(ctx contex
 			return res, nil
 		}
 		last = err
-		if errors.Is(err, store.ErrPreconditionFailed) || errors.Is(err, store.ErrNotFound) || store.IsPermanent(err) {
-			return res, backoff.Permanent(err)
+		if isAnswer(err) {
+			return res, final(err)
 		}
 		return res, err
-	}, backoff.WithContext(&schedule{}, ctx))
+	}, backoff.WithContext(retrySchedule(), ctx))
 	if err != nil && ctx.Err() != nil && last != nil && !errors.Is(err, last) {
 		err = fmt.Errorf("%w (last attempt: %w)", err, last)
 	}
@@ -110,7 +115,7 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]b
 	attempt := 0
 	tag, err = retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
 		if !notAfter.IsZero() && !e.now().Before(notAfter) {
-			return "", backoff.Permanent(context.DeadlineExceeded)
+			return "", final(context.DeadlineExceeded)
 		}
 		if attempt++; attempt > 1 && over != nil && etag != "" {
 			got, gotTag, err := e.cfg.Store.Get(ctx, e.key)

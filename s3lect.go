@@ -296,7 +296,12 @@ type Elector struct {
 
 	ctx    context.Context // the storage goroutines' lifetime; cancelled by Close after the loop ends
 	cancel context.CancelFunc
-	g      errgroup.Group // the run loop, the storage goroutines and the peer poller
+	// g runs the run loop, the storage goroutines and the peer poller;
+	// Close returns the first error one of them returns. Only the run loop
+	// has one to give: the storage goroutines and the poller hand every
+	// failure of theirs to the loop as a result, for the election to
+	// decide on.
+	g errgroup.Group
 
 	// Channels of the run loop. Nobody closes them; senders select on
 	// loopDone or their own context.
@@ -324,14 +329,13 @@ type Elector struct {
 }
 
 // snapshot is an immutable picture of the election, published by the run
-// loop after every step.
+// loop whenever the core shows a new status, and before a Campaign, Resign
+// or Close that the status concerns returns. Leader, Stats, the health
+// check and the peer handler read it and nothing else of the election.
 type snapshot struct {
-	change Change
-	known  bool
-	lead   *Leadership // the live or ending leadership, if any
-	rec    Record      // its last write
-	etag   string
-	next   chan struct{} // closed when a newer snapshot is published
+	status
+	lead *Leadership   // the live or ending leadership handed out, if any
+	next chan struct{} // closed when a newer snapshot is published
 }
 
 // New validates cfg and returns an Elector. It starts nothing: background
@@ -410,20 +414,22 @@ func (e *Elector) start() bool {
 	return true
 }
 
-// publishSnapshot publishes what the loop's state shows, if it changed.
-func (e *Elector) publishSnapshot(lp *loop) {
+// publishSnapshot publishes st and lead, if they differ from the last.
+func (e *Elector) publishSnapshot(st status, lead *Leadership) {
 	old := e.snap.Load()
-	n := &snapshot{change: lp.s.pub, known: lp.s.known, lead: lp.lead}
-	if lp.lead != nil {
-		n.rec, n.etag = lp.s.lead.rec, lp.s.lead.etag
-	}
-	if old.known == n.known && old.lead == n.lead && old.etag == n.etag &&
-		old.change.IsLeader == n.change.IsLeader && old.change.Leader == n.change.Leader && sameErr(old.change.Err, n.change.Err) {
+	if old.lead == lead && old.status.same(st) {
 		return
 	}
-	n.next = make(chan struct{})
+	n := &snapshot{status: st, lead: lead, next: make(chan struct{})}
 	e.snap.Store(n)
 	close(old.next)
+}
+
+// same reports whether s and t show the same.
+func (s status) same(t status) bool {
+	return s.known == t.known && s.mode == t.mode && s.holding == t.holding && s.rec == t.rec && s.etag == t.etag &&
+		s.lastWrite.Equal(t.lastWrite) && s.lastRead.Equal(t.lastRead) &&
+		s.change.IsLeader == t.change.IsLeader && s.change.Leader == t.change.Leader && sameErr(s.change.Err, t.change.Err)
 }
 
 // Changes returns a new channel that receives this elector's view of the
@@ -440,7 +446,7 @@ func (e *Elector) Changes() <-chan Change { return e.Observe(context.Background(
 // elector, when ctx ends or at Close, whichever comes first.
 func (e *Elector) Observe(ctx context.Context) <-chan Change {
 	sub := &subscription{ch: make(chan Change, 1)}
-	if ctx.Err() != nil || !e.ask(ctx, request{sub: sub}) {
+	if ctx.Err() != nil || !e.ask(ctx, subscribeReq{sub}) {
 		close(sub.ch)
 		return sub.ch
 	}
@@ -449,7 +455,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Change {
 			// Hand the channel back to the loop, which closes it; after
 			// Close the loop has closed it already.
 			select {
-			case e.reqs <- request{unsub: sub}:
+			case e.reqs <- unsubscribeReq{sub}:
 			case <-e.loopDone:
 			}
 		})
@@ -478,13 +484,25 @@ func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err err
 // expired or unreadable).
 func (e *Elector) Leader() (Record, bool) {
 	s := e.snap.Load()
+	if s.change.IsLeader && !s.leading() {
+		return Record{}, false // this elector's leadership ended; the run loop has not taken it in yet
+	}
 	return s.change.Leader, s.known && s.change.Leader.LeaderID != ""
+}
+
+// leading reports whether the snapshot shows this elector leading with a
+// live lease: a leadership whose context has ended, or whose lease ran out
+// on the clock, is not shown as leading even before the run loop hears.
+func (s *snapshot) leading() bool {
+	return s.change.IsLeader && (s.lead == nil || s.lead.live())
 }
 
 // Close resigns a held leadership (releasing the lockfile), makes a waiting
 // Campaign return ErrClosed, stops every goroutine and waits for them, and
-// closes every Changes and Observe channel. It is safe to call more than
-// once; later calls wait for the first to finish.
+// closes every Changes and Observe channel. It returns nil, or why the
+// release it wrote could not be written (the lockfile then stays held
+// until followers take over after LeaderTimeout). It is safe to call more
+// than once; later calls wait for the first to finish and return nil.
 func (e *Elector) Close() error {
 	e.life.Lock()
 	if e.closed {
@@ -502,7 +520,7 @@ func (e *Elector) Close() error {
 		// waiting Campaign once a takeover in flight has decided, closes
 		// every subscription and returns.
 		select {
-		case e.reqs <- request{close: true}:
+		case e.reqs <- closeReq{}:
 		case <-e.loopDone:
 		}
 		<-e.loopDone

@@ -73,27 +73,31 @@ type StoreRequest struct {
 // wait for the elector's goroutines and is cheap enough to call on every
 // scrape.
 func (e *Elector) Stats() Stats {
-	s := e.stats.snapshot()
+	s := e.stats.counters()
 	s.Lockfile, s.ServerID = e.key, e.cfg.ServerID
 	snap := e.snap.Load()
-	s.Leading = snap.change.IsLeader
-	s.Term = snap.change.Leader.Term
+	s.Leading = snap.leading()
+	if s.Leading || !snap.change.IsLeader {
+		s.Term = snap.change.Leader.Term
+	}
+	s.Mode, s.LastRenewal, s.LastRead = snap.mode, snap.lastWrite, snap.lastRead
+	if snap.change.IsLeader && !s.Leading {
+		s.Mode = frequent.String() // ended; the run loop has not taken it in yet
+	}
 	return s
 }
 
-// recorder keeps an elector's counters. The engine calls its methods, one
-// line at each place where something happens; its zero value is ready.
-// A mutex is enough: the calls are short and never block on anything else.
+// recorder keeps an elector's counters; what the election shows (mode,
+// leading, the last write and read) is in the run loop's snapshot. The
+// engine calls its methods, one line at each place where something
+// happens; its zero value is ready. A mutex is enough: the calls are short
+// and never block on anything else.
 type recorder struct {
-	mu          sync.Mutex
-	mode        string
-	nWon        uint64
-	holding     bool // a leadership is won and not yet over (its release may still be going on)
-	ends        map[string]uint64
-	store       map[StoreRequest]uint64
-	peer        map[string]uint64
-	lastRenewal time.Time
-	lastRead    time.Time
+	mu    sync.Mutex
+	nWon  uint64
+	ends  map[string]uint64
+	store map[StoreRequest]uint64
+	peer  map[string]uint64
 }
 
 // storeCall counts one attempt of a store call; op is "get" or "put".
@@ -143,20 +147,11 @@ func failure(err error) string {
 	return "error"
 }
 
-// won records a leadership won; its first write was sent at sent.
-func (r *recorder) won(sent time.Time) {
+// won counts a leadership won.
+func (r *recorder) won() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.nWon++
-	r.holding = true
-	r.lastRenewal = sent
-}
-
-// renewed records a successful renewal whose first attempt was sent at sent.
-func (r *recorder) renewed(sent time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lastRenewal = sent
 }
 
 // ended records a leadership that is over, its release written or given
@@ -179,40 +174,13 @@ func (r *recorder) ended(cause error) {
 		r.ends = map[string]uint64{}
 	}
 	r.ends[c]++
-	r.holding = false
 }
 
-// read records a read of the lockfile that ended at at; only successes
-// count (an absent lockfile is a success).
-func (r *recorder) read(at time.Time, err error) {
-	if err != nil {
-		return
-	}
+// counters returns the counts, in a Stats.
+func (r *recorder) counters() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lastRead = at
-}
-
-// setMode records the elector's mode after each step of the run loop.
-func (r *recorder) setMode(mode string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.mode = mode
-}
-
-// leaderSince returns whether a leadership is held or still ending, and
-// when its last successful write was sent.
-func (r *recorder) leaderSince() (bool, time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.holding, r.lastRenewal
-}
-
-func (r *recorder) snapshot() Stats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	s := Stats{Mode: r.mode, Won: r.nWon, LastRenewal: r.lastRenewal, LastRead: r.lastRead,
-		Ended: map[string]uint64{}, StoreRequests: map[StoreRequest]uint64{}, PeerRequests: map[string]uint64{}}
+	s := Stats{Won: r.nWon, Ended: map[string]uint64{}, StoreRequests: map[StoreRequest]uint64{}, PeerRequests: map[string]uint64{}}
 	for k, v := range r.ends {
 		s.Ended[k] = v
 	}
@@ -223,12 +191,4 @@ func (r *recorder) snapshot() Stats {
 		s.PeerRequests[k] = v
 	}
 	return s
-}
-
-// statsMode is the mode Stats reports for the loop's state.
-func (lp *loop) statsMode() string {
-	if lp.lead != nil && lp.s.lead.ending == nil {
-		return "leader"
-	}
-	return lp.s.mode.String()
 }

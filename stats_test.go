@@ -75,10 +75,10 @@ func TestStatsClassifies(t *testing.T) {
 	r.peerCall(nil)
 	r.peerCall(context.DeadlineExceeded)
 	for _, c := range []error{ErrLeadershipLost, ErrLeaseExpired, errSlowTakeover, errCloseResign, context.Canceled, errors.New("parent")} {
-		r.won(time.Time{})
+		r.won()
 		r.ended(c)
 	}
-	s := r.snapshot()
+	s := r.counters()
 	for _, res := range []string{"ok", "not_found", "precondition_failed", "timeout", "canceled", "permanent", "error"} {
 		if s.StoreRequests[StoreRequest{"get", res}] != 1 {
 			t.Errorf("StoreRequests[get %s] = %d; want 1 (all: %v)", res, s.StoreRequests[StoreRequest{"get", res}], s.StoreRequests)

@@ -1,0 +1,180 @@
+package s3lect
+
+import "time"
+
+// The follower: how it watches the lockfile, and the arithmetic of when it
+// reads (docs/protocol.md, sections 3 and 4).
+
+// mode is how a follower watches the lockfile.
+type mode int
+
+const (
+	frequent   mode = iota // leadership is changing or unknown: read every FrequentInterval
+	infrequent             // a leader has renewed steadily for LeaderTimeout: read every InfrequentInterval
+	peerWatch              // the leader is asked over HTTPS instead (PeerMode)
+)
+
+var modeNames = [...]string{frequent: "frequent", infrequent: "infrequent", peerWatch: "peer"}
+
+func (m mode) String() string { return modeNames[m] }
+
+// follower is the state of an elector that does not hold a leadership. A
+// new one is made when a leadership ends; none exists while one is held.
+type follower struct {
+	v          view      // its knowledge of the lockfile
+	mode       mode      // how it watches
+	nextRead   time.Time // the next storage read is due then (zero: now)
+	readErr    error     // the last read's failure, nil after a success
+	stale      bool      // the view is known to be out of date: no takeover before the next read
+	aligned    bool      // the next read is timed just after one of the leader's renewals is due
+	stable     leaseKey  // the leadership seen renewing since stableAt
+	stableAt   time.Time //
+	peerNoETag bool      // the leader's peer answers carry no ETag (the original s3lect)
+	peerOn     peerKey   // the poller's target while it has one
+}
+
+// peerKey names the poller's target: a leadership at an address.
+type peerKey struct {
+	lease leaseKey
+	addr  string
+}
+
+// readFailed takes in a read that failed, permanently or not.
+func (f *follower) readFailed(p params, err error, permanent bool, sent time.Time) {
+	f.readErr, f.mode = err, frequent
+	if permanent {
+		f.mode = infrequent // keep watching, without hammering a store that refuses us
+	}
+	f.nextRead = sent.Add(f.interval(p))
+}
+
+// readReturned takes in a read, sent at sent, that returned data and etag
+// ("" for an absent lockfile) at now.
+func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now time.Time, emit func(effect)) {
+	p := sh.p
+	f.readErr, f.stale = nil, false
+	before := f.v
+	f.v = f.v.observe(data, etag, now)
+	if f.v.term > sh.maxTerm {
+		sh.maxTerm = f.v.term
+	}
+	fresh := !before.same(f.v)
+	if f.v.kind == kindCorrupt && fresh {
+		emit(doLog{"lockfile is unreadable; it will be taken over after LeaderTimeout", []any{"etag", etag}})
+	}
+
+	key := f.v.key()
+	if f.v.kind != kindHeld || key != f.stable {
+		f.stable, f.stableAt = key, now
+	}
+	// Section 3.3: lastUpdated is the writer's wall clock, a hint that may
+	// change when the follower reads, never let it take over sooner.
+	age := now.Sub(f.v.rec.LastUpdated)
+	late := age > lateAge(p.fi, f.aligned)
+	if f.v.kind == kindHeld && fresh && !late && now.Sub(f.stableAt) >= p.lt {
+		f.mode = infrequent
+	} else {
+		f.mode = frequent
+	}
+	f.nextRead, f.aligned = sent.Add(f.interval(p)), false
+	if f.mode == infrequent && age > -p.ii && age < p.ii {
+		f.nextRead, f.aligned = alignedRead(f.nextRead, now.Add(-age), f.v.rec.Held, p.slot, p.fi, p.ii), true
+	}
+	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
+		was := f.peerOn
+		f.mode, f.peerOn = peerWatch, peerKey{f.v.key(), f.v.rec.LeaderAddr}
+		if was != f.peerOn || !f.peerNoETag {
+			sh.peerGen++
+			f.peerNoETag = false
+			emit(doPeer{peerTarget{gen: sh.peerGen, id: f.v.rec.LeaderID, term: f.v.rec.Term,
+				lease: f.v.rec.Lease, addr: f.v.rec.LeaderAddr, etag: f.v.etag}})
+		}
+	} else {
+		f.peerOn = peerKey{}
+	}
+}
+
+// lateAge is how old (by the follower's wall clock) a record may be before
+// it counts as late (section 3.3): one and a half FrequentIntervals, or,
+// for a read timed just after a renewal was due, half a FrequentInterval
+// and the renewal's slack.
+func lateAge(fi time.Duration, aligned bool) time.Duration {
+	if aligned {
+		return fi/2 + renewalSlack(fi)
+	}
+	return fi + fi/2
+}
+
+// renewalSlack is how long after a renewal is due a follower reads to see
+// it: the renewal's latency and scheduling delay (section 3.3).
+func renewalSlack(fi time.Duration) time.Duration { return fi / 8 }
+
+// alignedRead returns when a stable follower reads next (section 3.3):
+// just after one of the leader's renewals is due, by the phase its stamps
+// give (renewals go out every FrequentInterval), in the follower's slot.
+// due is when the read would otherwise be due (InfrequentInterval after
+// the last); stamped is the local time the record's lastUpdated names;
+// held is the record's held; slot is drawn from the ServerID.
+//
+// A renewal missing then shows as a late record, so after a crash the
+// follower moves to the frequent pace at once and takes over at the exact
+// time the lease allows, instead of a whole InfrequentInterval later.
+// Followers spread their reads over the k renewals of one
+// InfrequentInterval by their slot, so that a group's followers do not all
+// read at once and a release is seen by the first of them.
+//
+// The renewal is chosen by rounding, not by rounding up, so that a renewal
+// a little earlier than its due time does not push the read a whole cycle
+// later; in the steady state reads are k renewals apart.
+func alignedRead(due, stamped time.Time, held int64, slot uint32, fi, ii time.Duration) time.Time {
+	wrote := stamped.Add(renewalSlack(fi))
+	n := (due.Sub(wrote) + fi/2) / fi
+	if k := int64((ii + fi - 1) / fi); k > 1 {
+		idx := (held + fi.Milliseconds()/2) / max(fi.Milliseconds(), 1) // this record's renewal number
+		j := idx + int64(n)
+		n += time.Duration(((int64(slot)-j)%k + k) % k)
+	}
+	return wrote.Add(n * fi)
+}
+
+func (f *follower) interval(p params) time.Duration {
+	if f.mode == frequent {
+		return p.fi
+	}
+	return p.ii
+}
+
+// watched returns the live leader the follower knows of at now. A leader
+// seen renewing steadily is trusted until the next read or peer answer
+// says otherwise; while leadership is changing, its lease ends when a
+// takeover would be allowed.
+func (f *follower) watched(now time.Time, lt time.Duration) Record {
+	if f.mode != frequent && f.v.kind == kindHeld {
+		return f.v.rec
+	}
+	return f.v.leader(now, lt)
+}
+
+// heardPeer takes in a report of the peer poller (section 5). An answer
+// with an ETag the follower has not seen, from the leadership it expects
+// and with more held time, is a sighting at the time the answer arrived:
+// the leader wrote it before answering. An answer without an ETag (the
+// original s3lect) only says the leader is there: it moves no first-sight
+// time, and the follower keeps reading the store every InfrequentInterval.
+// A failure sends the follower back to the store at once.
+func (f *follower) heardPeer(sh *shared, r peerReport, now time.Time, emit func(effect)) {
+	if f.mode != peerWatch || r.gen != sh.peerGen {
+		return // about a target the loop has since dropped
+	}
+	switch {
+	case r.err != nil:
+		emit(doLog{"peer check failed; reading the lockfile", []any{"err", r.err}})
+		f.mode, f.nextRead, f.peerOn = frequent, now, peerKey{}
+	case r.etag == "":
+		f.peerNoETag = true // a hint only: reads go on at the infrequent pace
+	case r.etag != f.v.etag && f.v.kind == kindHeld && r.rec.LeaderID == f.v.rec.LeaderID && r.rec.Term == f.v.rec.Term &&
+		r.rec.Lease == f.v.rec.Lease && (r.rec.Held > f.v.rec.Held || r.rec.Lease == ""):
+		f.v = f.v.observe(r.rec.encode(), r.etag, r.at)
+		f.nextRead = now.Add(sh.p.ii)
+	}
+}

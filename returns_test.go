@@ -1,0 +1,150 @@
+package s3lect
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// The snapshot is true at every return: once Resign, Close or a loss has
+// returned or been observed, the peer endpoint, Leader(), Stats and the
+// health check say that this elector no longer leads.
+
+// peerGet asks the peer endpoint at addr over HTTPS, as an original-s3lect
+// follower would (a plain GET), and returns the status and the record.
+func peerGet(t *testing.T, c *http.Client, addr string) (int, Record) {
+	t.Helper()
+	resp, err := c.Get("https://" + addr + DefaultPeerHealthPath)
+	if err != nil {
+		t.Fatalf("GET peer endpoint: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var rec Record
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, &rec); err != nil {
+			t.Fatalf("peer answer %q: %v", body, err)
+		}
+	}
+	return resp.StatusCode, rec
+}
+
+// notLeading fails unless e's Leader(), Stats and health show it not
+// leading; over also wants the leadership over (its release written), as
+// it is when Resign or Close has returned.
+func notLeading(t *testing.T, e *Elector, when string, over bool) {
+	t.Helper()
+	if rec, ok := e.Leader(); ok && rec.LeaderID == e.cfg.ServerID {
+		t.Errorf("%s: Leader() = %+v, true; want not this elector", when, rec)
+	}
+	if s := e.Stats(); s.Leading || s.Mode == "leader" {
+		t.Errorf("%s: Stats Leading %v Mode %q; want not leading", when, s.Leading, s.Mode)
+	}
+	if s := e.snap.Load(); over && s.holding {
+		t.Errorf("%s: the health check sees a leadership held", when)
+	}
+	if err := e.health(context.Background()); err != nil {
+		t.Errorf("%s: health = %v; want healthy", when, err)
+	}
+}
+
+func TestResignReturnsOnlyOnceThePeerEndpointSaysSo(t *testing.T) {
+	pki := newTestPKI(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w", ServerAddr: ln.Addr().String(),
+		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.serverTLS()) }()
+	defer func() {
+		e.Close()
+		stop()
+		if err := <-served; err != nil {
+			t.Errorf("ServePeers = %v", err)
+		}
+	}()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.clientTLS()}}
+	defer client.CloseIdleConnections()
+
+	for i := range 50 {
+		lead, err := e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, rec := peerGet(t, client, ln.Addr().String()); code != 200 || rec.Term != lead.Term() {
+			t.Fatalf("trial %d: peer endpoint while leading = %d %+v; want 200 at term %d", i, code, rec, lead.Term())
+		}
+		if err := lead.Resign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if code, rec := peerGet(t, client, ln.Addr().String()); code == 200 {
+			t.Fatalf("trial %d: peer endpoint right after Resign returned = 200 %+v; want 503", i, rec)
+		}
+		notLeading(t, e, "after Resign", true)
+	}
+}
+
+func TestCloseReturnsOnlyOnceItSaysSo(t *testing.T) {
+	for i := range 50 {
+		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w", Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Campaign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(); err != nil {
+			t.Fatalf("trial %d: Close = %v", i, err)
+		}
+		notLeading(t, e, "after Close", true)
+		if t.Failed() {
+			t.Fatalf("trial %d", i)
+		}
+	}
+}
+
+func TestLossIsShownWhenObserved(t *testing.T) {
+	for i := range 20 {
+		mem := memstore.New()
+		e, err := New(ElectorConfig{Store: mem, LockfilePath: testKey, ServerID: "w",
+			FrequentInterval: 20 * time.Millisecond, InfrequentInterval: 40 * time.Millisecond, LeaderTimeout: 100 * time.Millisecond,
+			Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead, err := e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem.Set(testKey, Record{LeaderID: "intruder", LastUpdated: time.Now(), Term: 99}.encode())
+		<-lead.Done()
+		if code := serveOnce(e, "/health/leadership"); code == 200 {
+			t.Fatalf("trial %d: peer handler right after the loss was observed = 200; want 503", i)
+		}
+		notLeading(t, e, "after the loss", false)
+		e.Close()
+		if t.Failed() {
+			t.Fatalf("trial %d", i)
+		}
+	}
+}
+
+// serveOnce asks e's peer handler in-process and returns the status.
+func serveOnce(e *Elector, target string) int {
+	rec := httptest.NewRecorder()
+	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+	return rec.Code
+}

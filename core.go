@@ -68,8 +68,9 @@ type shared struct {
 	call    pending // the store call in flight; kind opNone if none
 	peerGen uint64  // numbers peer targets, to recognise stale reports
 
-	maxTerm uint64    // the highest term seen or written (section 1, term)
-	stamp   time.Time // the last lastUpdated written; stamps only rise (section 9, 4)
+	maxTerm uint64        // the highest term seen or written (section 1, term)
+	maxTTL  time.Duration // the longest lease a record of this lockfile has stated (section 3.1)
+	stamp   time.Time     // the last lastUpdated written; stamps only rise (section 9, 4)
 
 	pub       Change    // what was announced last
 	known     bool      // pub reflects at least one read or write
@@ -247,9 +248,9 @@ func (c *core) endLead(cause error, emit func(effect)) {
 // announces the leader it knows of, takes over when the rules allow, and
 // reads when a read is due.
 func (c *core) follow(now time.Time, readNow bool, emit func(effect)) time.Time {
-	f, p := c.fol, c.sh.p
+	f := c.fol
 	if f.v.kind != kindUnknown || f.readErr != nil {
-		c.sh.announce(Change{Leader: f.watched(now, p.lt), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
+		c.sh.announce(Change{Leader: f.watched(now, c.sh.lease(f.v)), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
 	}
 
 	var wake time.Time
@@ -259,7 +260,7 @@ func (c *core) follow(now time.Time, readNow bool, emit func(effect)) time.Time 
 			wake = t
 		}
 	}
-	at, ok := f.v.takeoverAt(p.lt)
+	at, ok := f.v.takeoverAt(c.sh.lease(f.v))
 	if ok && f.v.kind == kindHeld && f.mode == frequent {
 		soonest(at) // for a watcher, the observed lease's end
 	}
@@ -329,7 +330,7 @@ func (c *core) claim(now time.Time, emit func(effect)) {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", c.camp.lease, c.camp.claims)
 	rec := Record{LeaderID: c.sh.p.id, LeaderAddr: c.sh.p.addr, LastUpdated: c.sh.nextStamp(now),
-		Term: base + 1, Lease: fmt.Sprintf("%016x", h.Sum64())}
+		Term: base + 1, Lease: fmt.Sprintf("%016x", h.Sum64()), TTL: ttlMillis(c.sh.p.lt)}
 	c.sh.write(opClaim, rec.encode(), v.etag, v.sum, nil, time.Time{}, now, emit)
 }
 
@@ -485,7 +486,7 @@ func (c *core) leadOver(v view, nextRead, now time.Time, err error, emit func(ef
 			c.camp.claimAfter = now.Add(c.sh.p.fi) // a slow takeover: try again later
 		}
 	}
-	c.sh.announce(Change{Leader: c.fol.watched(now, c.sh.p.lt)}, emit)
+	c.sh.announce(Change{Leader: c.fol.watched(now, c.sh.lease(c.fol.v))}, emit)
 	// Leader(), Stats and the peer handler say so before Resign returns.
 	emit(doStatus{c.status()})
 	emit(doExited{err})
@@ -688,4 +689,34 @@ var (
 	mutMarginZero  bool // no safety margin on the leader's lease
 	mutETagOnly    bool // a sighting is its ETag alone, whatever the bytes
 	mutPeerNoCheck bool // a follower that relies on the peer never checks the takeover time
+	mutIgnoreTTL   bool // a follower waits its own LeaderTimeout whatever the record says (version 2)
 )
+
+// noTTLLease is the shortest lease a follower assumes for a record that
+// states none: one written before protocol version 3 (the original
+// s3lect, a version 2 writer during a rolling upgrade), or unreadable
+// content. Both the original s3lect and version 2 default to it
+// (docs/protocol.md, 3.1).
+const noTTLLease = DefaultLeaderTimeout
+
+// ttlMillis is a LeaderTimeout as the record's ttl states it: in whole
+// milliseconds, rounded up so that no follower waits less than the
+// writer's lease.
+func ttlMillis(lt time.Duration) int64 {
+	return int64((lt + time.Millisecond - 1) / time.Millisecond)
+}
+
+// lease returns how long a follower must watch v unchanged before it may
+// take it over (section 3.1): the longer of its own LeaderTimeout and the
+// lease the record states; for a record that states none, the longest
+// lease this elector can assume: its own, noTTLLease, and every lease a
+// record of this lockfile has stated to it.
+func (sh *shared) lease(v view) time.Duration {
+	switch {
+	case mutIgnoreTTL:
+		return sh.p.lt
+	case v.ttl > 0:
+		return max(sh.p.lt, v.ttl)
+	}
+	return max(sh.p.lt, noTTLLease, sh.maxTTL)
+}

@@ -55,9 +55,8 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 	f.readErr, f.stale = nil, false
 	before := f.v
 	f.v = f.v.observe(data, etag, now)
-	if f.v.term > sh.maxTerm {
-		sh.maxTerm = f.v.term
-	}
+	sh.maxTerm = max(sh.maxTerm, f.v.term)
+	sh.maxTTL = max(sh.maxTTL, f.v.ttl)
 	fresh := !before.same(f.v)
 	if f.v.kind == kindCorrupt && fresh {
 		emit(doLog{"lockfile is unreadable; it will be taken over after LeaderTimeout", []any{"etag", etag}})

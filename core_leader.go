@@ -87,5 +87,5 @@ func (l *leader) renewDone(sh *shared, ev evStore, data []byte, sentAt time.Time
 // ours is the follower's view of the record this leadership left in the
 // lockfile, seen at now: this elector may take it over at once.
 func (l *leader) ours(now time.Time) view {
-	return view{kind: kindOurs, etag: l.etag, rec: l.rec, term: l.rec.Term, seenAt: now}
+	return view{kind: kindOurs, etag: l.etag, rec: l.rec, term: l.rec.Term, seenAt: now, ttl: time.Duration(l.rec.TTL) * time.Millisecond}
 }

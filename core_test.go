@@ -94,8 +94,17 @@ func describe(fx []effect) string {
 	return b.String()
 }
 
+// held returns a version 3 record stating coreParams' LeaderTimeout as its
+// lease.
 func held(id string, term uint64, lease string, heldMS int64, stamp time.Duration) []byte {
-	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS}.encode()
+	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS,
+		TTL: coreParams.lt.Milliseconds()}.encode()
+}
+
+// heldTTL is held with a lease of ttl.
+func heldTTL(id string, term uint64, lease string, heldMS int64, stamp, ttl time.Duration) []byte {
+	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS,
+		TTL: ttl.Milliseconds()}.encode()
 }
 
 // campaignAt starts a Campaign at time now and answers the first read.
@@ -114,10 +123,15 @@ func TestCoreTakeoverTimes(t *testing.T) {
 		want time.Duration // when the takeover write is sent, after the first read at 0
 	}{
 		{"4 takeover: an absence never preceded by a record is created at once", nil, "", 0},
-		{"1 a released record (lastUpdated zero) is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, 0},
+		{"1 a released record (lastUpdated zero) with ttl is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a", TTL: 3000}.encode(), `"r"`, 0},
 		{"3.1 a record without a lease waits LeaderTimeout of observed silence", held("x", 4, "", 0, 0), `"h"`, lt},
 		{"3.2 a record with a lease seen once waits LeaderTimeout, as 3.1", held("x", 4, "a", 9000, 0), `"h"`, lt},
-		{"1 unreadable content is a holder that never renews: LeaderTimeout", []byte("not json"), `"c"`, lt},
+		{"3.1 the record's lease: a longer ttl is waited out", heldTTL("x", 4, "a", 9000, 0, 15*time.Second), `"h"`, 15 * time.Second},
+		{"3.1 the record's lease: a shorter ttl waits the follower's own LeaderTimeout", heldTTL("x", 4, "a", 9000, 0, time.Second), `"h"`, lt},
+		{"3.1 a record without ttl (the original s3lect) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0)}.encode(), `"o"`, noTTLLease},
+		{"3.1 a record without ttl (version 2) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0), Term: 4, Lease: "a", Held: 9000}.encode(), `"v"`, noTTLLease},
+		{"3.1 a release without ttl may follow an unsafe takeover: the lease assumed", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, noTTLLease},
+		{"1 unreadable content is a holder that never renews and states no lease", []byte("not json"), `"c"`, noTTLLease},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +139,7 @@ func TestCoreTakeoverTimes(t *testing.T) {
 			campaignAt(t, m, tc.data, tc.etag, at(0))
 			// Reads every FrequentInterval see the same thing; the claim
 			// goes out exactly at the takeover time, not at a read.
-			for now := time.Duration(0); now <= 2*lt; now += time.Millisecond {
+			for now := time.Duration(0); now <= 2*tc.want+lt; now += time.Millisecond {
 				if now > 0 {
 					m.on(evTimer{}, at(now))
 				}
@@ -142,7 +156,7 @@ func TestCoreTakeoverTimes(t *testing.T) {
 					return
 				}
 			}
-			t.Fatalf("no takeover within %v", 2*lt)
+			t.Fatalf("no takeover within %v", 2*tc.want+lt)
 		})
 	}
 }
@@ -332,7 +346,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		noEffect[doAnswer](t, m, "campaign after Done")
 		m.wrote(`"r"`, nil, at(400*time.Millisecond))
 		mustEffect[doRead](t, m, "campaign after the release: a takeover goes only on a fresh read")
-		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1"}.encode(), `"r"`, at(410*time.Millisecond))
+		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1", TTL: 3000}.encode(), `"r"`, at(410*time.Millisecond))
 		w := mustEffect[doWrite](t, m, "campaign after the release")
 		rec, _ := ParseRecord(w.data)
 		if w.kind != opClaim || rec.Term != 2 || rec.Lease == m.lease || len(rec.Lease) != 16 {
@@ -370,7 +384,7 @@ func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
 func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, []byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(0))
-	for now := time.Second; now <= coreParams.lt; now += time.Second {
+	for now := time.Second; now <= noTTLLease; now += time.Second {
 		m.on(evTimer{}, at(now))
 		if m.c.sh.call.kind == opRead {
 			m.read([]byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(now))
@@ -384,7 +398,7 @@ func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 
 func TestCoreTermNeverWraps(t *testing.T) {
 	m := newMachine(t, coreParams)
-	campaignAt(t, m, Record{LeaderID: "x", Term: math.MaxUint64}.encode(), `"r"`, at(0))
+	campaignAt(t, m, Record{LeaderID: "x", Term: math.MaxUint64, TTL: 3000}.encode(), `"r"`, at(0))
 	a := mustEffect[doAnswer](t, m, "released record at the largest term")
 	if a.err == nil || !strings.Contains(a.err.Error(), "cannot be raised") {
 		t.Fatalf("answer %v; want an error saying the term cannot be raised", a.err)
@@ -459,7 +473,7 @@ func TestCorePeerReports(t *testing.T) {
 	t.Run("5 a stale peer cannot hold the election past the takeover time (9, 8)", func(t *testing.T) {
 		m, now := steady(t)
 		rec := m.c.fol.v.rec
-		deadline, _ := m.c.fol.v.takeoverAt(p.lt)
+		deadline, _ := m.c.fol.v.takeoverAt(m.c.sh.lease(m.c.fol.v))
 		for d := now; d < deadline.Sub(t0); d += 100 * time.Millisecond {
 			m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: m.c.fol.v.etag, at: at(d)}, at(d)) // the same record, forever
 			noEffect[doRead](t, m, "before the takeover time")
@@ -662,4 +676,27 @@ func TestCoreRolesDoNotOverlap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCoreNoTTLRecordWaitsLongestLeaseSeen: a record without ttl after one
+// that stated a lease longer than noTTLLease is waited out with that lease
+// (docs/protocol.md, 3.1, records without a lease).
+func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, heldTTL("x", 4, "a", 0, 0, 20*time.Second), `"a"`, at(0))
+	m.on(evTimer{}, at(time.Second))
+	v1 := Record{LeaderID: "y", LastUpdated: at(time.Second)}.encode() // the original s3lect took over
+	m.read(v1, `"b"`, at(time.Second))
+	for now := 2 * time.Second; now < time.Second+20*time.Second; now += time.Second {
+		m.on(evTimer{}, at(now))
+		if m.c.sh.call.kind == opRead {
+			m.read(v1, `"b"`, at(now))
+		}
+		noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a record without ttl, having seen a 20s lease", now-time.Second))
+	}
+	m.on(evTimer{}, at(21*time.Second))
+	if m.c.sh.call.kind == opRead {
+		m.read(v1, `"b"`, at(21*time.Second))
+	}
+	mustEffect[doWrite](t, m, "20s after first seeing the record without ttl")
 }

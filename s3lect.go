@@ -265,6 +265,13 @@ type Record struct {
 	// of its leadership's first write to the send of this one. Followers
 	// use it to bound when a silent leader's lease has run out.
 	Held int64 `json:"held,omitempty"`
+
+	// TTL is the writer's LeaderTimeout in milliseconds: how long a
+	// follower waits, at least, before it takes this record over
+	// (docs/protocol.md, 3.1). Writers before protocol version 3 leave it
+	// out; such a record is waited out with the longest lease the reader
+	// can assume (ElectorConfig.LeaderTimeout).
+	TTL int64 `json:"ttl,omitempty"`
 }
 
 // Change is what Changes delivers: the leader this elector knows of, and

@@ -25,7 +25,7 @@ import (
 var (
 	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
-	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck) to see the simulation catch it")
+	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl) to see the simulation catch it")
 )
 
 // envInt returns the environment variable name as a number, or def.
@@ -43,6 +43,8 @@ type simVariant struct {
 	peer        bool // peer mode over an in-memory transport that fails, stalls, delays and answers stale
 	midTakeover bool // Campaign contexts end, and electors are closed and restarted, at random and during takeovers
 	rewind      bool // the store loses acknowledged writes and hands their revisions out again
+	mixed       bool // each node has its own FrequentInterval and LeaderTimeout, within 20% of the seed's
+	rolling     bool // nodes are restarted one by one, mid-run, onto another configuration
 }
 
 var simVariants = []simVariant{
@@ -50,19 +52,22 @@ var simVariants = []simVariant{
 	{name: "peer", peer: true},
 	{name: "midtakeover", midTakeover: true},
 	{name: "rewind", rewind: true},
+	{name: "mixedlease", mixed: true},
+	{name: "rolling", rolling: true},
 }
 
 // setMutation sets the mutation -sim.mutate names, and returns a function
 // that clears it.
 func setMutation(t *testing.T) func() {
 	t.Helper()
-	muts := map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly, "peernocheck": &mutPeerNoCheck}
+	muts := map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly,
+		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL}
 	if *simMutate == "" {
 		return func() {}
 	}
 	m, ok := muts[*simMutate]
 	if !ok {
-		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck", *simMutate)
+		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck, nottl", *simMutate)
 	}
 	*m = true
 	return func() { *m = false }
@@ -124,6 +129,54 @@ type simParams struct {
 	hangRate           float64       // per store call: the connection stalls until the caller gives up
 	latency, spike     time.Duration // usual latency bound; rare spikes beyond the lease
 	partitions, crashs int
+
+	// Per-node configurations (mixed and rolling variants): node i runs
+	// cfgs[i][0] until it is rolled, then cfgs[i][1]. maxFI and maxLT are
+	// the longest of every configuration, for the liveness bound.
+	cfgs         [][2]simCfg
+	maxFI, maxLT time.Duration
+}
+
+// simCfg is one node's timing configuration.
+type simCfg struct{ fi, ii, lt time.Duration }
+
+// newSimCfg draws a configuration as newSimParams does.
+func newSimCfg(r *rand.Rand) simCfg {
+	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
+	return simCfg{fi: fi, ii: fi * time.Duration(1+r.IntN(3)), lt: fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond}
+}
+
+// jitter returns c with FrequentInterval and LeaderTimeout each moved by
+// up to 20%, kept valid.
+func (c simCfg) jitter(r *rand.Rand) simCfg {
+	f := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (0.8 + 0.4*r.Float64())) }
+	c.fi, c.lt = f(c.fi), f(c.lt)
+	c.lt = max(c.lt, 2*c.fi+time.Millisecond)
+	c.ii = max(c.ii, c.fi)
+	return c
+}
+
+// setCfgs gives every node its configurations for variant v and sets the
+// longest intervals.
+func (p *simParams) setCfgs(r *rand.Rand, v simVariant) {
+	base := simCfg{p.fi, p.ii, p.lt}
+	other := base
+	if v.rolling {
+		other = newSimCfg(r)
+	}
+	p.cfgs = make([][2]simCfg, p.nodes)
+	p.maxFI, p.maxLT = p.fi, p.lt
+	for i := range p.cfgs {
+		c := [2]simCfg{base, other}
+		if v.mixed {
+			c[0] = base.jitter(r)
+			c[1] = c[0]
+		}
+		p.cfgs[i] = c
+		for _, x := range c {
+			p.maxFI, p.maxLT = max(p.maxFI, x.fi), max(p.maxLT, x.lt)
+		}
+	}
 }
 
 func newSimParams(r *rand.Rand) simParams {
@@ -313,6 +366,7 @@ type simNode struct {
 func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5133c7))
 	p := newSimParams(r)
+	p.setCfgs(rand.New(rand.NewPCG(uint64(seed), 0xc0f6)), v)
 	var shared store.Store = memstore.New()
 	var rw *rewindStore
 	if v.rewind {
@@ -331,6 +385,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	faulty := func() bool { return time.Now().Before(faultsEnd) }
 	nodes := make([]*simNode, p.nodes)
 	incarnations := make([]int, p.nodes)
+	rolled := make([]bool, p.nodes) // node i runs its second configuration (rolling variant)
 	var start func(i, incarnation int) *simNode
 
 	// restartLater starts node i again after a while, unless it was
@@ -353,8 +408,12 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		id := fmt.Sprintf("n%d", i)
 		nr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation)))
 		st := &simStore{mem: shared, p: &p, r: nr, faulty: faulty(), counts: counts, rewind: rw}
+		c := p.cfgs[i][0]
+		if rolled[i] {
+			c = p.cfgs[i][1]
+		}
 		cfg := ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, ServerAddr: id + ":1",
-			FrequentInterval: p.fi, InfrequentInterval: p.ii, LeaderTimeout: p.lt, Logger: quietLogger}
+			FrequentInterval: c.fi, InfrequentInterval: c.ii, LeaderTimeout: c.lt, Logger: quietLogger}
 		if v.peer {
 			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers}
 		}
@@ -557,6 +616,33 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			restartLater(i, n, d)
 		}})
 	}
+	if v.rolling {
+		// A rolling restart onto the second configuration: one node after
+		// another is stopped (closed, or killed) and started again.
+		at := time.Duration(r.Int64N(int64(p.faultsFor / 4)))
+		for _, i := range r.Perm(p.nodes) {
+			at += time.Duration(r.Int64N(int64(p.faultsFor / time.Duration(2*p.nodes))))
+			graceful := r.IntN(2) == 0
+			d := time.Duration(r.Int64N(int64(2 * time.Second)))
+			events = append(events, event{at, func() {
+				nmu.Lock()
+				rolled[i] = true
+				nmu.Unlock()
+				n := node(i)
+				if n.closed.Load() || n.st.isCrashed() {
+					return // it starts on the new configuration
+				}
+				counts.add("rolled")
+				if graceful {
+					n.closed.Store(true)
+					go func() { n.cancel(); n.e.Close() }()
+				} else {
+					crash(n, false)
+				}
+				restartLater(i, n, d)
+			}})
+		}
+	}
 	if v.rewind {
 		// The store crashes now and then, loses its last one or two
 		// acknowledged writes, and is back after an outage.
@@ -672,7 +758,7 @@ func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm fun
 	// + FrequentInterval + the retry budget (three attempts of at most
 	// FrequentInterval and 1.1 s of waits), and then keep leading.
 	// Clock rates within 5% stretch every wait by as much.
-	bound := (p.lt + p.fi + 3*p.fi + 1100*time.Millisecond) * 21 / 20
+	bound := (p.maxLT + p.maxFI + 3*p.maxFI + 1100*time.Millisecond) * 21 / 20
 	if len(ivs) == 0 {
 		return errors.New("no leader ever")
 	}

@@ -1,6 +1,7 @@
 package s3lect
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,15 @@ type machine struct {
 	c     core
 	fx    []effect // the last step's effects
 	wake  time.Time
+
+	// The term object (docs/protocol.md, 1.1). Unless manualTerm is set,
+	// on answers a takeover's read and write of it at once, as a store
+	// holding termData would, and keeps the effects of every step but
+	// those two calls.
+	manualTerm bool
+	termData   []byte
+	termETag   string
+	termWrites int
 }
 
 func newMachine(t *testing.T, p params) *machine {
@@ -38,6 +48,33 @@ func newMachine(t *testing.T, p params) *machine {
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
 	m.fx, m.wake = m.c.next(ev, now)
+	for k := m.c.sh.call.kind; !m.manualTerm && (k == opTermRead || k == opTermWrite); k = m.c.sh.call.kind {
+		var r evStore
+		if k == opTermRead {
+			r = evStore{gen: m.c.sh.gen, data: m.termData, etag: m.termETag}
+		} else {
+			w := mustEffect[doWrite](m.t, m, "term object write")
+			if w.ifMatch != m.termETag {
+				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
+			} else {
+				m.termWrites++
+				m.termData, m.termETag = w.data, fmt.Sprintf(`"t%d"`, m.termWrites)
+				r = evStore{gen: m.c.sh.gen, etag: m.termETag}
+			}
+		}
+		var fx []effect
+		for _, f := range m.fx { // the term step's own calls are answered here
+			if r, ok := f.(doRead); ok && r.kind == opTermRead {
+				continue
+			}
+			if w, ok := f.(doWrite); ok && w.kind == opTermWrite {
+				continue
+			}
+			fx = append(fx, f)
+		}
+		m.fx, m.wake = m.c.next(r, now)
+		m.fx = append(fx, m.fx...)
+	}
 	return m
 }
 
@@ -699,4 +736,115 @@ func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 		m.read(v1, `"b"`, at(21*time.Second))
 	}
 	mustEffect[doWrite](t, m, "20s after first seeing the record without ttl")
+}
+
+// TestCoreTermObject: every takeover reads the term object, raises it over
+// the ETag read to one more than the highest term it knows, and only then
+// writes the lockfile with that term (docs/protocol.md, 1.1).
+func TestCoreTermObject(t *testing.T) {
+	termObj := func(term uint64) []byte { return fmt.Appendf(nil, `{"term":%d,"by":"x","lease":"l"}`, term) }
+	t.Run("RaisedBeforeTheTakeover", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		r := mustEffect[doRead](t, m, "takeover of an absent lockfile")
+		if r.kind != opTermRead {
+			t.Fatalf("first call of a takeover = %v; want a read of the term object", r.kind)
+		}
+		noEffect[doWrite](t, m, "before the term object is read")
+		m.on(evStore{gen: m.c.sh.gen}, at(0)) // absent
+		w := mustEffect[doWrite](t, m, "term object absent")
+		var obj termObject
+		if err := json.Unmarshal(w.data, &obj); err != nil || w.kind != opTermWrite || w.ifMatch != "" || obj.Term != 1 {
+			t.Fatalf("write %v %s over %q; want a create of the term object at term 1", w.kind, w.data, w.ifMatch)
+		}
+		m.on(evStore{gen: m.c.sh.gen, etag: `"t1"`}, at(0))
+		c := mustEffect[doWrite](t, m, "term object raised")
+		if rec, _ := ParseRecord(c.data); c.kind != opClaim || rec.Term != 1 || rec.Lease != obj.Lease {
+			t.Fatalf("write %v %s; want the takeover at term 1 with the term object's lease", c.kind, c.data)
+		}
+	})
+	t.Run("ForeignWriteWithoutTerm", func(t *testing.T) {
+		// Terms 1 and 2 were held; the original s3lect wrote a record
+		// without a term; a freshly started elector must not use 1 again.
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(2), `"t0"`
+		foreign := Record{LeaderID: "orig", LastUpdated: at(0)}.encode()
+		campaignAt(t, m, foreign, `"f"`, at(0))
+		for now := time.Second; ; now += time.Second {
+			m.on(evTimer{}, at(now))
+			if m.c.sh.call.kind == opRead {
+				m.read(foreign, `"f"`, at(now))
+			}
+			if w, ok := effectOf[doWrite](m); ok {
+				if rec, _ := ParseRecord(w.data); rec.Term != 3 {
+					t.Fatalf("takeover after a foreign write at term %d; want 3, above the term object's 2", rec.Term)
+				}
+				return
+			}
+			if now > time.Minute {
+				t.Fatal("no takeover")
+			}
+		}
+	})
+	t.Run("DeletedLockfileIsWaitedOut", func(t *testing.T) {
+		// A fresh elector finds no lockfile but a term object: the
+		// lockfile was deleted, maybe under a live lease. The term object
+		// states no lease here: the one assumed for records without ttl.
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(7), `"t0"`
+		campaignAt(t, m, nil, "", at(0))
+		noEffect[doWrite](t, m, "absent lockfile with a term object")
+		for now := time.Second; now < noTTLLease; now += time.Second {
+			m.on(evTimer{}, at(now))
+			if m.c.sh.call.kind == opRead {
+				m.read(nil, "", at(now))
+			}
+			noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a deleted lockfile", now))
+		}
+		m.on(evTimer{}, at(noTTLLease))
+		if m.c.sh.call.kind == opRead {
+			m.read(nil, "", at(noTTLLease))
+		}
+		w := mustEffect[doWrite](t, m, "the lease assumed for a deleted lockfile has passed")
+		if rec, _ := ParseRecord(w.data); w.kind != opClaim || w.ifMatch != "" || rec.Term != 8 {
+			t.Fatalf("write %v %s over %q; want a create at term 8", w.kind, w.data, w.ifMatch)
+		}
+	})
+	t.Run("DeletedLockfileWaitsTheLastTakeoversLease", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = []byte(`{"term":7,"by":"x","lease":"l","ttl":5000}`), `"t0"`
+		campaignAt(t, m, nil, "", at(0))
+		for now := time.Second; now < 5*time.Second; now += time.Second {
+			m.on(evTimer{}, at(now))
+			if m.c.sh.call.kind == opRead {
+				m.read(nil, "", at(now))
+			}
+			noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a lockfile deleted under a 5s lease", now))
+		}
+		m.on(evTimer{}, at(5*time.Second))
+		if m.c.sh.call.kind == opRead {
+			m.read(nil, "", at(5*time.Second))
+		}
+		mustEffect[doWrite](t, m, "the last takeover's 5s lease has passed")
+	})
+	t.Run("RaisedByAnotherFirst", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		m.on(evStore{gen: m.c.sh.gen}, at(0))
+		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0))
+		noEffect[doWrite](t, m, "term object raised by another takeover first")
+		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
+	})
+	t.Run("PermanentFailureNamesTheObject", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		m.on(evStore{gen: m.c.sh.gen, err: store.Permanent(errors.New("AccessDenied"))}, at(0))
+		a := mustEffect[doAnswer](t, m, "term object denied")
+		if a.err == nil || !strings.Contains(a.err.Error(), "term object") || !strings.Contains(a.err.Error(), "AccessDenied") {
+			t.Fatalf("answer %v; want an error naming the term object and the store's refusal", a.err)
+		}
+	})
 }

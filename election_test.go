@@ -99,11 +99,11 @@ func mustWin(t *testing.T, out <-chan won) won {
 	return w
 }
 
-// lastPut returns n's last successful put.
+// lastPut returns n's last successful write of the lockfile.
 func lastPut(n *node) call {
 	var last call
 	for _, c := range n.fs.log() {
-		if c.op == "put" && c.err == nil {
+		if c.op == "put" && c.key == testKey && c.err == nil {
 			last = c
 		}
 	}
@@ -258,7 +258,7 @@ func TestHandover(t *testing.T) {
 				}
 				reads := 0
 				for _, c := range w.n.fs.log() {
-					if c.op == "get" && !c.at.Before(ended) {
+					if c.op == "get" && c.key == testKey && !c.at.Before(ended) {
 						reads++
 					}
 				}

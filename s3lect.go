@@ -181,6 +181,14 @@ type ElectorConfig struct {
 // maxKeyLen is the longest object key S3 (and the other stores) accept.
 const maxKeyLen = 1024
 
+// TermSuffix is appended to LockfilePath to name the lockfile's term
+// object: the highest term any takeover of the lockfile has used, kept so
+// that terms never repeat even when the lockfile is deleted or written by
+// a writer without terms (docs/protocol.md, 1.1). Electors read and write
+// it, with conditional writes, only when they take over; it needs the
+// same permissions as the lockfile.
+const TermSuffix = ".term"
+
 // withDefaults returns cfg with every zero field set to its default.
 func (cfg ElectorConfig) withDefaults() ElectorConfig {
 	def := func(d *time.Duration, v time.Duration) {
@@ -218,8 +226,9 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LockfilePath is empty")
 	case strings.ContainsRune(cfg.LockfilePath, 0):
 		return bad("LockfilePath %q contains a NUL byte, which no object store accepts in a key", cfg.LockfilePath)
-	case len(cfg.LockfilePath) > maxKeyLen:
-		return bad("LockfilePath is %d bytes long; object stores accept at most %d", len(cfg.LockfilePath), maxKeyLen)
+	case len(cfg.LockfilePath)+len(TermSuffix) > maxKeyLen:
+		return bad("LockfilePath is %d bytes long; object stores accept keys of at most %d bytes, and the term object's key adds %d (%q)",
+			len(cfg.LockfilePath), maxKeyLen, len(TermSuffix), TermSuffix)
 	case !utf8.ValidString(cfg.LockfilePath):
 		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":
@@ -295,11 +304,12 @@ type Change struct {
 // takeovers) while it follows, the heartbeat (a leader's renewals and
 // release) while it leads. In PeerMode a third, the peer poller.
 type Elector struct {
-	cfg    ElectorConfig
-	owned  store.Store // the store New built from Bucket, released by Close
-	key    string
-	log    *slog.Logger
-	margin time.Duration // the leader's safety margin: LeaderTimeout / 10
+	cfg     ElectorConfig
+	owned   store.Store // the store New built from Bucket, released by Close
+	key     string
+	termKey string // the term high-water mark: key + TermSuffix
+	log     *slog.Logger
+	margin  time.Duration // the leader's safety margin: LeaderTimeout / 10
 
 	ctx    context.Context // the storage goroutines' lifetime; cancelled by Close after the loop ends
 	cancel context.CancelFunc
@@ -370,6 +380,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		cfg:         cfg,
 		owned:       owned,
 		key:         cfg.LockfilePath,
+		termKey:     cfg.LockfilePath + TermSuffix,
 		log:         cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
 		margin:      cfg.LeaderTimeout / 10,
 		ctx:         ctx,
@@ -475,7 +486,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Change {
 // a valid record gives an error wrapping ErrInvalidRecord. It is meant for
 // status tools: electing needs none of it.
 func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err error) {
-	data, etag, err := e.get(ctx)
+	data, etag, err := e.get(ctx, e.key)
 	if err != nil || etag == "" {
 		return Record{}, false, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -25,8 +26,10 @@ import (
 var (
 	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
-	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl) to see the simulation catch it")
+	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
 )
+
+var simDebug = os.Getenv("S3LECT_SIM_DEBUG") != ""
 
 // envInt returns the environment variable name as a number, or def.
 func envInt(name string, def int) int {
@@ -45,6 +48,8 @@ type simVariant struct {
 	rewind      bool // the store loses acknowledged writes and hands their revisions out again
 	mixed       bool // each node has its own FrequentInterval and LeaderTimeout, within 20% of the seed's
 	rolling     bool // nodes are restarted one by one, mid-run, onto another configuration
+	foreign     bool // a writer without terms, leases or ttl (the original s3lect, or worse) takes the lockfile now and then
+	deleter     bool // the lockfile, its term object, or both are deleted now and then
 }
 
 var simVariants = []simVariant{
@@ -54,6 +59,8 @@ var simVariants = []simVariant{
 	{name: "rewind", rewind: true},
 	{name: "mixedlease", mixed: true},
 	{name: "rolling", rolling: true},
+	{name: "foreign", foreign: true},
+	{name: "deleter", deleter: true},
 }
 
 // setMutation sets the mutation -sim.mutate names, and returns a function
@@ -61,13 +68,13 @@ var simVariants = []simVariant{
 func setMutation(t *testing.T) func() {
 	t.Helper()
 	muts := map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly,
-		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL}
+		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject}
 	if *simMutate == "" {
 		return func() {}
 	}
 	m, ok := muts[*simMutate]
 	if !ok {
-		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck, nottl", *simMutate)
+		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck, nottl, noterm", *simMutate)
 	}
 	*m = true
 	return func() { *m = false }
@@ -367,7 +374,11 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5133c7))
 	p := newSimParams(r)
 	p.setCfgs(rand.New(rand.NewPCG(uint64(seed), 0xc0f6)), v)
-	var shared store.Store = memstore.New()
+	if v.foreign {
+		p.calmFor += noTTLLease // records without ttl are waited out with the lease assumed for them
+	}
+	mem := memstore.New()
+	var shared store.Store = mem
 	var rw *rewindStore
 	if v.rewind {
 		rw = &rewindStore{}
@@ -414,6 +425,9 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		}
 		cfg := ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, ServerAddr: id + ":1",
 			FrequentInterval: c.fi, InfrequentInterval: c.ii, LeaderTimeout: c.lt, Logger: quietLogger}
+		if simDebug {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, nil)).With("node", id)
+		}
 		if v.peer {
 			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers}
 		}
@@ -643,6 +657,122 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			}})
 		}
 	}
+	// lastForeign is when the last record without ttl was written: it is
+	// waited out with the lease assumed for such records, so the liveness
+	// bound runs from its end. wipes are the times both the lockfile and
+	// its term object were absent after a deletion: terms may start again
+	// from there (docs/protocol.md, 1.1).
+	var (
+		lastForeign, lastDelete time.Time
+		wipes                   []time.Time
+	)
+	live := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, iv := range intervals {
+			if iv.end.IsZero() {
+				return true
+			}
+		}
+		return false
+	}
+	if v.foreign {
+		// A writer without terms, leases or ttl takes the lockfile over
+		// with a conditional write on what it read, as the original
+		// s3lect does, but whenever it likes, live lease or not; renews a
+		// few times; then releases it or stops.
+		for k := range 1 + r.IntN(4) {
+			at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
+			renewals, release := r.IntN(4), r.IntN(2) == 0
+			events = append(events, event{at, func() {
+				rec := func(release bool) []byte {
+					w := time.Now().UTC()
+					if release {
+						w = time.Time{}
+					}
+					b, _ := json.Marshal(struct {
+						LeaderID    string    `json:"leaderID"`
+						LeaderAddr  string    `json:"leaderAddr"`
+						LastUpdated time.Time `json:"lastUpdated"`
+					}{fmt.Sprintf("orig%d", k), "orig:1", w})
+					return b
+				}
+				_, tag, err := mem.Get(context.Background(), testKey)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return
+				}
+				tag, err = mem.PutIfMatch(context.Background(), testKey, rec(false), tag)
+				if err != nil {
+					return
+				}
+				counts.add("foreign takeover")
+				mu.Lock()
+				lastForeign = time.Now()
+				mu.Unlock()
+				go func() {
+					for j := range renewals + 1 {
+						time.Sleep(p.fi)
+						last := j == renewals
+						if last && !release {
+							return // it stops: its record stays
+						}
+						if tag, err = mem.PutIfMatch(context.Background(), testKey, rec(last), tag); err != nil {
+							return // someone else took it
+						}
+						counts.add("foreign write")
+						mu.Lock()
+						lastForeign = time.Now()
+						mu.Unlock()
+					}
+				}()
+			}})
+		}
+	}
+	if v.deleter {
+		// Deletions of the lockfile, its term object or both. Both
+		// objects are left absent only while no leadership is live: a
+		// freshly started elector that finds neither cannot know of a
+		// live lease (docs/protocol.md, 1.1).
+		for range 1 + r.IntN(4) {
+			at := time.Duration(r.Int64N(int64(p.faultsFor - 5*time.Second)))
+			what := r.IntN(3)
+			events = append(events, event{at, func() {
+				// Every elector is blocked: what live and exists see
+				// holds until the deletions are done.
+				synctest.Wait()
+				exists := func(key string) bool {
+					_, _, err := mem.Get(context.Background(), key)
+					return err == nil
+				}
+				lock, term := exists(testKey), exists(testKey+TermSuffix)
+				delLock, delTerm := what != 1, what != 0
+				bothGone := (delLock || !lock) && (delTerm || !term)
+				if bothGone && live() {
+					return
+				}
+				if delLock && lock {
+					mem.Delete(testKey)
+					counts.add("lockfile deleted")
+					if simDebug {
+						fmt.Println(time.Now().Format("05.000"), "DELETE lockfile")
+					}
+				}
+				if delTerm && term {
+					mem.Delete(testKey + TermSuffix)
+					counts.add("term object deleted")
+					if simDebug {
+						fmt.Println(time.Now().Format("05.000"), "DELETE term object")
+					}
+				}
+				mu.Lock()
+				lastDelete = time.Now()
+				if bothGone {
+					wipes = append(wipes, time.Now())
+				}
+				mu.Unlock()
+			}})
+		}
+	}
 	if v.rewind {
 		// The store crashes now and then, loses its last one or two
 		// acknowledged writes, and is back after an outage.
@@ -717,10 +847,31 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		<-n.done
 	}
 	synctest.Wait() // the crashed and closed incarnations' Close calls
-	if err := checkIntervals(p, ivs, lastFault, rw.lost); err != nil {
+	mu.Lock()
+	if !lastForeign.IsZero() {
+		// A record without ttl is waited out with the lease assumed for
+		// it from each elector's first sight, and electors restarted when
+		// the faults stop see it first then.
+		lastFault = latest(lastFault, latest(lastForeign, faultsEnd).Add(max(p.maxLT, noTTLLease)*21/20))
+	}
+	if !lastDelete.IsZero() {
+		// An absence is watched from its first sight, and once more from
+		// the takeover's read of a changed term object.
+		lastFault = latest(lastFault, latest(faultsEnd.Add(p.maxLT*21/20), lastDelete.Add(2*p.maxLT*21/20)))
+	}
+	allowed := slices.Clone(wipes)
+	mu.Unlock()
+	if err := checkIntervals(p, ivs, lastFault, rw.lost, allowed); err != nil {
 		t.Errorf("seed %d (%s): %v\nparams %+v\nreplay with -run 'TestSafetySimulation/%s' -sim.seed=%d", seed, v.name, err, p, v.name, seed)
 	}
 	return counts.m
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // checkIntervals reports overlapping leaderships, a term that does not
@@ -728,10 +879,11 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 // stop at healed.
 //
 // A term may repeat, or a lower one follow, only when lostTerm says the
-// store lost the takeovers that used the higher ones: their successors
-// cannot have known them (docs/protocol.md, section 1). Every term must
-// exceed every term the store kept.
-func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm func(uint64) bool) error {
+// store lost the takeovers that used the higher ones, or after a wipe (a
+// time both the lockfile and its term object were deleted): their
+// successors cannot have known them (docs/protocol.md, section 1). Every
+// other term must exceed every term before it that the store kept.
+func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm func(uint64) bool, wipes []time.Time) error {
 	slices.SortFunc(ivs, func(a, b *interval) int { return a.start.Compare(b.start) })
 	var b strings.Builder
 	for _, iv := range ivs {
@@ -749,6 +901,11 @@ func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm fun
 		}
 		if !lostTerm(prev.term) && (kept == nil || prev.term > kept.term) {
 			kept = prev
+		}
+		for _, w := range wipes {
+			if kept != nil && w.After(kept.start) && !w.After(cur.start) {
+				kept = nil // terms may start again after a wipe
+			}
 		}
 		if kept != nil && cur.term <= kept.term {
 			return fmt.Errorf("term went from %d (%s) to %d (%s):%s", kept.term, kept.node, cur.term, cur.node, b.String())

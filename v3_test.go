@@ -70,3 +70,52 @@ func newNodeWith(t *testing.T, mem store.Store, cfg ElectorConfig) *node {
 	t.Cleanup(func() { e.Close() })
 	return &node{id: cfg.ServerID, fs: fs, e: e}
 }
+
+// TestTermsNeverRepeat: terms 1 and 2 are held; then the original s3lect
+// writes a record without a term, or the lockfile is deleted; a freshly
+// started elector, which never saw terms 1 and 2, must still win a higher
+// term (docs/protocol.md, 1.1). Before the term object it won term 1.
+func TestTermsNeverRepeat(t *testing.T) {
+	cases := []struct {
+		name  string
+		after func(t *testing.T, mem *memstore.Store)
+	}{
+		{"ForeignWriteWithoutTerm", func(t *testing.T, mem *memstore.Store) {
+			_, tag, err := mem.Get(t.Context(), testKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig := []byte(`{"leaderID":"orig","leaderAddr":"orig:1","lastUpdated":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`)
+			if _, err := mem.PutIfMatch(t.Context(), testKey, orig, tag); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"LockfileDeleted", func(t *testing.T, mem *memstore.Store) { mem.Delete(testKey) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New()
+				out := make(chan won, 1)
+				for i, id := range []string{"a", "b"} {
+					n := newNode(t, mem, id)
+					n.campaign(t.Context(), out)
+					w := mustWin(t, out)
+					if w.l.Term() != uint64(i+1) {
+						t.Fatalf("%s won term %d; want %d", id, w.l.Term(), i+1)
+					}
+					if err := w.l.Resign(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+					n.e.Close()
+				}
+				tc.after(t, mem)
+				c := newNode(t, mem, "c")
+				c.campaign(t.Context(), out)
+				if w := mustWin(t, out); w.l.Term() != 3 {
+					t.Errorf("fresh elector won term %d after terms 1 and 2; want 3", w.l.Term())
+				}
+			})
+		})
+	}
+}

@@ -76,6 +76,7 @@ type shared struct {
 	maxTTL  time.Duration // the longest lease a record of this lockfile has stated (section 3.1)
 
 	termSeen string    // the term object as last read: ETag and SHA-256 of its bytes (section 4)
+	foreign  uint64    // records read without the version 2 fields (section 1.2); the first is logged
 	stamp    time.Time // the last lastUpdated written; stamps only rise (section 9, 4)
 
 	pub       Change    // what was announced last
@@ -137,7 +138,7 @@ func (c *core) next(ev event, now time.Time) ([]effect, time.Time) {
 
 // status is what the core shows outside, for the run loop's snapshot.
 func (c *core) status() status {
-	st := status{change: c.sh.pub, known: c.sh.known, lastWrite: c.sh.lastWrite, lastRead: c.sh.lastRead}
+	st := status{change: c.sh.pub, known: c.sh.known, lastWrite: c.sh.lastWrite, lastRead: c.sh.lastRead, foreign: c.sh.foreign}
 	switch l := c.lead; {
 	case l == nil:
 		st.mode = c.fol.mode.String()
@@ -804,6 +805,7 @@ type status struct {
 	etag      string    // and its ETag
 	lastWrite time.Time // Stats.LastRenewal
 	lastRead  time.Time // Stats.LastRead
+	foreign   uint64    // Stats.ForeignRecords
 }
 
 // Mutations, for measuring what the safety simulation catches: each

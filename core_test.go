@@ -848,3 +848,30 @@ func TestCoreTermObject(t *testing.T) {
 		}
 	})
 }
+
+// TestCoreForeignRecordsCountedAndLoggedOnce: every new record without the
+// version 2 fields is counted; the first is logged (docs/protocol.md, 1.2).
+func TestCoreForeignRecordsCountedAndLoggedOnce(t *testing.T) {
+	m := newMachine(t, coreParams)
+	orig := func(stamp time.Duration) []byte { return Record{LeaderID: "orig", LastUpdated: at(stamp)}.encode() }
+	logged := 0
+	tally := func() {
+		for _, f := range m.fx {
+			if f, ok := f.(doLog); ok && strings.Contains(f.msg, "original s3lect") {
+				logged++
+			}
+		}
+	}
+	m.on(evTimer{}, at(0)).read(orig(0), `"1"`, at(0))
+	tally()
+	m.on(evTimer{}, at(time.Second)).read(orig(0), `"1"`, at(time.Second)) // the same record again
+	tally()
+	m.on(evTimer{}, at(2*time.Second)).read(orig(time.Second), `"2"`, at(2*time.Second))
+	tally()
+	m.on(evTimer{}, at(3*time.Second)).read(held("x", 1, "a", 0, 3*time.Second), `"3"`, at(3*time.Second))
+	tally()
+	st := mustEffect[doStatus](t, m, "a step").st
+	if st.foreign != 2 || logged != 1 {
+		t.Errorf("two records of the original s3lect, one read twice, and one of version 3: counted %d, logged %d; want 2 and 1", st.foreign, logged)
+	}
+}

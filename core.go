@@ -559,8 +559,10 @@ func (c *core) finishLead(now time.Time, emit func(effect)) bool {
 		c.leadOver(view{}, now, now, nil, emit) // someone else wrote: see who
 	case errors.Is(l.ending, ErrLeaseExpired):
 		// The store did not take our renewals; the record stays as it is.
-		// Others wait LeaderTimeout for it; this elector, knowing it has
-		// stopped, may take it over at once.
+		// Others wait its lease out; this elector may take it over at
+		// once, on a read that finds exactly its last acknowledged write:
+		// nobody else has written since, and its own leadership is over
+		// (section 4, Ex-leader).
 		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, nil, emit)
 	default:
 		rec := l.rec

@@ -337,6 +337,40 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.c.fol.v.kind)
 		}
 	})
+	t.Run("4 ex-leader: its own last acknowledged write is taken over at once, anyone else's waited out", func(t *testing.T) {
+		// docs/protocol.md, section 4: the lockfile still holds exactly
+		// the ex-leader's last acknowledged write, so nobody has written
+		// since, and its own leadership is over.
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		last := mustEffect[doWrite](t, m, "claim").data
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
+		mustEffect[doEnd](t, m, "failed renewal")
+		m.on(evLeadDone{ErrLeaseExpired}, at(p.fi+time.Second))
+		m.on(evCampaign{id: 2, lease: "l2"}, at(p.fi+time.Second))
+		if m.c.sh.call.kind != opRead {
+			m.on(evTimer{}, at(p.fi+2*time.Second))
+		}
+		now := m.c.sh.call.sent
+		m.read(last, `"c"`, now)
+		w := mustEffect[doWrite](t, m, "its own record, unchanged")
+		if rec, _ := ParseRecord(w.data); w.kind != opClaim || w.ifMatch != `"c"` || rec.Term != 2 {
+			t.Fatalf("write %v %s over %q; want a takeover at term 2 over its own record", w.kind, w.data, w.ifMatch)
+		}
+		// Someone else's record is waited out in full.
+		m = newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
+		m.on(evLeadDone{ErrLeaseExpired}, at(p.fi+time.Second))
+		m.on(evCampaign{id: 2, lease: "l2"}, at(p.fi+time.Second))
+		if m.c.sh.call.kind != opRead {
+			m.on(evTimer{}, at(p.fi+2*time.Second))
+		}
+		m.read(held("x", 2, "b", 0, p.fi), `"d"`, m.c.sh.call.sent)
+		noEffect[doWrite](t, m, "another elector's record")
+	})
 	t.Run("3.1 leader: the lease deadline ends the leadership", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)) // renewal sent, reply never comes

@@ -2,6 +2,8 @@ package s3lect
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -42,11 +44,13 @@ type params struct {
 type opKind int
 
 const (
-	opNone    opKind = iota
-	opRead           // a follower's read
-	opClaim          // a takeover
-	opRenew          // a leader's renewal
-	opRelease        // a leader's release after it resigned
+	opNone      opKind = iota
+	opRead             // a follower's read
+	opClaim            // a takeover
+	opRenew            // a leader's renewal
+	opRelease          // a leader's release after it resigned
+	opTermRead         // a takeover's read of the term object (section 1.1)
+	opTermWrite        // a takeover's raise of the term object, before the takeover write
 )
 
 // core is everything the election knows. Only the run loop holds one.
@@ -68,8 +72,12 @@ type shared struct {
 	call    pending // the store call in flight; kind opNone if none
 	peerGen uint64  // numbers peer targets, to recognise stale reports
 
-	maxTerm uint64    // the highest term seen or written (section 1, term)
-	stamp   time.Time // the last lastUpdated written; stamps only rise (section 9, 4)
+	maxTerm uint64        // the highest term seen or written (section 1, term)
+	maxTTL  time.Duration // the longest lease a record of this lockfile has stated (section 3.1)
+
+	termSeen string    // the term object as last read: ETag and SHA-256 of its bytes (section 4)
+	foreign  uint64    // records read without the version 2 fields (section 1.2); the first is logged
+	stamp    time.Time // the last lastUpdated written; stamps only rise (section 9, 4)
 
 	pub       Change    // what was announced last
 	known     bool      // pub reflects at least one read or write
@@ -100,6 +108,18 @@ type campaign struct {
 	// these bytes, it won (section 4, Takeover).
 	unsure     []byte
 	unsureSent time.Time
+
+	// term is the takeover record, its term raised in the term object
+	// first (section 1.1), while the term object's write is in flight.
+	term Record
+}
+
+// termObject is the content of the term object (section 1.1).
+type termObject struct {
+	Term  uint64 `json:"term"`
+	By    string `json:"by"`    // the ServerID of the takeover that wrote it
+	Lease string `json:"lease"` // that takeover's lease: no two writes have the same bytes
+	TTL   int64  `json:"ttl"`   // that takeover's lease length, as the record's ttl
 }
 
 // next applies ev at local time now. It returns the effects to perform in
@@ -118,7 +138,7 @@ func (c *core) next(ev event, now time.Time) ([]effect, time.Time) {
 
 // status is what the core shows outside, for the run loop's snapshot.
 func (c *core) status() status {
-	st := status{change: c.sh.pub, known: c.sh.known, lastWrite: c.sh.lastWrite, lastRead: c.sh.lastRead}
+	st := status{change: c.sh.pub, known: c.sh.known, lastWrite: c.sh.lastWrite, lastRead: c.sh.lastRead, foreign: c.sh.foreign}
 	switch l := c.lead; {
 	case l == nil:
 		st.mode = c.fol.mode.String()
@@ -199,6 +219,10 @@ func (c *core) onStore(ev evStore, now time.Time, emit func(effect)) bool {
 		}
 	case opRelease:
 		c.releaseDone(ev, now, emit)
+	case opTermRead:
+		c.termReadDone(ev, now, emit)
+	case opTermWrite:
+		c.termWriteDone(ev, k.data, now, emit)
 	}
 	return false
 }
@@ -247,9 +271,9 @@ func (c *core) endLead(cause error, emit func(effect)) {
 // announces the leader it knows of, takes over when the rules allow, and
 // reads when a read is due.
 func (c *core) follow(now time.Time, readNow bool, emit func(effect)) time.Time {
-	f, p := c.fol, c.sh.p
+	f := c.fol
 	if f.v.kind != kindUnknown || f.readErr != nil {
-		c.sh.announce(Change{Leader: f.watched(now, p.lt), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
+		c.sh.announce(Change{Leader: f.watched(now, c.sh.lease(f.v)), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
 	}
 
 	var wake time.Time
@@ -259,7 +283,7 @@ func (c *core) follow(now time.Time, readNow bool, emit func(effect)) time.Time 
 			wake = t
 		}
 	}
-	at, ok := f.v.takeoverAt(p.lt)
+	at, ok := f.v.takeoverAt(c.sh.lease(f.v))
 	if ok && f.v.kind == kindHeld && f.mode == frequent {
 		soonest(at) // for a watcher, the observed lease's end
 	}
@@ -312,15 +336,71 @@ func (c *core) follow(now time.Time, readNow bool, emit func(effect)) time.Time 
 	return wake
 }
 
-// claim writes a takeover over the view's ETag (section 1, term and lease).
+// claim starts a takeover of what a read has just returned: it reads the
+// term object first (termReadDone), raises it (termWriteDone), then writes
+// the lockfile over the view's ETag (sections 1, term and lease, and 1.1).
 func (c *core) claim(now time.Time, emit func(effect)) {
+	if mutNoTermObject {
+		// Version 2: the term from the lockfile and this elector alone.
+		if c.termReadDone(evStore{}, now, emit) {
+			c.termWriteDone(evStore{}, nil, now, emit)
+		}
+		return
+	}
+	c.sh.gen++
+	c.sh.call = pending{kind: opTermRead, sent: now}
+	emit(doRead{c.sh.gen, opTermRead})
+}
+
+// termReadDone takes in the takeover's read of the term object (section
+// 1.1). The new term exceeds the replaced record's, every term this
+// elector has seen, and the term object's; the term object is raised to
+// it before the takeover is written, so that no takeover, by any elector,
+// ever uses a term the term object has held. It reports whether it wrote
+// (with mutNoTermObject: would have written) the term object.
+func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
+	if c.camp.id == 0 || c.camp.withdrawn != nil || c.sh.closing {
+		c.answerWithdrawn(emit)
+		return false
+	}
+	if ev.err != nil {
+		c.termFailed(ev.err, now, emit)
+		return false
+	}
 	v := &c.fol.v
+	var high uint64
+	if ev.etag != "" {
+		var obj termObject
+		if json.Unmarshal(ev.data, &obj) != nil || obj.TTL < 0 {
+			obj = termObject{Term: salvageTerm(ev.data)} // damaged: its lease is unknown
+		}
+		high = obj.Term
+		sum := sha256.Sum256(ev.data)
+		seen := ev.etag + "/" + string(sum[:])
+		if v.kind == kindAbsent && seen != c.sh.termSeen {
+			// Section 4: the lockfile is absent, and a takeover has raised
+			// the term object since this elector last read it: the
+			// lockfile was created and deleted, perhaps under a live
+			// lease, or a takeover is being written. Watch the absence
+			// anew, from now, for the lease the last takeover states.
+			c.sh.termSeen = seen
+			v.heldBefore = true
+			v.ttl = max(v.ttl, time.Duration(obj.TTL)*time.Millisecond)
+			if now.After(v.seenAt) {
+				v.seenAt = now
+			}
+			emit(doLog{"lockfile is absent but its term object changed; waiting out a lease before creating it", []any{"term", high}})
+			return false
+		}
+		c.sh.termSeen = seen
+	}
+	c.sh.maxTerm = max(c.sh.maxTerm, high)
 	base := max(v.term, c.sh.maxTerm)
 	if base == math.MaxUint64 {
-		emit(doAnswer{c.camp.id, fmt.Errorf("the lockfile holds term %d, which cannot be raised: "+
-			"fencing tokens would repeat; write a record with a lower term or use a new LockfilePath", base)})
+		emit(doAnswer{c.camp.id, fmt.Errorf("the lockfile or its term object holds term %d, which cannot be raised: "+
+			"fencing tokens would repeat; use a new LockfilePath", base)})
 		c.camp = campaign{}
-		return
+		return false
 	}
 	// Every takeover write starts a leadership of its own, with its own
 	// lease value: an earlier attempt that failed may still have landed,
@@ -328,9 +408,52 @@ func (c *core) claim(now time.Time, emit func(effect)) {
 	c.camp.claims++
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", c.camp.lease, c.camp.claims)
-	rec := Record{LeaderID: c.sh.p.id, LeaderAddr: c.sh.p.addr, LastUpdated: c.sh.nextStamp(now),
-		Term: base + 1, Lease: fmt.Sprintf("%016x", h.Sum64())}
-	c.sh.write(opClaim, rec.encode(), v.etag, v.sum, nil, time.Time{}, now, emit)
+	c.camp.term = Record{LeaderID: c.sh.p.id, LeaderAddr: c.sh.p.addr, Term: base + 1,
+		Lease: fmt.Sprintf("%016x", h.Sum64()), TTL: ttlMillis(c.sh.p.lt)}
+	if mutNoTermObject {
+		return true
+	}
+	data, _ := json.Marshal(termObject{Term: base + 1, By: c.sh.p.id, Lease: c.camp.term.Lease, TTL: c.camp.term.TTL})
+	var over [32]byte
+	if ev.etag != "" {
+		over = sha256.Sum256(ev.data)
+	}
+	c.sh.write(opTermWrite, data, ev.etag, over, nil, time.Time{}, now, emit)
+	return true
+}
+
+// termWriteDone takes in the raise of the term object, whose content was
+// data, and writes the takeover once it is in (section 1.1).
+func (c *core) termWriteDone(ev evStore, data []byte, now time.Time, emit func(effect)) {
+	rec := c.camp.term
+	c.camp.term = Record{}
+	var obj termObject
+	if data != nil && (json.Unmarshal(data, &obj) != nil || obj.Lease != rec.Lease) {
+		rec = Record{} // written for a campaign that has since ended
+	}
+	switch f := c.fol; {
+	case c.camp.id == 0 || rec.LeaderID == "" || c.camp.withdrawn != nil || c.sh.closing:
+		c.answerWithdrawn(emit)
+	case ev.err == nil:
+		c.sh.maxTerm = max(c.sh.maxTerm, rec.Term)
+		rec.LastUpdated = c.sh.nextStamp(now)
+		c.sh.write(opClaim, rec.encode(), f.v.etag, f.v.sum, nil, time.Time{}, now, emit)
+	case errors.Is(ev.err, store.ErrPreconditionFailed):
+		f.nextRead, f.stale, f.mode = now, true, frequent // another takeover raised the term first: see who won
+	default:
+		c.termFailed(ev.err, now, emit)
+	}
+}
+
+// termFailed ends a takeover whose term object could not be read or
+// written. Nothing was written to the lockfile.
+func (c *core) termFailed(err error, now time.Time, emit func(effect)) {
+	c.camp.claimAfter = now.Add(c.sh.p.fi)
+	emit(doLog{"takeover failed at the term object", []any{"err", err}})
+	if store.IsPermanent(err) {
+		emit(doAnswer{c.camp.id, fmt.Errorf("the term object next to the lockfile (docs/protocol.md, 1.1) needs the same permissions as the lockfile: %w", err)})
+		c.camp = campaign{}
+	}
 }
 
 // readDone takes in a follower's read.
@@ -436,8 +559,10 @@ func (c *core) finishLead(now time.Time, emit func(effect)) bool {
 		c.leadOver(view{}, now, now, nil, emit) // someone else wrote: see who
 	case errors.Is(l.ending, ErrLeaseExpired):
 		// The store did not take our renewals; the record stays as it is.
-		// Others wait LeaderTimeout for it; this elector, knowing it has
-		// stopped, may take it over at once.
+		// Others wait its lease out; this elector may take it over at
+		// once, on a read that finds exactly its last acknowledged write:
+		// nobody else has written since, and its own leadership is over
+		// (section 4, Ex-leader).
 		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, nil, emit)
 	default:
 		rec := l.rec
@@ -485,7 +610,7 @@ func (c *core) leadOver(v view, nextRead, now time.Time, err error, emit func(ef
 			c.camp.claimAfter = now.Add(c.sh.p.fi) // a slow takeover: try again later
 		}
 	}
-	c.sh.announce(Change{Leader: c.fol.watched(now, c.sh.p.lt)}, emit)
+	c.sh.announce(Change{Leader: c.fol.watched(now, c.sh.lease(c.fol.v))}, emit)
 	// Leader(), Stats and the peer handler say so before Resign returns.
 	emit(doStatus{c.status()})
 	emit(doExited{err})
@@ -495,7 +620,7 @@ func (c *core) leadOver(v view, nextRead, now time.Time, err error, emit func(ef
 func (sh *shared) read(now time.Time, emit func(effect)) {
 	sh.gen++
 	sh.call = pending{kind: opRead, sent: now}
-	emit(doRead{sh.gen})
+	emit(doRead{sh.gen, opRead})
 }
 
 // write sends a write of data over ifMatch ("" creates), whose content has
@@ -622,7 +747,10 @@ type executor interface {
 }
 
 type (
-	doRead  struct{ gen uint64 }
+	doRead struct {
+		gen  uint64
+		kind opKind // opRead, or opTermRead for the term object
+	}
 	doWrite struct {
 		gen      uint64
 		kind     opKind
@@ -679,13 +807,45 @@ type status struct {
 	etag      string    // and its ETag
 	lastWrite time.Time // Stats.LastRenewal
 	lastRead  time.Time // Stats.LastRead
+	foreign   uint64    // Stats.ForeignRecords
 }
 
 // Mutations, for measuring what the safety simulation catches: each
 // breaks one rule of the protocol when set. Never set outside tests.
 var (
-	mutDeltaZero   bool // no stretch of the leader's reported time (δ = 0)
-	mutMarginZero  bool // no safety margin on the leader's lease
-	mutETagOnly    bool // a sighting is its ETag alone, whatever the bytes
-	mutPeerNoCheck bool // a follower that relies on the peer never checks the takeover time
+	mutDeltaZero    bool // no stretch of the leader's reported time (δ = 0)
+	mutMarginZero   bool // no safety margin on the leader's lease
+	mutETagOnly     bool // a sighting is its ETag alone, whatever the bytes
+	mutPeerNoCheck  bool // a follower that relies on the peer never checks the takeover time
+	mutIgnoreTTL    bool // a follower waits its own LeaderTimeout whatever the record says (version 2)
+	mutNoTermObject bool // takeovers neither read nor raise the term object (version 2)
 )
+
+// noTTLLease is the shortest lease a follower assumes for a record that
+// states none: one written before protocol version 3 (the original
+// s3lect, a version 2 writer during a rolling upgrade), or unreadable
+// content. Both the original s3lect and version 2 default to it
+// (docs/protocol.md, 3.1).
+const noTTLLease = DefaultLeaderTimeout
+
+// ttlMillis is a LeaderTimeout as the record's ttl states it: in whole
+// milliseconds, rounded up so that no follower waits less than the
+// writer's lease.
+func ttlMillis(lt time.Duration) int64 {
+	return int64((lt + time.Millisecond - 1) / time.Millisecond)
+}
+
+// lease returns how long a follower must watch v unchanged before it may
+// take it over (section 3.1): the longer of its own LeaderTimeout and the
+// lease the record states; for a record that states none, the longest
+// lease this elector can assume: its own, noTTLLease, and every lease a
+// record of this lockfile has stated to it.
+func (sh *shared) lease(v view) time.Duration {
+	switch {
+	case mutIgnoreTTL:
+		return sh.p.lt
+	case v.ttl > 0:
+		return max(sh.p.lt, v.ttl)
+	}
+	return max(sh.p.lt, noTTLLease, sh.maxTTL)
+}

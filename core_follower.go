@@ -55,12 +55,18 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 	f.readErr, f.stale = nil, false
 	before := f.v
 	f.v = f.v.observe(data, etag, now)
-	if f.v.term > sh.maxTerm {
-		sh.maxTerm = f.v.term
-	}
+	sh.maxTerm = max(sh.maxTerm, f.v.term)
+	sh.maxTTL = max(sh.maxTTL, f.v.ttl)
 	fresh := !before.same(f.v)
 	if f.v.kind == kindCorrupt && fresh {
-		emit(doLog{"lockfile is unreadable; it will be taken over after LeaderTimeout", []any{"etag", etag}})
+		emit(doLog{"lockfile is unreadable; it will be taken over after the lease assumed for records without ttl", []any{"etag", etag}})
+	}
+	if (f.v.kind == kindHeld || f.v.kind == kindVacant) && fresh && f.v.rec.Term == 0 && f.v.rec.Lease == "" {
+		// The original s3lect wrote it (section 1.2).
+		if sh.foreign++; sh.foreign == 1 {
+			emit(doLog{"the lockfile holds a record of the original s3lect (no term, no lease): this is a mixed group, " +
+				"safe only as docs/protocol.md, section 1.2, says; Stats.ForeignRecords counts such records", []any{"leader", f.v.rec.LeaderID}})
+		}
 	}
 
 	key := f.v.key()

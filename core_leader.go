@@ -85,7 +85,11 @@ func (l *leader) renewDone(sh *shared, ev evStore, data []byte, sentAt time.Time
 }
 
 // ours is the follower's view of the record this leadership left in the
-// lockfile, seen at now: this elector may take it over at once.
+// lockfile, seen at now: its last acknowledged write, ETag and bytes. A
+// read that finds exactly it is the same sighting, which this elector may
+// take over at once (section 4, Ex-leader); any other content is a new
+// sighting, waited out in full.
 func (l *leader) ours(now time.Time) view {
-	return view{kind: kindOurs, etag: l.etag, rec: l.rec, term: l.rec.Term, seenAt: now}
+	return view{kind: kindOurs, etag: l.etag, sum: l.sum, rec: l.rec, term: l.rec.Term, seenAt: now,
+		ttl: time.Duration(l.rec.TTL) * time.Millisecond}
 }

@@ -1,6 +1,7 @@
 package s3lect
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,15 @@ type machine struct {
 	c     core
 	fx    []effect // the last step's effects
 	wake  time.Time
+
+	// The term object (docs/protocol.md, 1.1). Unless manualTerm is set,
+	// on answers a takeover's read and write of it at once, as a store
+	// holding termData would, and keeps the effects of every step but
+	// those two calls.
+	manualTerm bool
+	termData   []byte
+	termETag   string
+	termWrites int
 }
 
 func newMachine(t *testing.T, p params) *machine {
@@ -38,6 +48,33 @@ func newMachine(t *testing.T, p params) *machine {
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
 	m.fx, m.wake = m.c.next(ev, now)
+	for k := m.c.sh.call.kind; !m.manualTerm && (k == opTermRead || k == opTermWrite); k = m.c.sh.call.kind {
+		var r evStore
+		if k == opTermRead {
+			r = evStore{gen: m.c.sh.gen, data: m.termData, etag: m.termETag}
+		} else {
+			w := mustEffect[doWrite](m.t, m, "term object write")
+			if w.ifMatch != m.termETag {
+				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
+			} else {
+				m.termWrites++
+				m.termData, m.termETag = w.data, fmt.Sprintf(`"t%d"`, m.termWrites)
+				r = evStore{gen: m.c.sh.gen, etag: m.termETag}
+			}
+		}
+		var fx []effect
+		for _, f := range m.fx { // the term step's own calls are answered here
+			if r, ok := f.(doRead); ok && r.kind == opTermRead {
+				continue
+			}
+			if w, ok := f.(doWrite); ok && w.kind == opTermWrite {
+				continue
+			}
+			fx = append(fx, f)
+		}
+		m.fx, m.wake = m.c.next(r, now)
+		m.fx = append(fx, m.fx...)
+	}
 	return m
 }
 
@@ -94,8 +131,17 @@ func describe(fx []effect) string {
 	return b.String()
 }
 
+// held returns a version 3 record stating coreParams' LeaderTimeout as its
+// lease.
 func held(id string, term uint64, lease string, heldMS int64, stamp time.Duration) []byte {
-	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS}.encode()
+	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS,
+		TTL: coreParams.lt.Milliseconds()}.encode()
+}
+
+// heldTTL is held with a lease of ttl.
+func heldTTL(id string, term uint64, lease string, heldMS int64, stamp, ttl time.Duration) []byte {
+	return Record{LeaderID: id, LeaderAddr: id + ":1", LastUpdated: at(stamp), Term: term, Lease: lease, Held: heldMS,
+		TTL: ttl.Milliseconds()}.encode()
 }
 
 // campaignAt starts a Campaign at time now and answers the first read.
@@ -114,10 +160,15 @@ func TestCoreTakeoverTimes(t *testing.T) {
 		want time.Duration // when the takeover write is sent, after the first read at 0
 	}{
 		{"4 takeover: an absence never preceded by a record is created at once", nil, "", 0},
-		{"1 a released record (lastUpdated zero) is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, 0},
+		{"1 a released record (lastUpdated zero) with ttl is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a", TTL: 3000}.encode(), `"r"`, 0},
 		{"3.1 a record without a lease waits LeaderTimeout of observed silence", held("x", 4, "", 0, 0), `"h"`, lt},
 		{"3.2 a record with a lease seen once waits LeaderTimeout, as 3.1", held("x", 4, "a", 9000, 0), `"h"`, lt},
-		{"1 unreadable content is a holder that never renews: LeaderTimeout", []byte("not json"), `"c"`, lt},
+		{"3.1 the record's lease: a longer ttl is waited out", heldTTL("x", 4, "a", 9000, 0, 15*time.Second), `"h"`, 15 * time.Second},
+		{"3.1 the record's lease: a shorter ttl waits the follower's own LeaderTimeout", heldTTL("x", 4, "a", 9000, 0, time.Second), `"h"`, lt},
+		{"3.1 a record without ttl (the original s3lect) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0)}.encode(), `"o"`, noTTLLease},
+		{"3.1 a record without ttl (version 2) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0), Term: 4, Lease: "a", Held: 9000}.encode(), `"v"`, noTTLLease},
+		{"3.1 a release without ttl may follow an unsafe takeover: the lease assumed", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, noTTLLease},
+		{"1 unreadable content is a holder that never renews and states no lease", []byte("not json"), `"c"`, noTTLLease},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,7 +176,7 @@ func TestCoreTakeoverTimes(t *testing.T) {
 			campaignAt(t, m, tc.data, tc.etag, at(0))
 			// Reads every FrequentInterval see the same thing; the claim
 			// goes out exactly at the takeover time, not at a read.
-			for now := time.Duration(0); now <= 2*lt; now += time.Millisecond {
+			for now := time.Duration(0); now <= 2*tc.want+lt; now += time.Millisecond {
 				if now > 0 {
 					m.on(evTimer{}, at(now))
 				}
@@ -142,7 +193,7 @@ func TestCoreTakeoverTimes(t *testing.T) {
 					return
 				}
 			}
-			t.Fatalf("no takeover within %v", 2*lt)
+			t.Fatalf("no takeover within %v", 2*tc.want+lt)
 		})
 	}
 }
@@ -286,6 +337,40 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.c.fol.v.kind)
 		}
 	})
+	t.Run("4 ex-leader: its own last acknowledged write is taken over at once, anyone else's waited out", func(t *testing.T) {
+		// docs/protocol.md, section 4: the lockfile still holds exactly
+		// the ex-leader's last acknowledged write, so nobody has written
+		// since, and its own leadership is over.
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		last := mustEffect[doWrite](t, m, "claim").data
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
+		mustEffect[doEnd](t, m, "failed renewal")
+		m.on(evLeadDone{ErrLeaseExpired}, at(p.fi+time.Second))
+		m.on(evCampaign{id: 2, lease: "l2"}, at(p.fi+time.Second))
+		if m.c.sh.call.kind != opRead {
+			m.on(evTimer{}, at(p.fi+2*time.Second))
+		}
+		now := m.c.sh.call.sent
+		m.read(last, `"c"`, now)
+		w := mustEffect[doWrite](t, m, "its own record, unchanged")
+		if rec, _ := ParseRecord(w.data); w.kind != opClaim || w.ifMatch != `"c"` || rec.Term != 2 {
+			t.Fatalf("write %v %s over %q; want a takeover at term 2 over its own record", w.kind, w.data, w.ifMatch)
+		}
+		// Someone else's record is waited out in full.
+		m = newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
+		m.on(evLeadDone{ErrLeaseExpired}, at(p.fi+time.Second))
+		m.on(evCampaign{id: 2, lease: "l2"}, at(p.fi+time.Second))
+		if m.c.sh.call.kind != opRead {
+			m.on(evTimer{}, at(p.fi+2*time.Second))
+		}
+		m.read(held("x", 2, "b", 0, p.fi), `"d"`, m.c.sh.call.sent)
+		noEffect[doWrite](t, m, "another elector's record")
+	})
 	t.Run("3.1 leader: the lease deadline ends the leadership", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)) // renewal sent, reply never comes
@@ -332,7 +417,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		noEffect[doAnswer](t, m, "campaign after Done")
 		m.wrote(`"r"`, nil, at(400*time.Millisecond))
 		mustEffect[doRead](t, m, "campaign after the release: a takeover goes only on a fresh read")
-		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1"}.encode(), `"r"`, at(410*time.Millisecond))
+		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1", TTL: 3000}.encode(), `"r"`, at(410*time.Millisecond))
 		w := mustEffect[doWrite](t, m, "campaign after the release")
 		rec, _ := ParseRecord(w.data)
 		if w.kind != opClaim || rec.Term != 2 || rec.Lease == m.lease || len(rec.Lease) != 16 {
@@ -370,7 +455,7 @@ func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
 func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, []byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(0))
-	for now := time.Second; now <= coreParams.lt; now += time.Second {
+	for now := time.Second; now <= noTTLLease; now += time.Second {
 		m.on(evTimer{}, at(now))
 		if m.c.sh.call.kind == opRead {
 			m.read([]byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(now))
@@ -384,7 +469,7 @@ func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 
 func TestCoreTermNeverWraps(t *testing.T) {
 	m := newMachine(t, coreParams)
-	campaignAt(t, m, Record{LeaderID: "x", Term: math.MaxUint64}.encode(), `"r"`, at(0))
+	campaignAt(t, m, Record{LeaderID: "x", Term: math.MaxUint64, TTL: 3000}.encode(), `"r"`, at(0))
 	a := mustEffect[doAnswer](t, m, "released record at the largest term")
 	if a.err == nil || !strings.Contains(a.err.Error(), "cannot be raised") {
 		t.Fatalf("answer %v; want an error saying the term cannot be raised", a.err)
@@ -459,7 +544,7 @@ func TestCorePeerReports(t *testing.T) {
 	t.Run("5 a stale peer cannot hold the election past the takeover time (9, 8)", func(t *testing.T) {
 		m, now := steady(t)
 		rec := m.c.fol.v.rec
-		deadline, _ := m.c.fol.v.takeoverAt(p.lt)
+		deadline, _ := m.c.fol.v.takeoverAt(m.c.sh.lease(m.c.fol.v))
 		for d := now; d < deadline.Sub(t0); d += 100 * time.Millisecond {
 			m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: m.c.fol.v.etag, at: at(d)}, at(d)) // the same record, forever
 			noEffect[doRead](t, m, "before the takeover time")
@@ -661,5 +746,166 @@ func TestCoreRolesDoNotOverlap(t *testing.T) {
 				t.Fatalf("doExited before a status without the leadership: %s", describe(m.fx))
 			}
 		}
+	}
+}
+
+// TestCoreNoTTLRecordWaitsLongestLeaseSeen: a record without ttl after one
+// that stated a lease longer than noTTLLease is waited out with that lease
+// (docs/protocol.md, 3.1, records without a lease).
+func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
+	m := newMachine(t, coreParams)
+	campaignAt(t, m, heldTTL("x", 4, "a", 0, 0, 20*time.Second), `"a"`, at(0))
+	m.on(evTimer{}, at(time.Second))
+	v1 := Record{LeaderID: "y", LastUpdated: at(time.Second)}.encode() // the original s3lect took over
+	m.read(v1, `"b"`, at(time.Second))
+	for now := 2 * time.Second; now < time.Second+20*time.Second; now += time.Second {
+		m.on(evTimer{}, at(now))
+		if m.c.sh.call.kind == opRead {
+			m.read(v1, `"b"`, at(now))
+		}
+		noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a record without ttl, having seen a 20s lease", now-time.Second))
+	}
+	m.on(evTimer{}, at(21*time.Second))
+	if m.c.sh.call.kind == opRead {
+		m.read(v1, `"b"`, at(21*time.Second))
+	}
+	mustEffect[doWrite](t, m, "20s after first seeing the record without ttl")
+}
+
+// TestCoreTermObject: every takeover reads the term object, raises it over
+// the ETag read to one more than the highest term it knows, and only then
+// writes the lockfile with that term (docs/protocol.md, 1.1).
+func TestCoreTermObject(t *testing.T) {
+	termObj := func(term uint64) []byte { return fmt.Appendf(nil, `{"term":%d,"by":"x","lease":"l"}`, term) }
+	t.Run("RaisedBeforeTheTakeover", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		r := mustEffect[doRead](t, m, "takeover of an absent lockfile")
+		if r.kind != opTermRead {
+			t.Fatalf("first call of a takeover = %v; want a read of the term object", r.kind)
+		}
+		noEffect[doWrite](t, m, "before the term object is read")
+		m.on(evStore{gen: m.c.sh.gen}, at(0)) // absent
+		w := mustEffect[doWrite](t, m, "term object absent")
+		var obj termObject
+		if err := json.Unmarshal(w.data, &obj); err != nil || w.kind != opTermWrite || w.ifMatch != "" || obj.Term != 1 {
+			t.Fatalf("write %v %s over %q; want a create of the term object at term 1", w.kind, w.data, w.ifMatch)
+		}
+		m.on(evStore{gen: m.c.sh.gen, etag: `"t1"`}, at(0))
+		c := mustEffect[doWrite](t, m, "term object raised")
+		if rec, _ := ParseRecord(c.data); c.kind != opClaim || rec.Term != 1 || rec.Lease != obj.Lease {
+			t.Fatalf("write %v %s; want the takeover at term 1 with the term object's lease", c.kind, c.data)
+		}
+	})
+	t.Run("ForeignWriteWithoutTerm", func(t *testing.T) {
+		// Terms 1 and 2 were held; the original s3lect wrote a record
+		// without a term; a freshly started elector must not use 1 again.
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(2), `"t0"`
+		foreign := Record{LeaderID: "orig", LastUpdated: at(0)}.encode()
+		campaignAt(t, m, foreign, `"f"`, at(0))
+		for now := time.Second; ; now += time.Second {
+			m.on(evTimer{}, at(now))
+			if m.c.sh.call.kind == opRead {
+				m.read(foreign, `"f"`, at(now))
+			}
+			if w, ok := effectOf[doWrite](m); ok {
+				if rec, _ := ParseRecord(w.data); rec.Term != 3 {
+					t.Fatalf("takeover after a foreign write at term %d; want 3, above the term object's 2", rec.Term)
+				}
+				return
+			}
+			if now > time.Minute {
+				t.Fatal("no takeover")
+			}
+		}
+	})
+	t.Run("DeletedLockfileIsWaitedOut", func(t *testing.T) {
+		// A fresh elector finds no lockfile but a term object: the
+		// lockfile was deleted, maybe under a live lease. The term object
+		// states no lease here: the one assumed for records without ttl.
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(7), `"t0"`
+		campaignAt(t, m, nil, "", at(0))
+		noEffect[doWrite](t, m, "absent lockfile with a term object")
+		for now := time.Second; now < noTTLLease; now += time.Second {
+			m.on(evTimer{}, at(now))
+			if m.c.sh.call.kind == opRead {
+				m.read(nil, "", at(now))
+			}
+			noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a deleted lockfile", now))
+		}
+		m.on(evTimer{}, at(noTTLLease))
+		if m.c.sh.call.kind == opRead {
+			m.read(nil, "", at(noTTLLease))
+		}
+		w := mustEffect[doWrite](t, m, "the lease assumed for a deleted lockfile has passed")
+		if rec, _ := ParseRecord(w.data); w.kind != opClaim || w.ifMatch != "" || rec.Term != 8 {
+			t.Fatalf("write %v %s over %q; want a create at term 8", w.kind, w.data, w.ifMatch)
+		}
+	})
+	t.Run("DeletedLockfileWaitsTheLastTakeoversLease", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = []byte(`{"term":7,"by":"x","lease":"l","ttl":5000}`), `"t0"`
+		campaignAt(t, m, nil, "", at(0))
+		for now := time.Second; now < 5*time.Second; now += time.Second {
+			m.on(evTimer{}, at(now))
+			if m.c.sh.call.kind == opRead {
+				m.read(nil, "", at(now))
+			}
+			noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a lockfile deleted under a 5s lease", now))
+		}
+		m.on(evTimer{}, at(5*time.Second))
+		if m.c.sh.call.kind == opRead {
+			m.read(nil, "", at(5*time.Second))
+		}
+		mustEffect[doWrite](t, m, "the last takeover's 5s lease has passed")
+	})
+	t.Run("RaisedByAnotherFirst", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		m.on(evStore{gen: m.c.sh.gen}, at(0))
+		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0))
+		noEffect[doWrite](t, m, "term object raised by another takeover first")
+		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
+	})
+	t.Run("PermanentFailureNamesTheObject", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		m.on(evStore{gen: m.c.sh.gen, err: store.Permanent(errors.New("AccessDenied"))}, at(0))
+		a := mustEffect[doAnswer](t, m, "term object denied")
+		if a.err == nil || !strings.Contains(a.err.Error(), "term object") || !strings.Contains(a.err.Error(), "AccessDenied") {
+			t.Fatalf("answer %v; want an error naming the term object and the store's refusal", a.err)
+		}
+	})
+}
+
+// TestCoreForeignRecordsCountedAndLoggedOnce: every new record without the
+// version 2 fields is counted; the first is logged (docs/protocol.md, 1.2).
+func TestCoreForeignRecordsCountedAndLoggedOnce(t *testing.T) {
+	m := newMachine(t, coreParams)
+	orig := func(stamp time.Duration) []byte { return Record{LeaderID: "orig", LastUpdated: at(stamp)}.encode() }
+	logged := 0
+	tally := func() {
+		for _, f := range m.fx {
+			if f, ok := f.(doLog); ok && strings.Contains(f.msg, "original s3lect") {
+				logged++
+			}
+		}
+	}
+	m.on(evTimer{}, at(0)).read(orig(0), `"1"`, at(0))
+	tally()
+	m.on(evTimer{}, at(time.Second)).read(orig(0), `"1"`, at(time.Second)) // the same record again
+	tally()
+	m.on(evTimer{}, at(2*time.Second)).read(orig(time.Second), `"2"`, at(2*time.Second))
+	tally()
+	m.on(evTimer{}, at(3*time.Second)).read(held("x", 1, "a", 0, 3*time.Second), `"3"`, at(3*time.Second))
+	tally()
+	st := mustEffect[doStatus](t, m, "a step").st
+	if st.foreign != 2 || logged != 1 {
+		t.Errorf("two records of the original s3lect, one read twice, and one of version 3: counted %d, logged %d; want 2 and 1", st.foreign, logged)
 	}
 }

@@ -15,6 +15,7 @@ var errInjected = errors.New("injected store failure")
 // call is one store call as a faultStore saw it.
 type call struct {
 	op    string // "get" or "put"
+	key   string
 	at    time.Time
 	etag  string // put: the If-Match etag; get: the etag returned
 	err   error
@@ -97,18 +98,18 @@ func (f *faultStore) before(ctx context.Context) error {
 func (f *faultStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	at := time.Now()
 	if err := f.before(ctx); err != nil {
-		f.record(call{op: "get", at: at, err: err})
+		f.record(call{op: "get", key: key, at: at, err: err})
 		return nil, "", fmt.Errorf("faultstore: get: %w", err)
 	}
 	data, etag, err := f.inner.Get(ctx, key)
-	f.record(call{op: "get", at: at, etag: etag, err: err})
+	f.record(call{op: "get", key: key, at: at, etag: etag, err: err})
 	return data, etag, err
 }
 
 func (f *faultStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	at := time.Now()
 	if err := f.before(ctx); err != nil {
-		f.record(call{op: "put", at: at, etag: etag, err: err})
+		f.record(call{op: "put", key: key, at: at, etag: etag, err: err})
 		return "", fmt.Errorf("faultstore: put: %w", err)
 	}
 	tag, err := f.inner.PutIfMatch(ctx, key, data, etag)
@@ -119,7 +120,7 @@ func (f *faultStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 		err = errInjected
 	}
 	f.mu.Unlock()
-	f.record(call{op: "put", at: at, etag: etag, err: err, reply: tag})
+	f.record(call{op: "put", key: key, at: at, etag: etag, err: err, reply: tag})
 	if lose {
 		return "", fmt.Errorf("faultstore: put: reply lost: %w", err)
 	}

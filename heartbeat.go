@@ -54,19 +54,23 @@ func (e *Elector) perform(op storeOp) evStore {
 	}
 	switch op.kind {
 	case opRead:
-		r.data, r.etag, r.err = e.get(ctx)
+		r.data, r.etag, r.err = e.get(ctx, e.key)
+	case opTermRead:
+		r.data, r.etag, r.err = e.get(ctx, e.termKey)
+	case opTermWrite:
+		r.etag, r.unsure, r.err = e.put(ctx, e.termKey, op.data, op.ifMatch, op.over, op.notAfter)
 	case opRelease:
-		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
+		r.etag, r.unsure, r.err = e.put(ctx, e.key, op.data, op.ifMatch, op.over, op.notAfter)
 		if errors.Is(r.err, store.ErrPreconditionFailed) && op.orOver != nil {
 			// A renewal cut off with its outcome unknown may have landed:
 			// if it did, the release goes over it.
-			if got, tag, err := e.get(ctx); err == nil && bytes.Equal(got, op.orOver) {
+			if got, tag, err := e.get(ctx, e.key); err == nil && bytes.Equal(got, op.orOver) {
 				over := sha256.Sum256(got)
-				r.etag, r.unsure, r.err = e.put(ctx, op.data, tag, &over, op.notAfter)
+				r.etag, r.unsure, r.err = e.put(ctx, e.key, op.data, tag, &over, op.notAfter)
 			}
 		}
 	default:
-		r.etag, r.unsure, r.err = e.put(ctx, op.data, op.ifMatch, op.over, op.notAfter)
+		r.etag, r.unsure, r.err = e.put(ctx, e.key, op.data, op.ifMatch, op.over, op.notAfter)
 	}
 	return r
 }

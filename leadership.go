@@ -95,7 +95,14 @@ func (l *Leadership) expired() bool {
 func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }
 
 // Term returns the leadership's fencing token: higher than every term
-// before it on this lockfile, and never held by another leadership.
+// before it on this lockfile, and never held by another leadership. That
+// holds across records written without terms (the original s3lect) and
+// deleted lockfiles, thanks to the term object (LockfilePath+TermSuffix).
+// It does not hold if the term object is deleted (or lost by the store)
+// while the lockfile's term is also lost, deleted or overwritten by a
+// writer without terms: a takeover then knows only the terms its own
+// elector has seen, and a freshly started one begins again at 1. Nor
+// does it hold against a forged term (docs/protocol.md, 1.1).
 func (l *Leadership) Term() uint64 { return l.term }
 
 // Resign ends the leadership: it cancels Context with ErrResigned first,

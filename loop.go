@@ -214,7 +214,7 @@ func (lp *loop) step(ev event) {
 }
 
 func (lp *loop) read(f doRead) {
-	lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: opRead})
+	lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: f.kind})
 }
 
 func (lp *loop) write(f doWrite) {

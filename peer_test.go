@@ -157,6 +157,7 @@ func fakeLeader(t *testing.T, mem store.Store, id string, term uint64, addr stri
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	first := make(chan struct{}) // the lockfile is written: a peer can answer from it
 	go func() {
 		defer close(done)
 		etag := ""
@@ -164,8 +165,13 @@ func fakeLeader(t *testing.T, mem store.Store, id string, term uint64, addr stri
 			rec := Record{LeaderID: id, LeaderAddr: addr, LastUpdated: time.Now().UTC(), Term: term}
 			tag, err := mem.PutIfMatch(ctx, testKey, rec.encode(), etag)
 			if err != nil {
-				t.Errorf("fake leader: %v", err)
+				if ctx.Err() == nil {
+					t.Errorf("fake leader: %v", err)
+				}
 				return
+			}
+			if etag == "" {
+				close(first)
 			}
 			etag = tag
 			select {
@@ -175,6 +181,10 @@ func fakeLeader(t *testing.T, mem store.Store, id string, term uint64, addr stri
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-first:
+	case <-done: // the first write failed, and said so
+	}
 }
 
 func TestPeerFailuresFallBackToStorage(t *testing.T) {

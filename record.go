@@ -19,13 +19,14 @@ type wireRecord struct {
 	Term        uint64     `json:"term"`
 	Lease       string     `json:"lease"`
 	Held        int64      `json:"held"`
+	TTL         int64      `json:"ttl"`
 	ETag        string     `json:"etag,omitempty"`
 }
 
 // record returns the decoded Record.
 func (w wireRecord) record() Record {
 	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated,
-		Term: w.Term, Lease: w.Lease, Held: w.Held}
+		Term: w.Term, Lease: w.Lease, Held: w.Held, TTL: w.TTL}
 }
 
 // maxLease bounds the lease field; ours are 16 hex digits.
@@ -72,6 +73,8 @@ func parseWire(data []byte) (wireRecord, error) {
 		return w, fmt.Errorf("%w: lastUpdated is missing", ErrInvalidRecord)
 	case w.Held < 0:
 		return w, fmt.Errorf("%w: held is negative (%d)", ErrInvalidRecord, w.Held)
+	case w.TTL < 0:
+		return w, fmt.Errorf("%w: ttl is negative (%d)", ErrInvalidRecord, w.TTL)
 	case len(w.Lease) > maxLease:
 		return w, fmt.Errorf("%w: lease is longer than %d bytes", ErrInvalidRecord, maxLease)
 	}
@@ -123,6 +126,12 @@ type view struct {
 	// live, so the absence must be watched for LeaderTimeout like a lease.
 	heldBefore bool
 
+	// ttl is the lease the record states (its ttl field), or for an
+	// absence after a held record, that record's; zero when unknown (a
+	// record of a writer before version 3, unreadable content). The
+	// wait is state.lease's.
+	ttl time.Duration
+
 	// For the elapsed-time rule (docs/protocol.md, 3.2), on held records
 	// that carry a lease: anchor is the earliest, over the sightings i of
 	// this leadership, of seenAt_i - stretch(held_i - 1ms), and maxHeld the
@@ -168,6 +177,9 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 	}
 	if etag == "" {
 		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs
+		if v.kind == kindHeld || v.kind == kindOurs || v.kind == kindAbsent {
+			n.ttl = v.ttl // the deleted record's lease
+		}
 		return n
 	}
 	rec, err := ParseRecord(data)
@@ -178,9 +190,11 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 		return n
 	case rec.LastUpdated.IsZero():
 		n.kind, n.rec, n.term = kindVacant, rec, rec.Term
+		n.ttl = time.Duration(rec.TTL) * time.Millisecond
 		return n
 	}
 	n.kind, n.rec, n.term = kindHeld, rec, rec.Term
+	n.ttl = time.Duration(rec.TTL) * time.Millisecond
 	if rec.Lease == "" {
 		return n // an older writer: observed silence only
 	}
@@ -207,8 +221,18 @@ func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
 	switch v.kind {
 	case kindUnknown:
 		return time.Time{}, false
-	case kindVacant, kindOurs:
+	case kindOurs:
 		return v.seenAt, true
+	case kindVacant:
+		// A release by a version 3 leader is its own, written over its
+		// own record: nobody holds the lease. One that states no lease
+		// may follow a takeover that did not wait out the lease it
+		// replaced (the original s3lect's by wall clock, a version 2
+		// writer's with a shorter LeaderTimeout): it is waited out like a
+		// held record (docs/protocol.md, 3.1).
+		if v.ttl > 0 || mutIgnoreTTL {
+			return v.seenAt, true
+		}
 	case kindAbsent:
 		if !v.heldBefore {
 			return v.seenAt, true

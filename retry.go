@@ -72,15 +72,15 @@ type opError struct {
 func (e *opError) Error() string { return fmt.Sprintf("s3lect: %s %q: %v", e.op, e.key, e.err) }
 func (e *opError) Unwrap() error { return e.err }
 
-// get reads the lockfile under the retry policy. An absent lockfile is
-// returned as etag "" and a nil error.
-func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error) {
+// get reads the object key (the lockfile or its term object) under the
+// retry policy. An absent object is returned as etag "" and a nil error.
+func (e *Elector) get(ctx context.Context, key string) (data []byte, etag string, err error) {
 	type result struct {
 		data []byte
 		etag string
 	}
 	r, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (result, error) {
-		data, etag, err := e.cfg.Store.Get(ctx, e.key)
+		data, etag, err := e.cfg.Store.Get(ctx, key)
 		e.stats.storeCall("get", err)
 		return result{data, etag}, err
 	})
@@ -88,15 +88,15 @@ func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error)
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", &opError{"read", e.key, err}
+		return nil, "", &opError{"read", key, err}
 	}
 	if r.etag == "" {
-		return nil, "", &opError{"read", e.key, errors.New("the store returned an object without an ETag")}
+		return nil, "", &opError{"read", key, errors.New("the store returned an object without an ETag")}
 	}
 	return r.data, r.etag, nil
 }
 
-// put writes data over etag ("" to create) under the retry policy. With a
+// put writes data to key over etag ("" to create) under the retry policy. With a
 // non-zero notAfter, no attempt is sent once the local clock reaches it.
 //
 // If an attempt fails with its outcome unknown (a timeout, a lost reply)
@@ -111,14 +111,14 @@ func (e *Elector) get(ctx context.Context) (data []byte, etag string, err error)
 // rewound and handed the ETag out again), the write is refused as a lost
 // precondition instead of overwriting someone else's record; if it holds
 // exactly data, an earlier attempt landed and is adopted.
-func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]byte, notAfter time.Time) (tag string, unsure bool, err error) {
+func (e *Elector) put(ctx context.Context, key string, data []byte, etag string, over *[32]byte, notAfter time.Time) (tag string, unsure bool, err error) {
 	attempt := 0
 	tag, err = retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
 		if !notAfter.IsZero() && !e.now().Before(notAfter) {
 			return "", final(context.DeadlineExceeded)
 		}
 		if attempt++; attempt > 1 && over != nil && etag != "" {
-			got, gotTag, err := e.cfg.Store.Get(ctx, e.key)
+			got, gotTag, err := e.cfg.Store.Get(ctx, key)
 			e.stats.storeCall("get", err)
 			switch {
 			case err != nil && !errors.Is(err, store.ErrNotFound):
@@ -129,7 +129,7 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]b
 				return "", store.ErrPreconditionFailed
 			}
 		}
-		tag, err := e.cfg.Store.PutIfMatch(ctx, e.key, data, etag)
+		tag, err := e.cfg.Store.PutIfMatch(ctx, key, data, etag)
 		e.stats.storeCall("put", err)
 		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
 			unsure = true
@@ -140,11 +140,11 @@ func (e *Elector) put(ctx context.Context, data []byte, etag string, over *[32]b
 		return tag, false, nil
 	}
 	if errors.Is(err, store.ErrPreconditionFailed) && unsure {
-		got, gotTag, gerr := e.get(ctx)
+		got, gotTag, gerr := e.get(ctx, key)
 		if gerr == nil && bytes.Equal(got, data) {
 			e.log.Debug("adopted own write whose reply was lost", "etag", gotTag)
 			return gotTag, false, nil
 		}
 	}
-	return "", unsure, &opError{"write", e.key, err}
+	return "", unsure, &opError{"write", key, err}
 }

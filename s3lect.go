@@ -8,7 +8,8 @@
 //     live only while its holder's lease is valid by the holder's own
 //     monotonic clock. A follower takes over only once the holder's lease
 //     must have run out: after it has watched the lockfile stay unchanged
-//     for LeaderTimeout, or earlier when the leader's own reported time
+//     for the longer of its LeaderTimeout and the leader's (the record
+//     states it), or earlier when the leader's own reported time
 //     (the record's held field, stretched by an eighth) proves the lease
 //     over, both measured on the follower's monotonic clock. Wall clocks
 //     may disagree by any amount without breaking this; clock rates need
@@ -16,10 +17,15 @@
 //
 // The protocol, its timing rules and the argument for its safety are in
 // docs/protocol.md in the repository.
-//   - Every leadership has a term, a fencing token that goes up by one each
-//     time leadership passes to a holder (or back to the same holder after
-//     it lost it) and never repeats. A resource that remembers the highest
-//     term it has accepted and rejects lower ones is protected even from a
+//   - Every leadership has a term, a fencing token that rises each time
+//     leadership passes to a holder (or back to the same holder after it
+//     lost it) and never repeats, also across records written without
+//     terms (the original s3lect) and a deleted lockfile: a second object
+//     next to the lockfile, LockfilePath+TermSuffix, keeps the highest
+//     term used. Terms can repeat only if that object is deleted too (or
+//     lost by the store) while the lockfile's term is also lost, or if
+//     someone forges a term. A resource that remembers the highest term
+//     it has accepted and rejects lower ones is protected even from a
 //     leader that is paused after its context was cancelled.
 //   - A leader that cannot renew stops by itself: its Context is cancelled
 //     no later than LeaderTimeout minus a tenth after the start of its last
@@ -140,10 +146,24 @@ type ElectorConfig struct {
 	// FrequentInterval.
 	InfrequentInterval time.Duration
 
-	// LeaderTimeout is how long a follower must see the lockfile unchanged
-	// before it takes over. It must exceed two FrequentIntervals. A leader
-	// steps down when LeaderTimeout minus a tenth has passed since the start
-	// of its last successful write. Default 15s.
+	// LeaderTimeout is this instance's lease. As leader, it steps down when
+	// LeaderTimeout minus a tenth has passed since the start of its last
+	// successful write, and its records state LeaderTimeout (the ttl
+	// field). As follower, it takes over a record only after seeing it
+	// unchanged for the longer of its own LeaderTimeout and the record's
+	// ttl, so instances with different LeaderTimeouts can share a
+	// lockfile, and a rolling change of it is safe. It must exceed two
+	// FrequentIntervals. Default 15s.
+	//
+	// A record without ttl (written by the original s3lect or by s3lect
+	// before protocol version 3), and unreadable content, is waited out
+	// with the longest lease this instance can assume: the longest of its
+	// own LeaderTimeout, 15s (the default of every version) and every ttl
+	// it has read on this lockfile. A writer without ttl configured with a
+	// longer LeaderTimeout than all of these can be taken over while its
+	// lease is live: during a rolling upgrade from an older version, keep
+	// LeaderTimeout unchanged until every instance runs version 3
+	// (docs/protocol.md, 1.2 and 3.1).
 	LeaderTimeout time.Duration
 
 	// PeerMode makes stable followers ask the leader over HTTPS instead of
@@ -180,6 +200,14 @@ type ElectorConfig struct {
 
 // maxKeyLen is the longest object key S3 (and the other stores) accept.
 const maxKeyLen = 1024
+
+// TermSuffix is appended to LockfilePath to name the lockfile's term
+// object: the highest term any takeover of the lockfile has used, kept so
+// that terms never repeat even when the lockfile is deleted or written by
+// a writer without terms (docs/protocol.md, 1.1). Electors read and write
+// it, with conditional writes, only when they take over; it needs the
+// same permissions as the lockfile.
+const TermSuffix = ".term"
 
 // withDefaults returns cfg with every zero field set to its default.
 func (cfg ElectorConfig) withDefaults() ElectorConfig {
@@ -218,8 +246,9 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LockfilePath is empty")
 	case strings.ContainsRune(cfg.LockfilePath, 0):
 		return bad("LockfilePath %q contains a NUL byte, which no object store accepts in a key", cfg.LockfilePath)
-	case len(cfg.LockfilePath) > maxKeyLen:
-		return bad("LockfilePath is %d bytes long; object stores accept at most %d", len(cfg.LockfilePath), maxKeyLen)
+	case len(cfg.LockfilePath)+len(TermSuffix) > maxKeyLen:
+		return bad("LockfilePath is %d bytes long; object stores accept keys of at most %d bytes, and the term object's key adds %d (%q)",
+			len(cfg.LockfilePath), maxKeyLen, len(TermSuffix), TermSuffix)
 	case !utf8.ValidString(cfg.LockfilePath):
 		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":
@@ -265,6 +294,13 @@ type Record struct {
 	// of its leadership's first write to the send of this one. Followers
 	// use it to bound when a silent leader's lease has run out.
 	Held int64 `json:"held,omitempty"`
+
+	// TTL is the writer's LeaderTimeout in milliseconds: how long a
+	// follower waits, at least, before it takes this record over
+	// (docs/protocol.md, 3.1). Writers before protocol version 3 leave it
+	// out; such a record is waited out with the longest lease the reader
+	// can assume (ElectorConfig.LeaderTimeout).
+	TTL int64 `json:"ttl,omitempty"`
 }
 
 // Change is what Changes delivers: the leader this elector knows of, and
@@ -288,11 +324,12 @@ type Change struct {
 // takeovers) while it follows, the heartbeat (a leader's renewals and
 // release) while it leads. In PeerMode a third, the peer poller.
 type Elector struct {
-	cfg    ElectorConfig
-	owned  store.Store // the store New built from Bucket, released by Close
-	key    string
-	log    *slog.Logger
-	margin time.Duration // the leader's safety margin: LeaderTimeout / 10
+	cfg     ElectorConfig
+	owned   store.Store // the store New built from Bucket, released by Close
+	key     string
+	termKey string // the term high-water mark: key + TermSuffix
+	log     *slog.Logger
+	margin  time.Duration // the leader's safety margin: LeaderTimeout / 10
 
 	ctx    context.Context // the storage goroutines' lifetime; cancelled by Close after the loop ends
 	cancel context.CancelFunc
@@ -363,6 +400,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		cfg:         cfg,
 		owned:       owned,
 		key:         cfg.LockfilePath,
+		termKey:     cfg.LockfilePath + TermSuffix,
 		log:         cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
 		margin:      cfg.LeaderTimeout / 10,
 		ctx:         ctx,
@@ -428,7 +466,7 @@ func (e *Elector) publishSnapshot(st status, lead *Leadership) {
 // same reports whether s and t show the same.
 func (s status) same(t status) bool {
 	return s.known == t.known && s.mode == t.mode && s.holding == t.holding && s.rec == t.rec && s.etag == t.etag &&
-		s.lastWrite.Equal(t.lastWrite) && s.lastRead.Equal(t.lastRead) &&
+		s.lastWrite.Equal(t.lastWrite) && s.lastRead.Equal(t.lastRead) && s.foreign == t.foreign &&
 		s.change.IsLeader == t.change.IsLeader && s.change.Leader == t.change.Leader && sameErr(s.change.Err, t.change.Err)
 }
 
@@ -468,7 +506,7 @@ func (e *Elector) Observe(ctx context.Context) <-chan Change {
 // a valid record gives an error wrapping ErrInvalidRecord. It is meant for
 // status tools: electing needs none of it.
 func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err error) {
-	data, etag, err := e.get(ctx)
+	data, etag, err := e.get(ctx, e.key)
 	if err != nil || etag == "" {
 		return Record{}, false, err
 	}

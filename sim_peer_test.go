@@ -163,17 +163,31 @@ func (s *rewindStore) down() bool {
 	return time.Now().Before(s.downUntil)
 }
 
+// rewindState is one write: key's content from revision rev on. The
+// revision counter is the store's, shared by every key.
 type rewindState struct {
+	key    string
 	data   []byte
 	rev    uint64
 	exists bool
 }
 
-func (s *rewindStore) cur() rewindState {
-	if len(s.hist) == 0 {
-		return rewindState{}
+// cur returns key's current state.
+func (s *rewindStore) cur(key string) rewindState {
+	for i := len(s.hist) - 1; i >= 0; i-- {
+		if s.hist[i].key == key {
+			return s.hist[i]
+		}
 	}
-	return s.hist[len(s.hist)-1]
+	return rewindState{}
+}
+
+// lastRev returns the store's last revision.
+func (s *rewindStore) lastRev() uint64 {
+	if len(s.hist) == 0 {
+		return 0
+	}
+	return s.hist[len(s.hist)-1].rev
 }
 
 // crash loses the last lost writes and makes every call fail for outage.
@@ -186,13 +200,16 @@ func (s *rewindStore) crash(lost int, outage time.Duration) bool {
 	lost = min(lost, len(s.hist))
 	kept := s.hist[:len(s.hist)-lost]
 	before := uint64(0)
-	if len(kept) > 0 {
-		if rec, err := ParseRecord(kept[len(kept)-1].data); err == nil {
-			before = rec.Term
+	for i := len(kept) - 1; i >= 0; i-- {
+		if kept[i].key == testKey {
+			if rec, err := ParseRecord(kept[i].data); err == nil {
+				before = rec.Term
+			}
+			break
 		}
 	}
 	for _, st := range s.hist[len(kept):] {
-		if rec, err := ParseRecord(st.data); err == nil && rec.Term > before {
+		if rec, err := ParseRecord(st.data); err == nil && st.key == testKey && rec.Term > before {
 			if s.lostTerms == nil {
 				s.lostTerms = map[uint64]bool{}
 			}
@@ -201,7 +218,7 @@ func (s *rewindStore) crash(lost int, outage time.Duration) bool {
 	}
 	s.hist = kept
 	if rewindDebug {
-		fmt.Printf("%s CRASH lost %d, down until %s, now rev %d\n", time.Now().Format("05.000"), lost, s.downUntil.Format("05.000"), s.cur().rev)
+		fmt.Printf("%s CRASH lost %d, down until %s, now rev %d\n", time.Now().Format("05.000"), lost, s.downUntil.Format("05.000"), s.lastRev())
 	}
 	return lost > 0
 }
@@ -214,7 +231,7 @@ func (s *rewindStore) Get(ctx context.Context, key string) ([]byte, string, erro
 	if time.Now().Before(s.downUntil) {
 		return nil, "", errStoreDown
 	}
-	c := s.cur()
+	c := s.cur(key)
 	if !c.exists {
 		return nil, "", store.ErrNotFound
 	}
@@ -227,11 +244,11 @@ func (s *rewindStore) PutIfMatch(ctx context.Context, key string, data []byte, e
 	if time.Now().Before(s.downUntil) {
 		return "", errStoreDown
 	}
-	c := s.cur()
+	c := s.cur(key)
 	if (etag == "" && c.exists) || (etag != "" && (!c.exists || etag != fmt.Sprintf(`"%d"`, c.rev))) {
 		return "", store.ErrPreconditionFailed
 	}
-	n := rewindState{data: append([]byte(nil), data...), rev: c.rev + 1, exists: true}
+	n := rewindState{key: key, data: append([]byte(nil), data...), rev: s.lastRev() + 1, exists: true}
 	s.hist = append(s.hist, n)
 	if rewindDebug {
 		fmt.Printf("%s PUT rev %d over %s: %s\n", time.Now().Format("05.000"), n.rev, etag, data)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -25,8 +26,10 @@ import (
 var (
 	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
-	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck) to see the simulation catch it")
+	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
 )
+
+var simDebug = os.Getenv("S3LECT_SIM_DEBUG") != ""
 
 // envInt returns the environment variable name as a number, or def.
 func envInt(name string, def int) int {
@@ -43,6 +46,10 @@ type simVariant struct {
 	peer        bool // peer mode over an in-memory transport that fails, stalls, delays and answers stale
 	midTakeover bool // Campaign contexts end, and electors are closed and restarted, at random and during takeovers
 	rewind      bool // the store loses acknowledged writes and hands their revisions out again
+	mixed       bool // each node has its own FrequentInterval and LeaderTimeout, within 20% of the seed's
+	rolling     bool // nodes are restarted one by one, mid-run, onto another configuration
+	foreign     bool // a writer without terms, leases or ttl (the original s3lect, or worse) takes the lockfile now and then
+	deleter     bool // the lockfile, its term object, or both are deleted now and then
 }
 
 var simVariants = []simVariant{
@@ -50,19 +57,24 @@ var simVariants = []simVariant{
 	{name: "peer", peer: true},
 	{name: "midtakeover", midTakeover: true},
 	{name: "rewind", rewind: true},
+	{name: "mixedlease", mixed: true},
+	{name: "rolling", rolling: true},
+	{name: "foreign", foreign: true},
+	{name: "deleter", deleter: true},
 }
 
 // setMutation sets the mutation -sim.mutate names, and returns a function
 // that clears it.
 func setMutation(t *testing.T) func() {
 	t.Helper()
-	muts := map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly, "peernocheck": &mutPeerNoCheck}
+	muts := map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly,
+		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject}
 	if *simMutate == "" {
 		return func() {}
 	}
 	m, ok := muts[*simMutate]
 	if !ok {
-		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck", *simMutate)
+		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck, nottl, noterm", *simMutate)
 	}
 	*m = true
 	return func() { *m = false }
@@ -124,6 +136,54 @@ type simParams struct {
 	hangRate           float64       // per store call: the connection stalls until the caller gives up
 	latency, spike     time.Duration // usual latency bound; rare spikes beyond the lease
 	partitions, crashs int
+
+	// Per-node configurations (mixed and rolling variants): node i runs
+	// cfgs[i][0] until it is rolled, then cfgs[i][1]. maxFI and maxLT are
+	// the longest of every configuration, for the liveness bound.
+	cfgs         [][2]simCfg
+	maxFI, maxLT time.Duration
+}
+
+// simCfg is one node's timing configuration.
+type simCfg struct{ fi, ii, lt time.Duration }
+
+// newSimCfg draws a configuration as newSimParams does.
+func newSimCfg(r *rand.Rand) simCfg {
+	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
+	return simCfg{fi: fi, ii: fi * time.Duration(1+r.IntN(3)), lt: fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond}
+}
+
+// jitter returns c with FrequentInterval and LeaderTimeout each moved by
+// up to 20%, kept valid.
+func (c simCfg) jitter(r *rand.Rand) simCfg {
+	f := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (0.8 + 0.4*r.Float64())) }
+	c.fi, c.lt = f(c.fi), f(c.lt)
+	c.lt = max(c.lt, 2*c.fi+time.Millisecond)
+	c.ii = max(c.ii, c.fi)
+	return c
+}
+
+// setCfgs gives every node its configurations for variant v and sets the
+// longest intervals.
+func (p *simParams) setCfgs(r *rand.Rand, v simVariant) {
+	base := simCfg{p.fi, p.ii, p.lt}
+	other := base
+	if v.rolling {
+		other = newSimCfg(r)
+	}
+	p.cfgs = make([][2]simCfg, p.nodes)
+	p.maxFI, p.maxLT = p.fi, p.lt
+	for i := range p.cfgs {
+		c := [2]simCfg{base, other}
+		if v.mixed {
+			c[0] = base.jitter(r)
+			c[1] = c[0]
+		}
+		p.cfgs[i] = c
+		for _, x := range c {
+			p.maxFI, p.maxLT = max(p.maxFI, x.fi), max(p.maxLT, x.lt)
+		}
+	}
 }
 
 func newSimParams(r *rand.Rand) simParams {
@@ -313,7 +373,12 @@ type simNode struct {
 func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5133c7))
 	p := newSimParams(r)
-	var shared store.Store = memstore.New()
+	p.setCfgs(rand.New(rand.NewPCG(uint64(seed), 0xc0f6)), v)
+	if v.foreign {
+		p.calmFor += noTTLLease // records without ttl are waited out with the lease assumed for them
+	}
+	mem := memstore.New()
+	var shared store.Store = mem
 	var rw *rewindStore
 	if v.rewind {
 		rw = &rewindStore{}
@@ -331,6 +396,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	faulty := func() bool { return time.Now().Before(faultsEnd) }
 	nodes := make([]*simNode, p.nodes)
 	incarnations := make([]int, p.nodes)
+	rolled := make([]bool, p.nodes) // node i runs its second configuration (rolling variant)
 	var start func(i, incarnation int) *simNode
 
 	// restartLater starts node i again after a while, unless it was
@@ -353,8 +419,15 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		id := fmt.Sprintf("n%d", i)
 		nr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation)))
 		st := &simStore{mem: shared, p: &p, r: nr, faulty: faulty(), counts: counts, rewind: rw}
+		c := p.cfgs[i][0]
+		if rolled[i] {
+			c = p.cfgs[i][1]
+		}
 		cfg := ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, ServerAddr: id + ":1",
-			FrequentInterval: p.fi, InfrequentInterval: p.ii, LeaderTimeout: p.lt, Logger: quietLogger}
+			FrequentInterval: c.fi, InfrequentInterval: c.ii, LeaderTimeout: c.lt, Logger: quietLogger}
+		if simDebug {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, nil)).With("node", id)
+		}
 		if v.peer {
 			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers}
 		}
@@ -557,6 +630,149 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			restartLater(i, n, d)
 		}})
 	}
+	if v.rolling {
+		// A rolling restart onto the second configuration: one node after
+		// another is stopped (closed, or killed) and started again.
+		at := time.Duration(r.Int64N(int64(p.faultsFor / 4)))
+		for _, i := range r.Perm(p.nodes) {
+			at += time.Duration(r.Int64N(int64(p.faultsFor / time.Duration(2*p.nodes))))
+			graceful := r.IntN(2) == 0
+			d := time.Duration(r.Int64N(int64(2 * time.Second)))
+			events = append(events, event{at, func() {
+				nmu.Lock()
+				rolled[i] = true
+				nmu.Unlock()
+				n := node(i)
+				if n.closed.Load() || n.st.isCrashed() {
+					return // it starts on the new configuration
+				}
+				counts.add("rolled")
+				if graceful {
+					n.closed.Store(true)
+					go func() { n.cancel(); n.e.Close() }()
+				} else {
+					crash(n, false)
+				}
+				restartLater(i, n, d)
+			}})
+		}
+	}
+	// lastForeign is when the last record without ttl was written: it is
+	// waited out with the lease assumed for such records, so the liveness
+	// bound runs from its end. wipes are the times both the lockfile and
+	// its term object were absent after a deletion: terms may start again
+	// from there (docs/protocol.md, 1.1).
+	var (
+		lastForeign, lastDelete time.Time
+		wipes                   []time.Time
+	)
+	live := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, iv := range intervals {
+			if iv.end.IsZero() {
+				return true
+			}
+		}
+		return false
+	}
+	if v.foreign {
+		// A writer without terms, leases or ttl takes the lockfile over
+		// with a conditional write on what it read, as the original
+		// s3lect does, but whenever it likes, live lease or not; renews a
+		// few times; then releases it or stops.
+		for k := range 1 + r.IntN(4) {
+			at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
+			renewals, release := r.IntN(4), r.IntN(2) == 0
+			events = append(events, event{at, func() {
+				rec := func(release bool) []byte {
+					w := time.Now().UTC()
+					if release {
+						w = time.Time{}
+					}
+					b, _ := json.Marshal(struct {
+						LeaderID    string    `json:"leaderID"`
+						LeaderAddr  string    `json:"leaderAddr"`
+						LastUpdated time.Time `json:"lastUpdated"`
+					}{fmt.Sprintf("orig%d", k), "orig:1", w})
+					return b
+				}
+				_, tag, err := mem.Get(context.Background(), testKey)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return
+				}
+				tag, err = mem.PutIfMatch(context.Background(), testKey, rec(false), tag)
+				if err != nil {
+					return
+				}
+				counts.add("foreign takeover")
+				mu.Lock()
+				lastForeign = time.Now()
+				mu.Unlock()
+				go func() {
+					for j := range renewals + 1 {
+						time.Sleep(p.fi)
+						last := j == renewals
+						if last && !release {
+							return // it stops: its record stays
+						}
+						if tag, err = mem.PutIfMatch(context.Background(), testKey, rec(last), tag); err != nil {
+							return // someone else took it
+						}
+						counts.add("foreign write")
+						mu.Lock()
+						lastForeign = time.Now()
+						mu.Unlock()
+					}
+				}()
+			}})
+		}
+	}
+	if v.deleter {
+		// Deletions of the lockfile, its term object or both. Both
+		// objects are left absent only while no leadership is live: a
+		// freshly started elector that finds neither cannot know of a
+		// live lease (docs/protocol.md, 1.1).
+		for range 1 + r.IntN(4) {
+			at := time.Duration(r.Int64N(int64(p.faultsFor - 5*time.Second)))
+			what := r.IntN(3)
+			events = append(events, event{at, func() {
+				// Every elector is blocked: what live and exists see
+				// holds until the deletions are done.
+				synctest.Wait()
+				exists := func(key string) bool {
+					_, _, err := mem.Get(context.Background(), key)
+					return err == nil
+				}
+				lock, term := exists(testKey), exists(testKey+TermSuffix)
+				delLock, delTerm := what != 1, what != 0
+				bothGone := (delLock || !lock) && (delTerm || !term)
+				if bothGone && live() {
+					return
+				}
+				if delLock && lock {
+					mem.Delete(testKey)
+					counts.add("lockfile deleted")
+					if simDebug {
+						fmt.Println(time.Now().Format("05.000"), "DELETE lockfile")
+					}
+				}
+				if delTerm && term {
+					mem.Delete(testKey + TermSuffix)
+					counts.add("term object deleted")
+					if simDebug {
+						fmt.Println(time.Now().Format("05.000"), "DELETE term object")
+					}
+				}
+				mu.Lock()
+				lastDelete = time.Now()
+				if bothGone {
+					wipes = append(wipes, time.Now())
+				}
+				mu.Unlock()
+			}})
+		}
+	}
 	if v.rewind {
 		// The store crashes now and then, loses its last one or two
 		// acknowledged writes, and is back after an outage.
@@ -631,10 +847,31 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		<-n.done
 	}
 	synctest.Wait() // the crashed and closed incarnations' Close calls
-	if err := checkIntervals(p, ivs, lastFault, rw.lost); err != nil {
+	mu.Lock()
+	if !lastForeign.IsZero() {
+		// A record without ttl is waited out with the lease assumed for
+		// it from each elector's first sight, and electors restarted when
+		// the faults stop see it first then.
+		lastFault = latest(lastFault, latest(lastForeign, faultsEnd).Add(max(p.maxLT, noTTLLease)*21/20))
+	}
+	if !lastDelete.IsZero() {
+		// An absence is watched from its first sight, and once more from
+		// the takeover's read of a changed term object.
+		lastFault = latest(lastFault, latest(faultsEnd.Add(p.maxLT*21/20), lastDelete.Add(2*p.maxLT*21/20)))
+	}
+	allowed := slices.Clone(wipes)
+	mu.Unlock()
+	if err := checkIntervals(p, ivs, lastFault, rw.lost, allowed); err != nil {
 		t.Errorf("seed %d (%s): %v\nparams %+v\nreplay with -run 'TestSafetySimulation/%s' -sim.seed=%d", seed, v.name, err, p, v.name, seed)
 	}
 	return counts.m
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // checkIntervals reports overlapping leaderships, a term that does not
@@ -642,10 +879,11 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 // stop at healed.
 //
 // A term may repeat, or a lower one follow, only when lostTerm says the
-// store lost the takeovers that used the higher ones: their successors
-// cannot have known them (docs/protocol.md, section 1). Every term must
-// exceed every term the store kept.
-func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm func(uint64) bool) error {
+// store lost the takeovers that used the higher ones, or after a wipe (a
+// time both the lockfile and its term object were deleted): their
+// successors cannot have known them (docs/protocol.md, section 1). Every
+// other term must exceed every term before it that the store kept.
+func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm func(uint64) bool, wipes []time.Time) error {
 	slices.SortFunc(ivs, func(a, b *interval) int { return a.start.Compare(b.start) })
 	var b strings.Builder
 	for _, iv := range ivs {
@@ -664,6 +902,11 @@ func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm fun
 		if !lostTerm(prev.term) && (kept == nil || prev.term > kept.term) {
 			kept = prev
 		}
+		for _, w := range wipes {
+			if kept != nil && w.After(kept.start) && !w.After(cur.start) {
+				kept = nil // terms may start again after a wipe
+			}
+		}
 		if kept != nil && cur.term <= kept.term {
 			return fmt.Errorf("term went from %d (%s) to %d (%s):%s", kept.term, kept.node, cur.term, cur.node, b.String())
 		}
@@ -672,7 +915,7 @@ func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm fun
 	// + FrequentInterval + the retry budget (three attempts of at most
 	// FrequentInterval and 1.1 s of waits), and then keep leading.
 	// Clock rates within 5% stretch every wait by as much.
-	bound := (p.lt + p.fi + 3*p.fi + 1100*time.Millisecond) * 21 / 20
+	bound := (p.maxLT + p.maxFI + 3*p.maxFI + 1100*time.Millisecond) * 21 / 20
 	if len(ivs) == 0 {
 		return errors.New("no leader ever")
 	}

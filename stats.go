@@ -61,6 +61,13 @@ type Stats struct {
 	// LastRead is when this elector last read the lockfile successfully;
 	// zero if it never did.
 	LastRead time.Time
+
+	// ForeignRecords counts the records this elector has read (each new
+	// one once) that lack the fields of protocol version 2 (term and
+	// lease): records of the original s3lect. A group where it rises is a
+	// mixed group, safe only as docs/protocol.md, section 1.2, says; the
+	// elector logs the first one.
+	ForeignRecords uint64
 }
 
 // StoreRequest is a key of Stats.StoreRequests.
@@ -80,7 +87,7 @@ func (e *Elector) Stats() Stats {
 	if s.Leading || !snap.change.IsLeader {
 		s.Term = snap.change.Leader.Term
 	}
-	s.Mode, s.LastRenewal, s.LastRead = snap.mode, snap.lastWrite, snap.lastRead
+	s.Mode, s.LastRenewal, s.LastRead, s.ForeignRecords = snap.mode, snap.lastWrite, snap.lastRead, snap.foreign
 	if snap.change.IsLeader && !s.Leading {
 		s.Mode = frequent.String() // ended; the run loop has not taken it in yet
 	}

@@ -29,9 +29,14 @@ type Ops interface {
 	Put(ctx context.Context, key string, data []byte, etag string) (string, error)
 }
 
-// Check runs the conditional-write check once per backend value and
-// remembers a permanent verdict. The zero value is not usable: set its
-// fields. It is safe for concurrent use.
+// Check runs the conditional-write check once per backend value. A
+// verdict that the store ignores conditional writes (wrapping Unsafe) is
+// remembered for good. Any other permanent failure (AccessDenied: an IAM
+// policy that was briefly wrong) is remembered only for a backoff, which
+// starts at DenialBackoff and doubles up to MaxDenialBackoff: until it
+// passes, Before returns that error without calling the store, so that it
+// stays visible to the caller; then the check runs again. The zero value
+// is not usable: set its fields. It is safe for concurrent use.
 type Check struct {
 	// Where names an object for messages, such as gs://bucket/key.
 	Where func(key string) string
@@ -43,7 +48,35 @@ type Check struct {
 	run     sync.Mutex // one check at a time
 	mu      sync.Mutex
 	passed  bool
-	verdict error // a permanent failure, once known
+	verdict error     // the store ignores conditional writes, once known
+	denied  error     // another permanent failure, remembered until retryAt
+	retryAt time.Time // when the check runs again after denied
+	denials int       // permanent failures in a row, for the backoff
+}
+
+// The backoff after a permanent failure that is not a verdict on the
+// store (AccessDenied): the first re-check after DenialBackoff, each
+// further one twice as late, at most MaxDenialBackoff.
+const (
+	DenialBackoff    = 5 * time.Second
+	MaxDenialBackoff = 5 * time.Minute
+)
+
+// remembered returns what Before answers without running the check: nil
+// after a pass, the verdict, or a denial whose backoff has not passed; ok
+// is false when the check must run.
+func (c *Check) remembered() (err error, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.passed:
+		return nil, true
+	case c.verdict != nil:
+		return c.verdict, true
+	case c.denied != nil && time.Now().Before(c.retryAt):
+		return c.denied, true
+	}
+	return nil, false
 }
 
 // attempts bounds the rounds of the replace check that other writers of
@@ -51,32 +84,30 @@ type Check struct {
 const attempts = 5
 
 // Before is called before every write to key. It returns nil at once
-// after a pass, the remembered error after a permanent failure, and
-// otherwise runs the check on key's probe. A transient failure is not
-// remembered: the next write runs the check again.
+// after a pass, the verdict once the store is known to ignore conditional
+// writes, another permanent failure while its backoff runs, and otherwise
+// runs the check on key's probe. A transient failure is not remembered:
+// the next write runs the check again.
 func (c *Check) Before(ctx context.Context, ops Ops, key string) error {
-	c.mu.Lock()
-	passed, verdict := c.passed, c.verdict
-	c.mu.Unlock()
-	if passed || verdict != nil {
-		return verdict
+	if err, ok := c.remembered(); ok {
+		return err
 	}
 	c.run.Lock()
 	defer c.run.Unlock()
-	c.mu.Lock()
-	passed, verdict = c.passed, c.verdict
-	c.mu.Unlock()
-	if passed || verdict != nil {
-		return verdict
+	if err, ok := c.remembered(); ok {
+		return err
 	}
 	err := c.probe(ctx, ops, key+ProbeSuffix)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case err == nil:
-		c.passed = true
-	case store.IsPermanent(err):
+		c.passed, c.denied, c.denials = true, nil, 0
+	case errors.Is(err, c.Unsafe):
 		c.verdict = err
+	case store.IsPermanent(err):
+		backoff := min(DenialBackoff<<min(c.denials, 16), MaxDenialBackoff)
+		c.denied, c.retryAt, c.denials = err, time.Now().Add(backoff), c.denials+1
 	}
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/s3lect/s3lect/internal/condcheck"
 	"github.com/s3lect/s3lect/store"
@@ -116,4 +118,37 @@ type vanishing struct{ ops }
 
 func (v *vanishing) Get(ctx context.Context, key string) ([]byte, string, error) {
 	return nil, "", store.ErrNotFound
+}
+
+// A permanent failure that is not a verdict on the store (AccessDenied
+// while an IAM policy is briefly wrong) is returned without calling the
+// store until its backoff has passed, then checked again; the backoff
+// doubles while the failure lasts.
+func TestCheckRechecksADenialAfterABackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		denied := store.Permanent(errors.New("AccessDenied"))
+		c, o := newCheck(), &ops{st: memstore.New(), fail: denied}
+		if err := c.Before(t.Context(), o, "lock.json"); !errors.Is(err, denied) {
+			t.Fatalf("Before() = %v; want the denial", err)
+		}
+		puts := o.puts
+		time.Sleep(condcheck.DenialBackoff - time.Millisecond)
+		if err := c.Before(t.Context(), o, "lock.json"); !errors.Is(err, denied) || o.puts != puts {
+			t.Fatalf("Before() within the backoff = %v after %d writes; want the remembered denial and no call", err, o.puts-puts)
+		}
+		time.Sleep(time.Millisecond)
+		if err := c.Before(t.Context(), o, "lock.json"); !errors.Is(err, denied) || o.puts == puts {
+			t.Fatalf("Before() after the backoff = %v after %d writes; want the check run again", err, o.puts-puts)
+		}
+		puts = o.puts
+		time.Sleep(2*condcheck.DenialBackoff - time.Millisecond) // the second backoff is twice as long
+		if err := c.Before(t.Context(), o, "lock.json"); !errors.Is(err, denied) || o.puts != puts {
+			t.Fatalf("Before() within the second backoff = %v after %d writes; want no call", err, o.puts-puts)
+		}
+		time.Sleep(time.Millisecond)
+		o.fail = nil // the policy is fixed
+		if err := c.Before(t.Context(), o, "lock.json"); err != nil {
+			t.Fatalf("Before() after the policy was fixed = %v; want the check run again and passed", err)
+		}
+	})
 }

@@ -35,6 +35,7 @@ type quirkyS3 struct {
 	bareOnly bool // If-Match must name the ETag without quotes
 	noMatch  bool // If-Match never matches
 	loser5xx bool // a failed condition is answered 500 InternalError
+	denyPuts bool // every PUT is answered 403 AccessDenied
 	headers  []http.Header
 }
 
@@ -65,6 +66,10 @@ func (f *quirkyS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Write(cur)
 	case http.MethodPut:
 		body, _ := io.ReadAll(r.Body)
+		if f.denyPuts {
+			writeError(w, 403, "AccessDenied")
+			return
+		}
 		if r.Header.Get("If-None-Match") == "*" && exists {
 			refuse()
 			return
@@ -303,4 +308,29 @@ func (d denyGets) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 403, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: http.Header{"Content-Type": {"application/xml"}}, Body: io.NopCloser(strings.NewReader(body)),
 		ContentLength: int64(len(body)), Request: r}, nil
+}
+
+// TestDenialIsCheckedAgainAfterABackoff: an AccessDenied during the
+// conditional-write check (an IAM policy briefly wrong) is not a verdict on
+// the store. It is returned, without a request, until its backoff passes,
+// then the check runs again; once the policy is fixed, writes succeed.
+func TestDenialIsCheckedAgainAfterABackoff(t *testing.T) {
+	f := &quirkyS3{denyPuts: true}
+	st := newQuirky(t, f)
+	requests := func() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.headers) }
+	_, err := st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"n":1}`), "")
+	if !store.IsPermanent(err) || !strings.Contains(err.Error(), "AccessDenied") {
+		t.Fatalf("PutIfMatch() = %v; want a permanent AccessDenied", err)
+	}
+	n := requests()
+	f.mu.Lock()
+	f.denyPuts = false // the policy is fixed
+	f.mu.Unlock()
+	if _, err2 := st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"n":1}`), ""); err2 == nil || err2.Error() != err.Error() || requests() != n {
+		t.Fatalf("PutIfMatch() within the backoff = %v after %d requests; want the remembered denial and no request", err2, requests()-n)
+	}
+	s3store.ExpireDenial(st)
+	if _, err := st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"n":1}`), ""); err != nil {
+		t.Fatalf("PutIfMatch() after the backoff, the policy fixed = %v; want the check run again and the write done", err)
+	}
 }

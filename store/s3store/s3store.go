@@ -50,6 +50,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
+	"github.com/s3lect/s3lect/internal/condcheck"
 	"github.com/s3lect/s3lect/internal/defaultstore"
 	"github.com/s3lect/s3lect/store"
 )
@@ -65,7 +66,9 @@ type Store struct {
 
 	checkMu sync.Mutex // one conditional-write check at a time
 	mu      sync.Mutex
-	checked error // nil until the conditional-write check has an answer
+	checked error     // the check's verdict that the bucket ignores conditional writes, or a denial until retryAt
+	retryAt time.Time // a denial (a permanent error that is not a verdict) is checked again from then on
+	denials int       // denials in a row, for the backoff
 	passed  bool
 	bare    bool            // send If-Match ETags without their quotes
 	denied  map[string]bool // keys whose read was denied and taken as absent
@@ -297,6 +300,9 @@ func (s *Store) check(ctx context.Context, key string) error {
 	defer s.checkMu.Unlock()
 	s.mu.Lock()
 	done, verdict := s.passed, s.checked
+	if verdict != nil && !errors.Is(verdict, ErrNoConditionalWrites) && !time.Now().Before(s.retryAt) {
+		verdict = nil // a denial whose backoff has passed: check again
+	}
 	s.mu.Unlock()
 	if done || verdict != nil {
 		return verdict
@@ -392,16 +398,25 @@ func (s *Store) pass(bare bool, probe string) error {
 			"bucket", s.bucket, "probe", probe, "adapted", "If-Match ETags sent bare")
 	}
 	s.mu.Lock()
-	s.passed, s.bare = true, bare
+	s.passed, s.bare, s.checked, s.denials = true, bare, nil, 0
 	s.mu.Unlock()
 	return nil
 }
 
-// remember keeps a permanent verdict; other errors are returned as they are.
+// remember keeps a permanent error: for good when it is the verdict that
+// the bucket ignores conditional writes; otherwise (AccessDenied while an
+// IAM policy is briefly wrong) for a backoff, during which check returns
+// it without calling the store, starting at condcheck.DenialBackoff and
+// doubling up to condcheck.MaxDenialBackoff. Other errors are returned as
+// they are.
 func (s *Store) remember(err error) error {
 	if store.IsPermanent(err) {
 		s.mu.Lock()
 		s.checked = err
+		if !errors.Is(err, ErrNoConditionalWrites) {
+			s.retryAt = time.Now().Add(min(condcheck.DenialBackoff<<min(s.denials, 16), condcheck.MaxDenialBackoff))
+			s.denials++
+		}
 		s.mu.Unlock()
 	}
 	return err

@@ -293,8 +293,9 @@ type Record struct {
 	Lease string `json:"lease,omitempty"`
 
 	// Held is the leader's monotonic time, in milliseconds, from the send
-	// of its leadership's first write to the send of this one. Followers
-	// use it to bound when a silent leader's lease has run out.
+	// of its leadership's first write (its takeover's write of the term
+	// object) to the send of this one. Followers use it to bound when a
+	// silent leader's lease has run out.
 	Held int64 `json:"held,omitempty"`
 
 	// TTL is the writer's LeaderTimeout in milliseconds: how long a

@@ -142,6 +142,7 @@ func (c *core) status() status {
 	switch l := c.lead; {
 	case l == nil:
 		st.mode = c.fol.mode.String()
+		st.until = c.fol.trustedUntil(&c.sh)
 	case l.handed:
 		st.holding, st.rec, st.etag, st.mode = true, l.rec, l.etag, frequent.String()
 		if l.ending == nil {
@@ -222,7 +223,7 @@ func (c *core) onStore(ev evStore, now time.Time, emit func(effect)) bool {
 	case opTermRead:
 		c.termReadDone(ev, now, emit)
 	case opTermWrite:
-		c.termWriteDone(ev, k.data, now, emit)
+		c.termWriteDone(ev, k.data, k.sent, now, emit)
 	}
 	return false
 }
@@ -343,7 +344,7 @@ func (c *core) claim(now time.Time, emit func(effect)) {
 	if mutNoTermObject {
 		// Version 2: the term from the lockfile and this elector alone.
 		if c.termReadDone(evStore{}, now, emit) {
-			c.termWriteDone(evStore{}, nil, now, emit)
+			c.termWriteDone(evStore{}, nil, now, now, emit)
 		}
 		return
 	}
@@ -423,8 +424,12 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 }
 
 // termWriteDone takes in the raise of the term object, whose content was
-// data, and writes the takeover once it is in (section 1.1).
-func (c *core) termWriteDone(ev evStore, data []byte, now time.Time, emit func(effect)) {
+// data and whose first attempt was sent at sent, and writes the takeover
+// once it is in (section 1.1). The leadership the takeover may win counts
+// its lease from sent, not from the takeover's own send: a follower that
+// sees the raised term object may start watching an absent lockfile from
+// then (section 4), so no lease may start before it.
+func (c *core) termWriteDone(ev evStore, data []byte, sent, now time.Time, emit func(effect)) {
 	rec := c.camp.term
 	c.camp.term = Record{}
 	var obj termObject
@@ -438,6 +443,7 @@ func (c *core) termWriteDone(ev evStore, data []byte, now time.Time, emit func(e
 		c.sh.maxTerm = max(c.sh.maxTerm, rec.Term)
 		rec.LastUpdated = c.sh.nextStamp(now)
 		c.sh.write(opClaim, rec.encode(), f.v.etag, f.v.sum, nil, time.Time{}, now, emit)
+		c.sh.call.sent = sent // the lease runs from the term object's raise
 	case errors.Is(ev.err, store.ErrPreconditionFailed):
 		f.nextRead, f.stale, f.mode = now, true, frequent // another takeover raised the term first: see who won
 	default:
@@ -557,6 +563,15 @@ func (c *core) finishLead(now time.Time, emit func(effect)) bool {
 	switch {
 	case errors.Is(l.ending, ErrLeadershipLost):
 		c.leadOver(view{}, now, now, nil, emit) // someone else wrote: see who
+	case errors.Is(l.ending, errSlowTakeover):
+		// The takeover landed after its lease had run out: it may have
+		// landed in another world than the one it was decided in (a
+		// lockfile deleted meanwhile under someone else's live lease), so
+		// it vouches for nothing, and a release would let a follower take
+		// over at once. It is left held, and waited out by everyone,
+		// this elector too, from now (section 4, Takeover).
+		c.leadOver(view{kind: kindHeld, etag: l.etag, sum: l.sum, rec: l.rec, term: l.rec.Term, seenAt: now,
+			ttl: time.Duration(l.rec.TTL) * time.Millisecond}, now.Add(c.sh.p.fi), now, nil, emit)
 	case errors.Is(l.ending, ErrLeaseExpired):
 		// The store did not take our renewals; the record stays as it is.
 		// Others wait its lease out; this elector may take it over at
@@ -808,6 +823,11 @@ type status struct {
 	lastWrite time.Time // Stats.LastRenewal
 	lastRead  time.Time // Stats.LastRead
 	foreign   uint64    // Stats.ForeignRecords
+
+	// until is when the follower's knowledge of change.Leader runs out
+	// (local time; zero: no leader shown): Leader() reports none from
+	// then on, even if the run loop has not stepped since (section 4).
+	until time.Time
 }
 
 // Mutations, for measuring what the safety simulation catches: each

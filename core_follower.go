@@ -161,6 +161,28 @@ func (f *follower) watched(now time.Time, lt time.Duration) Record {
 	return f.v.leader(now, lt)
 }
 
+// trustedUntil returns until when the leader the follower shows can be
+// trusted (zero: it shows none): while leadership is changing, or while a
+// peer that answers with ETags speaks for the leader, until a takeover
+// would be allowed; for a stable follower reading the store, also until
+// its next read is overdue (InfrequentInterval after the last, plus that
+// read's retry budget), since a leader seen renewing steadily is trusted
+// until the next read says otherwise.
+func (f *follower) trustedUntil(sh *shared) time.Time {
+	if f.v.kind != kindHeld {
+		return time.Time{}
+	}
+	at, _ := f.v.takeoverAt(sh.lease(f.v))
+	if f.mode == frequent || f.mode == peerWatch && !f.peerNoETag {
+		return at
+	}
+	due := f.nextRead.Add(3*sh.p.fi + retryWaits) // three attempts of at most FrequentInterval (section 6)
+	if due.After(at) {
+		return due
+	}
+	return at
+}
+
 // heardPeer takes in a report of the peer poller (section 5). An answer
 // with an ETag the follower has not seen, from the leadership it expects
 // and with more held time, is a sighting at the time the answer arrived:

@@ -909,3 +909,23 @@ func TestCoreForeignRecordsCountedAndLoggedOnce(t *testing.T) {
 		t.Errorf("two records of the original s3lect, one read twice, and one of version 3: counted %d, logged %d; want 2 and 1", st.foreign, logged)
 	}
 }
+
+// TestCoreLeaderTrustedUntil: the leader a follower shows runs out when a
+// takeover would be allowed, or, for a stable follower reading the store,
+// when its next read is overdue (Elector.Leader's doc).
+func TestCoreLeaderTrustedUntil(t *testing.T) {
+	m := newMachine(t, coreParams)
+	m.on(evTimer{}, at(0)).read(held("x", 1, "a", 0, 0), `"0"`, at(0))
+	if st := mustEffect[doStatus](t, m, "a frequent follower").st; !st.until.Equal(at(coreParams.lt)) {
+		t.Errorf("frequent follower trusts the leader until %v; want the takeover time %v", st.until.Sub(t0), coreParams.lt)
+	}
+	now := time.Duration(0)
+	for i := int64(1); m.c.fol.mode != infrequent; i++ {
+		now += coreParams.fi
+		m.on(evTimer{}, at(now)).read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
+	}
+	st := mustEffect[doStatus](t, m, "a stable follower").st
+	if want := m.c.fol.nextRead.Add(3*coreParams.fi + retryWaits); !st.until.Equal(want) {
+		t.Errorf("stable follower trusts the leader until %v; want its next read's end %v", st.until.Sub(t0), want.Sub(t0))
+	}
+}

@@ -253,8 +253,10 @@ func TestHandover(t *testing.T) {
 					t.Errorf("old leader's cause = %v; want %v", cause, tc.wantCause)
 				}
 				w := mustWin(t, out)
-				if w.l.Term() != old.l.Term()+1 {
-					t.Errorf("new Term() = %d; want %d", w.l.Term(), old.l.Term()+1)
+				// Two followers race: each may raise the term object
+				// (docs/protocol.md, 1.1), so the term rises by one or two.
+				if w.l.Term() <= old.l.Term() || w.l.Term() > old.l.Term()+2 {
+					t.Errorf("new Term() = %d; want %d or %d", w.l.Term(), old.l.Term()+1, old.l.Term()+2)
 				}
 				reads := 0
 				for _, c := range w.n.fs.log() {

@@ -20,8 +20,13 @@ type Leadership struct {
 	// elector's local clock. The run loop moves it at every renewal; Err,
 	// the expiry timer and the peer handler read it.
 	deadline atomic.Int64
-	expiry   *time.Timer // cancels ctx at the deadline, whatever the run loop is doing
-	stopDone func() bool // stops the AfterFunc that reports the end to the run loop
+	// wallDeadline is the same deadline on the wall clock, in Unix
+	// nanoseconds: the wall time of the write's send plus the lease. Err
+	// checks it too (a cross-check for clocks that stop while the process
+	// does not run, such as a paused VM's monotonic clock).
+	wallDeadline atomic.Int64
+	expiry       *time.Timer // cancels ctx at the deadline, whatever the run loop is doing
+	stopDone     func() bool // stops the AfterFunc that reports the end to the run loop
 }
 
 // newLeadership starts the leadership won for a Campaign whose context is
@@ -30,7 +35,7 @@ func newLeadership(e *Elector, parent context.Context, term uint64, deadline tim
 	ctx, cancel := context.WithCancelCause(parent)
 	l := &Leadership{e: e, ctx: ctx, cancel: cancel, term: term, exited: make(chan struct{})}
 	l.pub = leaseContext{Context: ctx, l: l}
-	l.deadline.Store(int64(deadline.Sub(e.base)))
+	l.setDeadline(deadline)
 	l.expiry = time.AfterFunc(e.realUntil(deadline), func() { l.cancel(ErrLeaseExpired) })
 	l.stopDone = context.AfterFunc(ctx, func() {
 		select {
@@ -43,8 +48,15 @@ func newLeadership(e *Elector, parent context.Context, term uint64, deadline tim
 
 // extend moves the lease's end after a renewal.
 func (l *Leadership) extend(deadline time.Time) {
-	l.deadline.Store(int64(deadline.Sub(l.e.base)))
+	l.setDeadline(deadline)
 	l.expiry.Reset(l.e.realUntil(deadline))
+}
+
+// setDeadline records the lease's end, a local time read from the
+// elector's clock (it carries a wall reading too).
+func (l *Leadership) setDeadline(deadline time.Time) {
+	l.deadline.Store(int64(deadline.Sub(l.e.base)))
+	l.wallDeadline.Store(deadline.UnixNano())
 }
 
 // stop releases the leadership's timers once it is over.
@@ -65,11 +77,23 @@ func (l *Leadership) stop() {
 //     also matches ErrClosed);
 //   - the cause of the Campaign context, when that ended.
 //
-// Its Err also reads the clock: a process resumed after a pause (SIGSTOP,
-// a suspended VM) that asks Err before the expiry timer has run already
-// gets the lease's end. Do the leader's work under this context, check
-// Err before each step that must not run twice, and pass Term where a
-// stale leader could do harm.
+// Its Err also reads the clocks, so that a process resumed after a pause
+// that asks Err before the expiry timer has run already gets the lease's
+// end (ErrLeaseExpired). Exactly: Err reports the end once the monotonic
+// clock has reached the deadline, or the wall clock has reached the wall
+// time of the last successful write's send plus the lease. A process
+// stopped by SIGSTOP, or descheduled, is caught by the monotonic clock,
+// which keeps running. A suspended or paused VM is not, by that clock
+// alone: Go's monotonic clock (CLOCK_MONOTONIC on Linux) does not count
+// the time a system is suspended, and a paused guest's may not either. The
+// wall clock catches it only once it has been set right after the resume
+// (a paravirtual clock, or an NTP step), and only if Err is asked after
+// that; until then nothing inside the process can know. A wall clock
+// stepped forward on a healthy leader ends its leadership early (never
+// late). Do the leader's work under this context, check Err before each
+// step that must not run twice, and pass Term where a stale leader could
+// do harm: only fencing with Term protects against a pause that no clock
+// noticed.
 func (l *Leadership) Context() context.Context { return l.pub }
 
 // leaseContext is the leadership's context with an Err that checks the
@@ -86,9 +110,11 @@ func (c leaseContext) Err() error {
 	return c.Context.Err()
 }
 
-// expired reports whether the lease deadline has passed on the local clock.
+// expired reports whether the lease deadline has passed on the local
+// monotonic clock or on the wall clock.
 func (l *Leadership) expired() bool {
-	return !l.e.now().Before(l.e.base.Add(time.Duration(l.deadline.Load())))
+	return !l.e.now().Before(l.e.base.Add(time.Duration(l.deadline.Load()))) ||
+		l.e.wall().UnixNano() >= l.wallDeadline.Load()
 }
 
 // Done is shorthand for Context().Done().

@@ -333,6 +333,14 @@ func (e *Elector) ask(ctx context.Context, r request) bool {
 	}
 }
 
+// wall is the wall clock Leadership.Err cross-checks (tests move it).
+func (e *Elector) wall() time.Time {
+	if e.wallNow != nil {
+		return e.wallNow()
+	}
+	return time.Now()
+}
+
 // now is the elector's local monotonic time. Tests model a clock that
 // runs fast or slow by setting rate.
 func (e *Elector) now() time.Time {

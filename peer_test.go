@@ -132,8 +132,10 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := waitPeerWin(t, wins)
-	if second.lead.Term() != first.lead.Term()+1 {
-		t.Errorf("term after resign = %d; want %d", second.lead.Term(), first.lead.Term()+1)
+	// Terms rise; two followers racing may each raise the term object, so
+	// the winner's may be more than one higher (docs/protocol.md, 1.1).
+	if second.lead.Term() <= first.lead.Term() {
+		t.Errorf("term after resign = %d; want more than %d", second.lead.Term(), first.lead.Term())
 	}
 
 	// Crash: the leader's endpoint goes away and its store calls hang.
@@ -143,8 +145,8 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 	second.n.fs.set(func(f *faultStore) { f.blackhole = true })
 	second.n.stop()
 	third := waitPeerWin(t, wins)
-	if third.lead.Term() != second.lead.Term()+1 {
-		t.Errorf("term after crash = %d; want %d", third.lead.Term(), second.lead.Term()+1)
+	if third.lead.Term() <= second.lead.Term() {
+		t.Errorf("term after crash = %d; want more than %d", third.lead.Term(), second.lead.Term())
 	}
 	if ended := secondEnded.Load(); ended == nil || !ended.Before(third.at) {
 		t.Errorf("crashed leader's context ended at %v; want before the takeover at %v", ended, third.at)

@@ -25,6 +25,9 @@ func retrySchedule() backoff.BackOff {
 	return backoff.WithMaxRetries(b, 2)
 }
 
+// retryWaits is the sum of retrySchedule's waits between attempts.
+const retryWaits = 100*time.Millisecond + time.Second
+
 // final marks err as an answer rather than a failure: retry returns it at
 // once. It is the one place where a call's error becomes final; store
 // errors that are answers (precondition failed, not found, and what a

@@ -29,7 +29,9 @@
 //     leader that is paused after its context was cancelled.
 //   - A leader that cannot renew stops by itself: its Context is cancelled
 //     no later than LeaderTimeout minus a tenth after the start of its last
-//     successful write.
+//     successful write, by its own monotonic clock. A suspended or paused
+//     VM's clock may not count the suspension; Leadership.Context says
+//     exactly what Err then catches.
 //
 // # Non-guarantees
 //
@@ -291,8 +293,9 @@ type Record struct {
 	Lease string `json:"lease,omitempty"`
 
 	// Held is the leader's monotonic time, in milliseconds, from the send
-	// of its leadership's first write to the send of this one. Followers
-	// use it to bound when a silent leader's lease has run out.
+	// of its leadership's first write (its takeover's write of the term
+	// object) to the send of this one. Followers use it to bound when a
+	// silent leader's lease has run out.
 	Held int64 `json:"held,omitempty"`
 
 	// TTL is the writer's LeaderTimeout in milliseconds: how long a
@@ -358,6 +361,8 @@ type Elector struct {
 
 	base time.Time // a fixed local time, for rate
 	rate float64   // the local clock's rate relative to real time; 0 or 1: real (tests only)
+
+	wallNow func() time.Time // the wall clock; nil: time.Now (tests only)
 
 	life      sync.Mutex // guards started and closed, nothing else
 	started   bool
@@ -466,7 +471,7 @@ func (e *Elector) publishSnapshot(st status, lead *Leadership) {
 // same reports whether s and t show the same.
 func (s status) same(t status) bool {
 	return s.known == t.known && s.mode == t.mode && s.holding == t.holding && s.rec == t.rec && s.etag == t.etag &&
-		s.lastWrite.Equal(t.lastWrite) && s.lastRead.Equal(t.lastRead) && s.foreign == t.foreign &&
+		s.lastWrite.Equal(t.lastWrite) && s.lastRead.Equal(t.lastRead) && s.foreign == t.foreign && s.until.Equal(t.until) &&
 		s.change.IsLeader == t.change.IsLeader && s.change.Leader == t.change.Leader && sameErr(s.change.Err, t.change.Err)
 }
 
@@ -517,13 +522,28 @@ func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err err
 	return rec, true, nil
 }
 
-// Leader returns the live leader this elector knows of, and false when it
-// knows of none (before the first read, or when the lease is vacant,
-// expired or unreadable).
+// Leader returns the leader this elector knows of, and false when it knows
+// of none (before the first read, or when the lease is vacant, expired or
+// unreadable). What it reports, exactly:
+//
+//   - while this elector leads: itself, while its lease is live by its own
+//     clock (Leadership.Context);
+//   - while leadership is changing (frequent reads), or in PeerMode while
+//     the leader's answers carry ETags: the leader of the last record read
+//     or heard, until this elector would be allowed to take that record
+//     over (docs/protocol.md, 3.1 and 3.2);
+//   - for a follower that reads the store every InfrequentInterval (a
+//     leader seen renewing steadily): the leader of its last read, until
+//     its next read is overdue (InfrequentInterval plus that read's
+//     retries) or that read says otherwise. Its lease may have ended since
+//     the last read: a crashed leader is reported until the next read.
 func (e *Elector) Leader() (Record, bool) {
 	s := e.snap.Load()
 	if s.change.IsLeader && !s.leading() {
 		return Record{}, false // this elector's leadership ended; the run loop has not taken it in yet
+	}
+	if !s.change.IsLeader && !s.until.IsZero() && !e.now().Before(s.until) {
+		return Record{}, false // what this elector knew has run out, whether or not the run loop has stepped since
 	}
 	return s.change.Leader, s.known && s.change.Leader.LeaderID != ""
 }

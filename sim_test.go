@@ -211,7 +211,8 @@ func newSimParams(r *rand.Rand) simParams {
 type simStore struct {
 	mem    store.Store
 	p      *simParams
-	onPut  func() // called as each write starts (mid-takeover events)
+	onPut  func()           // called as each write starts (mid-takeover events)
+	onLand func(key string) // called as each write lands
 	rewind *rewindStore
 
 	mu      sync.Mutex
@@ -341,6 +342,9 @@ func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag
 			return "", errStoreDown // the server crashed with the request in flight
 		}
 		tag, err := s.mem.PutIfMatch(context.Background(), key, data, etag)
+		if err == nil && s.onLand != nil {
+			s.onLand(key)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err == nil && s.cutNext {
@@ -394,6 +398,14 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	t0 := time.Now()
 	faultsEnd := t0.Add(p.faultsFor)
 	faulty := func() bool { return time.Now().Before(faultsEnd) }
+	var lastLand time.Time // the last write of the lockfile that landed
+	landed := func(key string) {
+		if key == testKey {
+			mu.Lock()
+			lastLand = time.Now()
+			mu.Unlock()
+		}
+	}
 	nodes := make([]*simNode, p.nodes)
 	incarnations := make([]int, p.nodes)
 	rolled := make([]bool, p.nodes) // node i runs its second configuration (rolling variant)
@@ -418,7 +430,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	start = func(i, incarnation int) *simNode {
 		id := fmt.Sprintf("n%d", i)
 		nr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation)))
-		st := &simStore{mem: shared, p: &p, r: nr, faulty: faulty(), counts: counts, rewind: rw}
+		st := &simStore{mem: shared, p: &p, r: nr, faulty: faulty(), counts: counts, rewind: rw, onLand: landed}
 		c := p.cfgs[i][0]
 		if rolled[i] {
 			c = p.cfgs[i][1]
@@ -747,8 +759,21 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				lock, term := exists(testKey), exists(testKey+TermSuffix)
 				delLock, delTerm := what != 1, what != 0
 				bothGone := (delLock || !lock) && (delTerm || !term)
-				if bothGone && live() {
-					return
+				if bothGone {
+					// Only with no lease live: no leadership reported live,
+					// and no write of the lockfile landed for a lease (a
+					// takeover that has landed starts its lease before
+					// Campaign returns, and its record may be deleted).
+					mu.Lock()
+					quiet := time.Since(lastLand) > p.maxLT*21/20
+					mu.Unlock()
+					if live() || !quiet {
+						delTerm = false
+						bothGone = !term
+						if bothGone {
+							return
+						}
+					}
 				}
 				if delLock && lock {
 					mem.Delete(testKey)

@@ -2,6 +2,7 @@ package s3lect
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -117,5 +118,51 @@ func TestTermsNeverRepeat(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestErrCrossChecksTheWallClock: a VM paused and resumed has a monotonic
+// clock that did not count the pause, but a wall clock set right on
+// resume. Err then reports the lease's end, though the monotonic deadline
+// has not passed; with the wall clock where the monotonic one is, Err
+// reports nothing.
+func TestErrCrossChecksTheWallClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		out := make(chan won, 1)
+		a := newNode(t, mem, "a")
+		a.campaign(t.Context(), out)
+		w := mustWin(t, out)
+		time.Sleep(testLT / 2)
+		if err := w.l.Context().Err(); err != nil {
+			t.Fatalf("Err() on a live leadership = %v; want nil", err)
+		}
+		a.e.wallNow = func() time.Time { return time.Now().Add(testLT) } // resumed: the wall clock jumped
+		if err := w.l.Context().Err(); err == nil || !errors.Is(context.Cause(w.l.Context()), ErrLeaseExpired) {
+			t.Fatalf("Err() after the wall clock passed the lease = %v (cause %v); want the lease's end", err, context.Cause(w.l.Context()))
+		}
+	})
+}
+
+// TestLeaderChecksExpiry: Leader() reports a follower's leader only until
+// the follower's knowledge runs out, even when the run loop has not
+// stepped since (a stuck or starved loop, a process resumed after a pause).
+func TestLeaderChecksExpiry(t *testing.T) {
+	e, err := New(testConfig(memstore.New(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rec := Record{LeaderID: "x", Term: 3}
+	show := func(until time.Time) {
+		e.snap.Store(&snapshot{status: status{change: Change{Leader: rec}, known: true, until: until}, next: make(chan struct{})})
+	}
+	show(e.now().Add(time.Hour))
+	if got, ok := e.Leader(); !ok || got != rec {
+		t.Errorf("Leader() before the knowledge runs out = %+v, %v; want x", got, ok)
+	}
+	show(e.now().Add(-time.Nanosecond))
+	if got, ok := e.Leader(); ok {
+		t.Errorf("Leader() after the knowledge ran out = %+v; want none", got)
 	}
 }

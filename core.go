@@ -13,7 +13,7 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// This file and core_follower.go and core_leader.go hold the election's
+// This file, core_follower.go and heartbeat.go (the leader) hold the election's
 // decisions: a pure function of the elector's state, one event and the
 // local time, returning the effects to perform (reads, writes, answers,
 // announcements). They do no I/O, start no goroutine and read no clock;

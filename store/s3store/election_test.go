@@ -98,9 +98,16 @@ func TestDefaultStoreFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Campaign() = %v", err)
 	}
-	rec, found, err := e.Lockfile(t.Context())
-	if err != nil || !found || rec.LeaderID != "a" || rec.Term != lead.Term() {
-		t.Errorf("Lockfile() = %+v, %v, %v; want a's record", rec, found, err)
+	st, err := s3store.FromEnvironment(t.Context(), bucket, true)
+	if err != nil {
+		t.Fatalf("FromEnvironment() = %v", err)
+	}
+	data, _, err := st.Get(t.Context(), cfg.LockfilePath)
+	if err != nil {
+		t.Fatalf("Get(%q) = %v", cfg.LockfilePath, err)
+	}
+	if rec, err := s3lect.ParseRecord(data); err != nil || rec.LeaderID != "a" || rec.Term != lead.Term() {
+		t.Errorf("lockfile the default store wrote = %+v, %v; want a's record at term %d", rec, err, lead.Term())
 	}
 	if err := lead.Resign(t.Context()); err != nil {
 		t.Errorf("Resign() = %v", err)

@@ -62,6 +62,7 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	type candidate struct {
 		id   string
 		conn *Cut
+		st   store.Store
 		e    *s3lect.Elector
 	}
 	type outcome struct {
@@ -73,8 +74,9 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	out := make(chan outcome, 3)
 	for _, id := range []string{"a", "b", "c"} {
 		c := &candidate{id: id, conn: &Cut{}}
+		c.st = etags.wrap(newStore(t, c.conn))
 		e, err := s3lect.New(s3lect.ElectorConfig{
-			Store: etags.wrap(newStore(t, c.conn)), LockfilePath: key, ServerID: id, ServerAddr: id + ":1",
+			Store: c.st, LockfilePath: key, ServerID: id, ServerAddr: id + ":1",
 			FrequentInterval: 300 * time.Millisecond, InfrequentInterval: 900 * time.Millisecond, LeaderTimeout: 1500 * time.Millisecond,
 			Logger: slog.New(slog.DiscardHandler),
 		})
@@ -112,7 +114,7 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	if err := first.lead.Context().Err(); err != nil {
 		t.Fatalf("the leader lost its lease while renewing: %v", context.Cause(first.lead.Context()))
 	}
-	rec, found, err := first.c.e.Lockfile(t.Context())
+	rec, found, err := readLockfile(t.Context(), first.c.st, key)
 	if err != nil || !found || rec.LeaderID != first.c.id || rec.Term != 1 {
 		t.Fatalf("Lockfile() = %+v, %v, %v; want %s at term 1", rec, found, err, first.c.id)
 	}
@@ -141,7 +143,7 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	if err := third.c.e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rec, found, err = second.c.e.Lockfile(t.Context())
+	rec, found, err = readLockfile(t.Context(), second.c.st, key)
 	if err != nil || !found || !rec.LastUpdated.IsZero() || rec.Term != 3 || rec.LeaderID != third.c.id {
 		t.Errorf("lockfile after Close = %+v, %v, %v; want %s's released record at term 3", rec, found, err, third.c.id)
 	}
@@ -201,4 +203,18 @@ func (s loggedStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 		s.log.mu.Unlock()
 	}
 	return tag, err
+}
+
+// readLockfile reads the lockfile once through st and decodes it; found
+// is false when there is none.
+func readLockfile(ctx context.Context, st store.Store, key string) (rec s3lect.Record, found bool, err error) {
+	data, _, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return s3lect.Record{}, false, nil
+	}
+	if err != nil {
+		return s3lect.Record{}, false, err
+	}
+	rec, err = s3lect.ParseRecord(data)
+	return rec, true, err
 }

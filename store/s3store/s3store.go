@@ -287,9 +287,10 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 	return aws.ToString(out.ETag), nil
 }
 
-// ErrNoConditionalWrites is wrapped by the permanent error a Store returns
-// when its bucket ignores If-None-Match or If-Match.
-var ErrNoConditionalWrites = errors.New("s3store: the store ignores conditional writes (If-None-Match / If-Match); electing on it would be unsafe")
+// errNoConditions is the permanent error a Store returns, wrapping
+// store.ErrNoConditionalWrites, when its bucket ignores If-None-Match or
+// If-Match.
+var errNoConditions = fmt.Errorf("s3store: the store ignores If-None-Match / If-Match: %w", store.ErrNoConditionalWrites)
 
 // check verifies, once per Store, that the bucket honours conditional
 // writes: a second create of the probe object, and a replace with a wrong
@@ -300,7 +301,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 	defer s.checkMu.Unlock()
 	s.mu.Lock()
 	done, verdict := s.passed, s.checked
-	if verdict != nil && !errors.Is(verdict, ErrNoConditionalWrites) && !time.Now().Before(s.retryAt) {
+	if verdict != nil && !errors.Is(verdict, store.ErrNoConditionalWrites) && !time.Now().Before(s.retryAt) {
 		verdict = nil // a denial whose backoff has passed: check again
 	}
 	s.mu.Unlock()
@@ -317,14 +318,14 @@ func (s *Store) check(ctx context.Context, key string) error {
 	}
 	_, err := s.write(ctx, probe, body("second create"), "")
 	if err == nil {
-		return s.remember(store.Permanent(fmt.Errorf("%w: a second If-None-Match create of s3://%s/%s succeeded", ErrNoConditionalWrites, s.bucket, probe)))
+		return s.remember(store.Permanent(fmt.Errorf("%w: a second If-None-Match create of s3://%s/%s succeeded", errNoConditions, s.bucket, probe)))
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
 	}
 	_, err = s.write(ctx, probe, body("wrong If-Match"), `"00000000000000000000000000000000"`)
 	if err == nil {
-		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put with a wrong ETag on s3://%s/%s succeeded", ErrNoConditionalWrites, s.bucket, probe)))
+		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put with a wrong ETag on s3://%s/%s succeeded", errNoConditions, s.bucket, probe)))
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
@@ -367,7 +368,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 			}
 			continue
 		}
-		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare (%s); the lockfile could be created but never renewed", ErrNoConditionalWrites, s.bucket, probe, cur, bare)))
+		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare (%s); the lockfile could be created but never renewed", errNoConditions, s.bucket, probe, cur, bare)))
 	}
 	return fmt.Errorf("s3store: conditional-write check on s3://%s/%s: other writers changed the probe %d times in a row; will check again on the next write", s.bucket, probe, checkAttempts)
 }
@@ -413,7 +414,7 @@ func (s *Store) remember(err error) error {
 	if store.IsPermanent(err) {
 		s.mu.Lock()
 		s.checked = err
-		if !errors.Is(err, ErrNoConditionalWrites) {
+		if !errors.Is(err, store.ErrNoConditionalWrites) {
 			s.retryAt = time.Now().Add(min(condcheck.DenialBackoff<<min(s.denials, 16), condcheck.MaxDenialBackoff))
 			s.denials++
 		}

@@ -55,7 +55,15 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-func init() { defaultstore.Register(FromEnvironment) }
+func init() {
+	defaultstore.Register(func(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) {
+		st, err := FromEnvironment(ctx, bucket, pathStyle)
+		if err != nil {
+			return nil, err // not a nil *Store in a non-nil interface
+		}
+		return st, nil
+	})
+}
 
 // Store is a store.Store on one S3 bucket. It is safe for concurrent use.
 type Store struct {
@@ -121,7 +129,7 @@ func New(client *s3.Client, bucket string, opts ...Option) *Store {
 // files and instance roles, including AWS_ENDPOINT_URL_S3 for MinIO or R2.
 // pathStyle addresses the bucket in the URL's path, as MinIO needs.
 // s3lect.New uses it when ElectorConfig.Bucket is set.
-func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) {
+func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (*Store, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)

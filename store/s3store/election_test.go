@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -31,12 +30,8 @@ func shortConfig(st store.Store, key, id string) s3lect.ElectorConfig {
 func TestElectionOnS3(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	log := notesLogger(t)
-	storetest.Election(t, func(t *testing.T, conn *storetest.Cut) store.Store {
-		client := s3test.NewClient(t, func(rt http.RoundTripper) http.RoundTripper {
-			conn.Base = rt
-			return conn
-		}, "", "")
-		return s3store.New(client, bucket, s3store.WithLogger(log))
+	storetest.Election(t, func(t *testing.T) store.Store {
+		return s3store.New(s3test.NewClient(t, nil, "", ""), bucket, s3store.WithLogger(log))
 	})
 }
 
@@ -102,6 +97,7 @@ func TestDefaultStoreFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("FromEnvironment() = %v", err)
 	}
+	defer st.CloseIdleConnections()
 	data, _, err := st.Get(t.Context(), cfg.LockfilePath)
 	if err != nil {
 		t.Fatalf("Get(%q) = %v", cfg.LockfilePath, err)

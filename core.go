@@ -810,17 +810,6 @@ type status struct {
 	foreign   uint64    // Stats.ForeignRecords
 }
 
-// Mutations, for measuring what the safety simulation catches: each
-// breaks one rule of the protocol when set. Never set outside tests.
-var (
-	mutDeltaZero    bool // no stretch of the leader's reported time (δ = 0)
-	mutMarginZero   bool // no safety margin on the leader's lease
-	mutETagOnly     bool // a sighting is its ETag alone, whatever the bytes
-	mutPeerNoCheck  bool // a follower that relies on the peer never checks the takeover time
-	mutIgnoreTTL    bool // a follower waits its own LeaderTimeout whatever the record says (version 2)
-	mutNoTermObject bool // takeovers neither read nor raise the term object (version 2)
-)
-
 // noTTLLease is the shortest lease a follower assumes for a record that
 // states none: one written before protocol version 3 (the original
 // s3lect, a version 2 writer during a rolling upgrade), or unreadable

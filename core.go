@@ -13,7 +13,7 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// This file and core_follower.go and core_leader.go hold the election's
+// This file, core_follower.go and heartbeat.go (the leader) hold the election's
 // decisions: a pure function of the elector's state, one event and the
 // local time, returning the effects to perform (reads, writes, answers,
 // announcements). They do no I/O, start no goroutine and read no clock;
@@ -829,17 +829,6 @@ type status struct {
 	// then on, even if the run loop has not stepped since (section 4).
 	until time.Time
 }
-
-// Mutations, for measuring what the safety simulation catches: each
-// breaks one rule of the protocol when set. Never set outside tests.
-var (
-	mutDeltaZero    bool // no stretch of the leader's reported time (δ = 0)
-	mutMarginZero   bool // no safety margin on the leader's lease
-	mutETagOnly     bool // a sighting is its ETag alone, whatever the bytes
-	mutPeerNoCheck  bool // a follower that relies on the peer never checks the takeover time
-	mutIgnoreTTL    bool // a follower waits its own LeaderTimeout whatever the record says (version 2)
-	mutNoTermObject bool // takeovers neither read nor raise the term object (version 2)
-)
 
 // noTTLLease is the shortest lease a follower assumes for a record that
 // states none: one written before protocol version 3 (the original

@@ -151,6 +151,9 @@ func campaignAt(t *testing.T, m *machine, data []byte, etag string, now time.Tim
 	return m.read(data, etag, now)
 }
 
+// TestCoreTakeoverTimes: when the takeover write goes out after a first
+// read, for each kind of content (docs/protocol.md, 1, 3.1, 3.2 and 4,
+// Takeover).
 func TestCoreTakeoverTimes(t *testing.T) {
 	lt := coreParams.lt
 	cases := []struct {
@@ -198,6 +201,8 @@ func TestCoreTakeoverTimes(t *testing.T) {
 	}
 }
 
+// TestCoreAbsenceAfterHeldWaitsOutTheLease: an absence after a held record
+// is watched for the lease before the create (docs/protocol.md, 4; 9, 3).
 func TestCoreAbsenceAfterHeldWaitsOutTheLease(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "", 0, 0), `"h"`, at(0))
@@ -210,7 +215,8 @@ func TestCoreAbsenceAfterHeldWaitsOutTheLease(t *testing.T) {
 
 // TestCoreElapsedTimeRule: a follower that saw two records of one
 // leadership may take over at p_i + stretch(held_k - held_i + 1ms) + LT,
-// earlier than LeaderTimeout after its first sight of record k.
+// earlier than LeaderTimeout after its first sight of record k
+// (docs/protocol.md, 3.2).
 func TestCoreElapsedTimeRule(t *testing.T) {
 	p := coreParams
 	m := newMachine(t, p)
@@ -239,12 +245,11 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 	}
 }
 
-// TestCoreSightingIsETagAndBytes: a store that reuses an ETag for other
-// content has changed; the first-sight time moves.
 // TestCoreTakeoverOnlyOnAFreshRead: when the takeover time comes between
 // reads, the follower reads first and writes only on what it read, so that
 // an ETag a rewound store handed out again for other bytes is not
-// overwritten on the strength of an old sighting.
+// overwritten on the strength of an old sighting (docs/protocol.md, 2; 9,
+// 15).
 func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "", 0, 0), `"7"`, at(0))
@@ -261,6 +266,9 @@ func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 	}
 }
 
+// TestCoreSightingIsETagAndBytes: a store that reuses an ETag for other
+// content has changed; the first-sight time moves (docs/protocol.md, 2; 9,
+// 11).
 func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "a", 0, 0), `"7"`, at(0))
@@ -274,6 +282,8 @@ func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	}
 }
 
+// TestCoreLeaderRenewsReleasesAndFences: the leader's rules
+// (docs/protocol.md, 3.1 and 4, Leader), a row each.
 func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 	p := coreParams
 	win := func(t *testing.T) *machine {
@@ -428,7 +438,8 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 
 // TestCoreEveryTakeoverHasItsOwnLease: a takeover that failed may have
 // landed anyway; the next attempt starts a leadership of its own, so that
-// no follower measures its held times from the other's first write.
+// no follower measures its held times from the other's first write
+// (docs/protocol.md, 1, lease; 9, 16).
 func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, nil, "", at(0))
@@ -452,6 +463,8 @@ func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
 	}
 }
 
+// TestCoreCorruptLockfileKeepsTermsRising: unreadable content is taken
+// over with its term salvaged and raised (docs/protocol.md, 1; 9, 2).
 func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, []byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(0))
@@ -467,6 +480,8 @@ func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 	}
 }
 
+// TestCoreTermNeverWraps: a term that cannot be raised is refused with an
+// error naming the lockfile (docs/protocol.md, 1, term).
 func TestCoreTermNeverWraps(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, Record{LeaderID: "x", Term: math.MaxUint64, TTL: 3000}.encode(), `"r"`, at(0))
@@ -477,6 +492,10 @@ func TestCoreTermNeverWraps(t *testing.T) {
 	noEffect[doWrite](t, m, "term overflow")
 }
 
+// TestCoreIntervals: the follower's pace (docs/protocol.md, 4, the
+// follower states, and 3.3): frequent until a leader has renewed steadily
+// for LeaderTimeout, then infrequent reads timed after a renewal, and back
+// to frequent on a late record.
 func TestCoreIntervals(t *testing.T) {
 	p := coreParams
 	m := newMachine(t, p)
@@ -514,6 +533,8 @@ func TestCoreIntervals(t *testing.T) {
 	}
 }
 
+// TestCorePeerReports: what a peer-mode follower makes of the poller's
+// reports (docs/protocol.md, 5), a row each.
 func TestCorePeerReports(t *testing.T) {
 	p := coreParams
 	p.peerMode = true
@@ -583,6 +604,8 @@ func TestCorePeerReports(t *testing.T) {
 	})
 }
 
+// TestCoreWithdrawAndCloseDuringTakeover: a takeover in flight decides the
+// outcome of a Campaign that gave up or of Close (docs/protocol.md, 4).
 func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 	claim := func(t *testing.T) *machine {
 		m := newMachine(t, coreParams)
@@ -637,7 +660,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 
 // TestCoreAdoptsATakeoverThatLanded: a takeover that failed with its
 // outcome unknown, whose bytes the next read finds, won; the lease counts
-// from its first attempt.
+// from its first attempt (docs/protocol.md, 4, Takeover; 9, 1).
 func TestCoreAdoptsATakeoverThatLanded(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, nil, "", at(0))
@@ -777,7 +800,7 @@ func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 // writes the lockfile with that term (docs/protocol.md, 1.1).
 func TestCoreTermObject(t *testing.T) {
 	termObj := func(term uint64) []byte { return fmt.Appendf(nil, `{"term":%d,"by":"x","lease":"l"}`, term) }
-	t.Run("RaisedBeforeTheTakeover", func(t *testing.T) {
+	t.Run("1.1 the term object is raised before the takeover, whose term it gives", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
@@ -798,7 +821,7 @@ func TestCoreTermObject(t *testing.T) {
 			t.Fatalf("write %v %s; want the takeover at term 1 with the term object's lease", c.kind, c.data)
 		}
 	})
-	t.Run("ForeignWriteWithoutTerm", func(t *testing.T) {
+	t.Run("1.1 a foreign write without a term: the next term still rises past the term object", func(t *testing.T) {
 		// Terms 1 and 2 were held; the original s3lect wrote a record
 		// without a term; a freshly started elector must not use 1 again.
 		m := newMachine(t, coreParams)
@@ -821,7 +844,7 @@ func TestCoreTermObject(t *testing.T) {
 			}
 		}
 	})
-	t.Run("DeletedLockfileIsWaitedOut", func(t *testing.T) {
+	t.Run("4 an absent lockfile beside a term object was deleted: waited out with the lease assumed without ttl (3.1)", func(t *testing.T) {
 		// A fresh elector finds no lockfile but a term object: the
 		// lockfile was deleted, maybe under a live lease. The term object
 		// states no lease here: the one assumed for records without ttl.
@@ -845,7 +868,7 @@ func TestCoreTermObject(t *testing.T) {
 			t.Fatalf("write %v %s over %q; want a create at term 8", w.kind, w.data, w.ifMatch)
 		}
 	})
-	t.Run("DeletedLockfileWaitsTheLastTakeoversLease", func(t *testing.T) {
+	t.Run("4 a deleted lockfile waits the last takeover's lease (1.1)", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.termData, m.termETag = []byte(`{"term":7,"by":"x","lease":"l","ttl":5000}`), `"t0"`
 		campaignAt(t, m, nil, "", at(0))
@@ -862,7 +885,7 @@ func TestCoreTermObject(t *testing.T) {
 		}
 		mustEffect[doWrite](t, m, "the last takeover's 5s lease has passed")
 	})
-	t.Run("RaisedByAnotherFirst", func(t *testing.T) {
+	t.Run("1.1 the term object raised by another first: read the lockfile again", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
@@ -871,7 +894,7 @@ func TestCoreTermObject(t *testing.T) {
 		noEffect[doWrite](t, m, "term object raised by another takeover first")
 		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
 	})
-	t.Run("PermanentFailureNamesTheObject", func(t *testing.T) {
+	t.Run("1.1 a permanent failure on the term object names it", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -368,7 +369,7 @@ func TestLostReplyIsAdopted(t *testing.T) {
 		var lost, adopted, rewritten bool
 		for _, c := range a.fs.log() {
 			switch {
-			case c.op == "put" && errors.Is(c.err, errInjected):
+			case c.op == "put" && errors.Is(c.err, faultstore.ErrReplyLost):
 				lost = true
 			case lost && !adopted && c.op == "get" && c.err == nil:
 				adopted = true

@@ -2,15 +2,16 @@ package s3lect
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"math"
 	"sync"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 )
 
-var errInjected = errors.New("injected store failure")
+// errInjected is what a call failed by failAll returns (wrapped).
+var errInjected = faultstore.ErrInjected
 
 // call is one store call as a faultStore saw it.
 type call struct {
@@ -22,26 +23,50 @@ type call struct {
 	reply string // put: the new etag
 }
 
-// faultStore wraps a store for one node and injects faults into that
-// node's calls. Its zero fault settings pass every call through.
+// faultStore is one node's store in this package's tests. The faults come
+// from package faultstore, the one fault-injecting store; this wrapper
+// adds a latency before every call and keeps a log of the calls, for
+// tests that check which calls an elector made. Its zero settings pass
+// every call through.
 type faultStore struct {
-	inner store.Store
+	inner  store.Store // the store behind the faults, for tests that bypass them
+	faults *faultstore.Store
 
 	mu          sync.Mutex
-	blackhole   bool          // calls block until their context ends
-	failAll     bool          // calls fail before reaching the store
-	failNext    int           // the next n calls fail before reaching the store
-	loseReplies int           // the next n successful puts report a failure
+	blackhole   bool          // calls block until their context ends (faultstore's Stall)
+	failAll     bool          // calls fail before reaching the store, with errInjected
+	loseReplies int           // the next n successful puts report a failure (faultstore's LoseReplies)
 	latency     time.Duration // every call takes this long before it reaches the store
+	failing     bool          // failAll as last applied
 	calls       []call
 }
 
-func newFaultStore(inner store.Store) *faultStore { return &faultStore{inner: inner} }
+func newFaultStore(inner store.Store) *faultStore {
+	return &faultStore{inner: inner, faults: faultstore.New(inner)}
+}
 
+// set changes the settings with fn and applies them to the faults.
 func (f *faultStore) set(fn func(f *faultStore)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fn(f)
+	if f.blackhole {
+		f.faults.Stall()
+	} else {
+		f.faults.Unstall()
+	}
+	if f.failAll != f.failing {
+		f.failing = f.failAll
+		n := 0
+		if f.failAll {
+			n = math.MaxInt
+		}
+		f.faults.FailNext(n)
+	}
+	if f.loseReplies > 0 {
+		f.faults.LoseReplies(f.loseReplies)
+		f.loseReplies = 0
+	}
 }
 
 func (f *faultStore) record(c call) {
@@ -67,62 +92,42 @@ func (f *faultStore) count(op string) int {
 	return n
 }
 
-// before applies the faults that act before a call reaches the store.
-func (f *faultStore) before(ctx context.Context) error {
+// delay waits out the latency, or ctx.
+func (f *faultStore) delay(ctx context.Context) error {
 	f.mu.Lock()
-	hole, latency := f.blackhole, f.latency
-	fail := f.failAll || f.failNext > 0
-	if f.failNext > 0 {
-		f.failNext--
-	}
+	latency := f.latency
 	f.mu.Unlock()
-	if hole {
-		<-ctx.Done()
+	if latency <= 0 {
+		return nil
+	}
+	t := time.NewTimer(latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if latency > 0 {
-		t := time.NewTimer(latency)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if fail {
-		return errInjected
-	}
-	return nil
 }
 
 func (f *faultStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	at := time.Now()
-	if err := f.before(ctx); err != nil {
+	if err := f.delay(ctx); err != nil {
 		f.record(call{op: "get", key: key, at: at, err: err})
-		return nil, "", fmt.Errorf("faultstore: get: %w", err)
+		return nil, "", err
 	}
-	data, etag, err := f.inner.Get(ctx, key)
+	data, etag, err := f.faults.Get(ctx, key)
 	f.record(call{op: "get", key: key, at: at, etag: etag, err: err})
 	return data, etag, err
 }
 
 func (f *faultStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	at := time.Now()
-	if err := f.before(ctx); err != nil {
+	if err := f.delay(ctx); err != nil {
 		f.record(call{op: "put", key: key, at: at, etag: etag, err: err})
-		return "", fmt.Errorf("faultstore: put: %w", err)
+		return "", err
 	}
-	tag, err := f.inner.PutIfMatch(ctx, key, data, etag)
-	f.mu.Lock()
-	lose := err == nil && f.loseReplies > 0
-	if lose {
-		f.loseReplies--
-		err = errInjected
-	}
-	f.mu.Unlock()
+	tag, err := f.faults.PutIfMatch(ctx, key, data, etag)
 	f.record(call{op: "put", key: key, at: at, etag: etag, err: err, reply: tag})
-	if lose {
-		return "", fmt.Errorf("faultstore: put: reply lost: %w", err)
-	}
 	return tag, err
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// HealthPingTimeout is how long HealthHandler waits for an elector's run
+// healthPingTimeout is how long HealthHandler waits for an elector's run
 // loop to answer before it reports the elector stuck.
-const HealthPingTimeout = 500 * time.Millisecond
+const healthPingTimeout = 500 * time.Millisecond
 
 // HealthHandler returns an http.Handler to mount as a process's liveness
 // probe (for example Kubernetes' livenessProbe). It answers 200 "ok" when
@@ -24,7 +24,7 @@ const HealthPingTimeout = 500 * time.Millisecond
 //     longest its release can take under the retry policy once it has
 //     ended. Such a leader is stuck (a store call that never returns, a
 //     process starved of CPU) and restarting the process is the cure; or
-//   - its run loop does not answer within HealthPingTimeout.
+//   - its run loop does not answer within 500 ms.
 //
 // Followers and watchers are healthy whatever the store does: restarting
 // them would not bring the store back. Electors not yet started, or
@@ -66,10 +66,10 @@ func (e *Elector) health(ctx context.Context) error {
 				e.key, age.Round(time.Millisecond), limit)
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, HealthPingTimeout)
+	pctx, cancel := context.WithTimeout(ctx, healthPingTimeout)
 	defer cancel()
 	if err := e.ping(pctx); err != nil && err != ErrClosed {
-		return fmt.Errorf("s3lect: %q: run loop did not answer within %v: %w", e.key, HealthPingTimeout, err)
+		return fmt.Errorf("s3lect: %q: run loop did not answer within %v: %w", e.key, healthPingTimeout, err)
 	}
 	return nil
 }

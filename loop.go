@@ -93,18 +93,6 @@ type subscription struct {
 	ch chan Change // capacity 1: holds the latest change the reader has not taken
 }
 
-// storeOp is a store call for a storage goroutine.
-type storeOp struct {
-	ctx      context.Context
-	gen      uint64
-	kind     opKind
-	data     []byte
-	ifMatch  string
-	orOver   []byte
-	over     *[32]byte
-	notAfter time.Time
-}
-
 // loop is the run loop's own bookkeeping: what the decisions need not see.
 type loop struct {
 	e       *Elector
@@ -122,33 +110,6 @@ type loop struct {
 	timer   *time.Timer
 	reader  worker // the storage reader: a follower's reads and takeovers
 	beat    worker // the heartbeat: a leader's renewals and release
-}
-
-// worker is a storage goroutine as the run loop sees it.
-type worker struct {
-	ops  chan storeOp  // capacity 1; the loop has at most one call in flight
-	quit chan struct{} // closed to stop the goroutine; nil while none runs
-}
-
-// send hands op to w's goroutine, starting one if none runs.
-func (lp *loop) send(w *worker, op storeOp) {
-	if w.quit == nil {
-		if w.ops == nil {
-			w.ops = make(chan storeOp, 1)
-		}
-		ops, quit := w.ops, make(chan struct{})
-		w.quit = quit
-		lp.e.g.Go(func() error { return lp.e.serveStore(lp.e.ctx, ops, quit) })
-	}
-	w.ops <- op
-}
-
-// stop ends w's goroutine once it has returned its last result.
-func (w *worker) stop() {
-	if w.quit != nil {
-		close(w.quit)
-		w.quit = nil
-	}
 }
 
 // run is the elector's run loop. It returns when Close has finished every

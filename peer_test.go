@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3lect/s3lect/devtls"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -38,7 +39,7 @@ type peerNode struct {
 	stopped chan struct{}
 }
 
-func startPeerNode(t *testing.T, mem store.Store, pki *testPKI, id string) *peerNode {
+func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *peerNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +50,7 @@ func startPeerNode(t *testing.T, mem store.Store, pki *testPKI, id string) *peer
 	e, err := New(ElectorConfig{
 		Store: n.counter, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
-		PeerMode: true, PeerTLS: pki.clientTLS(), PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
+		PeerMode: true, PeerTLS: pki.ClientTLS(), PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func startPeerNode(t *testing.T, mem store.Store, pki *testPKI, id string) *peer
 	n.stop = cancel
 	go func() {
 		defer close(n.stopped)
-		if err := ServePeers(ctx, ln, e.PeerHandler(), pki.serverTLS()); err != nil {
+		if err := ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()); err != nil {
 			t.Errorf("ServePeers(%s) = %v", id, err)
 		}
 	}()
@@ -225,7 +226,7 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 			json.NewEncoder(w).Encode(peerRecord{Record: Record{LeaderID: "L", Term: 5}})
 		}},
 		{name: "Redirect", handler: func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "https://example.invalid/", 302) }},
-		{name: "UntrustedCertificate", handler: good("L", 5), tls: newTestPKI(t).serverTLS()},
+		{name: "UntrustedCertificate", handler: good("L", 5), tls: newTestPKI(t).ServerTLS()},
 		{name: "ConnectionRefused", refused: true},
 	}
 	// All followers run at once and are observed over one window, so that
@@ -262,7 +263,7 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 			srv := httptest.NewUnstartedServer(http.HandlerFunc(tc.handler))
 			srv.TLS = tc.tls
 			if srv.TLS == nil {
-				srv.TLS = pki.serverTLS()
+				srv.TLS = pki.ServerTLS()
 			}
 			srv.StartTLS()
 			t.Cleanup(srv.Close)
@@ -272,7 +273,7 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 		r := &running{fs: newFaultStore(mem)}
 		f, err := New(ElectorConfig{Store: r.fs, LockfilePath: testKey, ServerID: "f", ServerAddr: "127.0.0.1:1",
 			FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
-			PeerMode: true, PeerTLS: pki.clientTLS(), PeerTimeout: 300 * time.Millisecond, Logger: quietLogger})
+			PeerMode: true, PeerTLS: pki.ClientTLS(), PeerTimeout: 300 * time.Millisecond, Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +358,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 			requests.Add(1) // the original ignores query parameters and answers at once, without term or etag
 			fmt.Fprintf(w, `{"leaderID":"old","leaderAddr":"%s","lastUpdated":"%s"}`, r.Host, time.Now().UTC().Format(time.RFC3339))
 		}))
-		srv.TLS = pki.serverTLS()
+		srv.TLS = pki.ServerTLS()
 		srv.StartTLS()
 		defer srv.Close()
 		addr := srv.Listener.Addr().String()
@@ -384,7 +385,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 		defer func() { close(stop); <-renewed }()
 		e, err := New(ElectorConfig{Store: mem, LockfilePath: testKey, ServerID: "f", ServerAddr: "127.0.0.1:1",
 			FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
-			PeerMode: true, PeerTLS: pki.clientTLS(), Logger: quietLogger})
+			PeerMode: true, PeerTLS: pki.ClientTLS(), Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -532,7 +533,7 @@ func TestServePeers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := pki.serverTLS()
+		cfg := pki.ServerTLS()
 		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, pki.Pool
 		entered := make(chan struct{}, 1)
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -544,7 +545,7 @@ func TestServePeers(t *testing.T) {
 		go func() { served <- ServePeers(ctx, ln, h, cfg) }()
 		url := "https://" + ln.Addr().String() + "/"
 
-		anon := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.clientTLS()}}
+		anon := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientTLS()}}
 		if _, err := anon.Get(url); err == nil {
 			t.Error("a client without a certificate was served; want the handshake refused")
 		}
@@ -582,8 +583,8 @@ func TestServePeers(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
-		go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.serverTLS()) }()
-		tr := &http.Transport{TLSClientConfig: pki.clientTLS()}
+		go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
+		tr := &http.Transport{TLSClientConfig: pki.ClientTLS()}
 		defer tr.CloseIdleConnections()
 		_, etag := lastWrite(e.snap.Load().lead)
 		got := make(chan int, 1)
@@ -615,8 +616,8 @@ func TestServePeers(t *testing.T) {
 		}
 		ln := &failingListener{Listener: inner, fail: make(chan struct{})}
 		served := make(chan error, 1)
-		go func() { served <- ServePeers(t.Context(), ln, e.PeerHandler(), pki.serverTLS()) }()
-		tr := &http.Transport{TLSClientConfig: pki.clientTLS()}
+		go func() { served <- ServePeers(t.Context(), ln, e.PeerHandler(), pki.ServerTLS()) }()
+		tr := &http.Transport{TLSClientConfig: pki.ClientTLS()}
 		defer tr.CloseIdleConnections()
 		_, etag := lastWrite(e.snap.Load().lead)
 		got := make(chan error, 1)
@@ -684,4 +685,15 @@ func TestStaleLeaderAnswers503(t *testing.T) {
 	if !errors.Is(context.Cause(lead.Context()), ErrLeaseExpired) {
 		t.Errorf("cause = %v", context.Cause(lead.Context()))
 	}
+}
+
+// newTestPKI makes a CA and a certificate for 127.0.0.1, for HTTPS between
+// electors on loopback.
+func newTestPKI(t testing.TB) *devtls.PKI {
+	t.Helper()
+	p, err := devtls.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -506,22 +506,6 @@ func (e *Elector) Observe(ctx context.Context) <-chan Change {
 	return sub.ch
 }
 
-// Lockfile reads the lockfile once, under the retry policy, and returns
-// its record; found is false when there is no lockfile. Content that is not
-// a valid record gives an error wrapping ErrInvalidRecord. It is meant for
-// status tools: electing needs none of it.
-func (e *Elector) Lockfile(ctx context.Context) (rec Record, found bool, err error) {
-	data, etag, err := e.get(ctx, e.key)
-	if err != nil || etag == "" {
-		return Record{}, false, err
-	}
-	rec, err = ParseRecord(data)
-	if err != nil {
-		return Record{}, true, fmt.Errorf("s3lect: lockfile %q: %w", e.key, err)
-	}
-	return rec, true, nil
-}
-
 // Leader returns the leader this elector knows of, and false when it knows
 // of none (before the first read, or when the lease is vacant, expired or
 // unreadable). What it reports, exactly:

@@ -31,6 +31,14 @@ var (
 	// it, or its current ETag differs from the one the caller named, or it
 	// does not exist although the caller named an ETag.
 	ErrPreconditionFailed = errors.New("store: precondition failed")
+
+	// ErrNoConditionalWrites is wrapped by the permanent error a backend
+	// returns when its check before the first write finds that the store
+	// ignores conditional writes (a second create succeeds, or a replace
+	// naming a wrong ETag does, or one naming the right ETag is refused):
+	// electing on it would be unsafe. The error says which backend, where
+	// and what was seen.
+	ErrNoConditionalWrites = errors.New("store: conditional writes are not honoured; electing on this store would be unsafe")
 )
 
 // Store is a key-value store with conditional writes.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
 )
 
 const statusUsage = `usage: s3lect status [flags]
@@ -84,18 +85,17 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, "s3lect status", err)
 	}
 	defer st.close()
-	e, err := s3lect.New(s3lect.ElectorConfig{Store: st.st, LockfilePath: st.key, ServerID: "s3lect-status",
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
+	// New only checks the lockfile key as an elector would; it starts nothing.
+	if _, err := s3lect.New(s3lect.ElectorConfig{Store: st.st, LockfilePath: st.key, ServerID: "s3lect-status",
+		Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		return reportErr(stderr, "s3lect status", usageErr("%v", err))
 	}
-	defer e.Close()
 
 	read := func() (statusReport, error) {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		rep := statusReport{Lockfile: st.where}
-		rec, found, err := e.Lockfile(rctx)
+		rec, found, err := readLockfile(rctx, st.st, st.key)
 		switch {
 		case errors.Is(err, s3lect.ErrInvalidRecord):
 			rep.State, rep.Problem = "unreadable", err.Error()
@@ -271,4 +271,34 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// readLockfile reads the lockfile once, retrying a failed read twice (after
+// 100 ms and 1 s, the library's retry policy), and returns its record;
+// found is false when there is no lockfile. Content that is not a valid
+// record gives an error wrapping s3lect.ErrInvalidRecord.
+func readLockfile(ctx context.Context, st store.Store, key string) (rec s3lect.Record, found bool, err error) {
+	var data []byte
+	for _, pause := range []time.Duration{0, 100 * time.Millisecond, time.Second} {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return s3lect.Record{}, false, fmt.Errorf("read %q: %w (last attempt: %w)", key, ctx.Err(), err)
+		}
+		data, _, err = st.Get(ctx, key)
+		if err == nil || errors.Is(err, store.ErrNotFound) || store.IsPermanent(err) {
+			break
+		}
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return s3lect.Record{}, false, nil
+	case err != nil:
+		return s3lect.Record{}, false, fmt.Errorf("read %q: %w", key, err)
+	}
+	rec, err = s3lect.ParseRecord(data)
+	if err != nil {
+		return s3lect.Record{}, true, fmt.Errorf("lockfile %q: %w", key, err)
+	}
+	return rec, true, nil
 }

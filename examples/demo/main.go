@@ -443,7 +443,7 @@ func openStore(ctx context.Context, o *options) (store.Store, string, func(), er
 		if err != nil {
 			return nil, "", nil, err
 		}
-		return st, "S3 bucket " + o.bucket, st.(*s3store.Store).CloseIdleConnections, nil
+		return st, "S3 bucket " + o.bucket, st.CloseIdleConnections, nil
 	case o.natsURL != "":
 		nc, err := nats.Connect(o.natsURL)
 		if err != nil {

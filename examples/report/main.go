@@ -197,7 +197,7 @@ func openStores(ctx context.Context, o options) ([]namedStore, func(), error) {
 		name += " at " + ep
 	}
 	stores = append(stores, namedStore{name: name, short: "S3", new: func() store.Store { return st }})
-	return stores, st.(*s3store.Store).CloseIdleConnections, nil
+	return stores, st.CloseIdleConnections, nil
 }
 
 // cpuModel names the processor, from /proc/cpuinfo where there is one.

@@ -109,9 +109,10 @@ const (
 	EnvAccount = "AZURE_STORAGE_ACCOUNT"
 )
 
-// ErrNoConditionalWrites is wrapped by the permanent error a Store returns
-// when the service ignores If-None-Match or If-Match on Put Blob.
-var ErrNoConditionalWrites = errors.New("azblobstore: the service ignores conditional writes (If-None-Match / If-Match on Put Blob); electing on it would be unsafe")
+// errNoConditions is the permanent error a Store returns, wrapping
+// store.ErrNoConditionalWrites, when the service ignores If-None-Match or
+// If-Match on Put Blob.
+var errNoConditions = fmt.Errorf("azblobstore: the service ignores If-None-Match / If-Match on Put Blob: %w", store.ErrNoConditionalWrites)
 
 // Store is a store.Store on one Azure Blob Storage container. It is safe
 // for concurrent use.
@@ -143,7 +144,7 @@ func New(client *container.Client) *Store {
 	s.check = condcheck.Check{
 		Where:     s.where,
 		WrongETag: `"0x8D0000000000000"`,
-		Unsafe:    ErrNoConditionalWrites,
+		Unsafe:    errNoConditions,
 	}
 	return s
 }

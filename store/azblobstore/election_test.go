@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -28,11 +27,8 @@ func shortConfig(st store.Store, key, id string) s3lect.ElectorConfig {
 
 func TestElectionOnAzurite(t *testing.T) {
 	conn := azurite(t)
-	storetest.Election(t, func(t *testing.T, cut *storetest.Cut) store.Store {
-		return azblobstore.New(newClient(t, conn, testContainer, func(rt http.RoundTripper) http.RoundTripper {
-			cut.Base = rt
-			return cut
-		}))
+	storetest.Election(t, func(t *testing.T) store.Store {
+		return azblobstore.New(newClient(t, conn, testContainer, nil))
 	})
 }
 

@@ -61,15 +61,16 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// ErrNoConditionalWrites is wrapped by the permanent error a Store returns
-// when its bucket does not honour generation preconditions.
-var ErrNoConditionalWrites = errors.New("gcsstore: the bucket ignores generation preconditions (ifGenerationMatch); electing on it would be unsafe")
+// errNoPreconditions is the permanent error a Store returns, wrapping
+// store.ErrNoConditionalWrites, when its bucket does not honour generation
+// preconditions.
+var errNoPreconditions = fmt.Errorf("gcsstore: the bucket ignores generation preconditions (ifGenerationMatch): %w", store.ErrNoConditionalWrites)
 
 // New returns a Store on the bucket named bucket. The client may be shared
 // with other code: the Store turns retries off for its own calls only.
 func New(client *storage.Client, bucket string) *Store {
 	s := &Store{bucket: client.Bucket(bucket), name: bucket, idle: func() {}}
-	s.check = condcheck.Check{Where: s.where, WrongETag: wrongGeneration, Unsafe: ErrNoConditionalWrites}
+	s.check = condcheck.Check{Where: s.where, WrongETag: wrongGeneration, Unsafe: errNoPreconditions}
 	return s
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -31,12 +30,8 @@ func shortConfig(st store.Store, key, id string) s3lect.ElectorConfig {
 func TestElectionOnS3(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	log := notesLogger(t)
-	storetest.Election(t, func(t *testing.T, conn *storetest.Cut) store.Store {
-		client := s3test.NewClient(t, func(rt http.RoundTripper) http.RoundTripper {
-			conn.Base = rt
-			return conn
-		}, "", "")
-		return s3store.New(client, bucket, s3store.WithLogger(log))
+	storetest.Election(t, func(t *testing.T) store.Store {
+		return s3store.New(s3test.NewClient(t, nil, "", ""), bucket, s3store.WithLogger(log))
 	})
 }
 
@@ -98,9 +93,17 @@ func TestDefaultStoreFromEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Campaign() = %v", err)
 	}
-	rec, found, err := e.Lockfile(t.Context())
-	if err != nil || !found || rec.LeaderID != "a" || rec.Term != lead.Term() {
-		t.Errorf("Lockfile() = %+v, %v, %v; want a's record", rec, found, err)
+	st, err := s3store.FromEnvironment(t.Context(), bucket, true)
+	if err != nil {
+		t.Fatalf("FromEnvironment() = %v", err)
+	}
+	defer st.CloseIdleConnections()
+	data, _, err := st.Get(t.Context(), cfg.LockfilePath)
+	if err != nil {
+		t.Fatalf("Get(%q) = %v", cfg.LockfilePath, err)
+	}
+	if rec, err := s3lect.ParseRecord(data); err != nil || rec.LeaderID != "a" || rec.Term != lead.Term() {
+		t.Errorf("lockfile the default store wrote = %+v, %v; want a's record at term %d", rec, err, lead.Term())
 	}
 	if err := lead.Resign(t.Context()); err != nil {
 		t.Errorf("Resign() = %v", err)

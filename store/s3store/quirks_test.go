@@ -142,7 +142,7 @@ func TestRefusesStoreWhereIfMatchNeverMatches(t *testing.T) {
 	f := &quirkyS3{noMatch: true}
 	st := newQuirky(t, f)
 	_, err := st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"leaderID":"a"}`), "")
-	if !errors.Is(err, s3store.ErrNoConditionalWrites) || !store.IsPermanent(err) {
+	if !errors.Is(err, store.ErrNoConditionalWrites) || !store.IsPermanent(err) {
 		t.Fatalf("PutIfMatch() error = %v; want a permanent ErrNoConditionalWrites", err)
 	}
 	for _, s := range []string{"quoted", "bare", "bucket", "leader/x.json"} {

@@ -59,7 +59,15 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-func init() { defaultstore.Register(FromEnvironment) }
+func init() {
+	defaultstore.Register(func(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) {
+		st, err := FromEnvironment(ctx, bucket, pathStyle)
+		if err != nil {
+			return nil, err // not a nil *Store in a non-nil interface
+		}
+		return st, nil
+	})
+}
 
 // Store is a store.Store on one S3 bucket. It is safe for concurrent use.
 type Store struct {
@@ -125,7 +133,7 @@ func New(client *s3.Client, bucket string, opts ...Option) *Store {
 // files and instance roles, including AWS_ENDPOINT_URL_S3 for MinIO or R2.
 // pathStyle addresses the bucket in the URL's path, as MinIO needs.
 // s3lect.New uses it when ElectorConfig.Bucket is set.
-func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) {
+func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (*Store, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)
@@ -291,9 +299,10 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 	return aws.ToString(out.ETag), nil
 }
 
-// ErrNoConditionalWrites is wrapped by the permanent error a Store returns
-// when its bucket ignores If-None-Match or If-Match.
-var ErrNoConditionalWrites = errors.New("s3store: the store ignores conditional writes (If-None-Match / If-Match); electing on it would be unsafe")
+// errNoConditions is the permanent error a Store returns, wrapping
+// store.ErrNoConditionalWrites, when its bucket ignores If-None-Match or
+// If-Match.
+var errNoConditions = fmt.Errorf("s3store: the store ignores If-None-Match / If-Match: %w", store.ErrNoConditionalWrites)
 
 // check verifies, once per Store, that the bucket honours conditional
 // writes: a second create of the probe object, and a replace with a wrong
@@ -304,7 +313,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 	defer s.checkMu.Unlock()
 	s.mu.Lock()
 	done, verdict := s.passed, s.checked
-	if verdict != nil && !errors.Is(verdict, ErrNoConditionalWrites) && !time.Now().Before(s.retryAt) {
+	if verdict != nil && !errors.Is(verdict, store.ErrNoConditionalWrites) && !time.Now().Before(s.retryAt) {
 		verdict = nil // a denial whose backoff has passed: check again
 	}
 	s.mu.Unlock()
@@ -321,14 +330,14 @@ func (s *Store) check(ctx context.Context, key string) error {
 	}
 	_, err := s.write(ctx, probe, body("second create"), "")
 	if err == nil {
-		return s.remember(store.Permanent(fmt.Errorf("%w: a second If-None-Match create of s3://%s/%s succeeded", ErrNoConditionalWrites, s.bucket, probe)))
+		return s.remember(store.Permanent(fmt.Errorf("%w: a second If-None-Match create of s3://%s/%s succeeded", errNoConditions, s.bucket, probe)))
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
 	}
 	_, err = s.write(ctx, probe, body("wrong If-Match"), `"00000000000000000000000000000000"`)
 	if err == nil {
-		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put with a wrong ETag on s3://%s/%s succeeded", ErrNoConditionalWrites, s.bucket, probe)))
+		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put with a wrong ETag on s3://%s/%s succeeded", errNoConditions, s.bucket, probe)))
 	}
 	if !errors.Is(err, store.ErrPreconditionFailed) {
 		return s.remember(err)
@@ -371,7 +380,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 			}
 			continue
 		}
-		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare (%s); the lockfile could be created but never renewed", ErrNoConditionalWrites, s.bucket, probe, cur, bare)))
+		return s.remember(store.Permanent(fmt.Errorf("%w: an If-Match put naming the object's current ETag on s3://%s/%s was refused, both quoted (%s) and bare (%s); the lockfile could be created but never renewed", errNoConditions, s.bucket, probe, cur, bare)))
 	}
 	return fmt.Errorf("s3store: conditional-write check on s3://%s/%s: other writers changed the probe %d times in a row; will check again on the next write", s.bucket, probe, checkAttempts)
 }
@@ -417,7 +426,7 @@ func (s *Store) remember(err error) error {
 	if store.IsPermanent(err) {
 		s.mu.Lock()
 		s.checked = err
-		if !errors.Is(err, ErrNoConditionalWrites) {
+		if !errors.Is(err, store.ErrNoConditionalWrites) {
 			s.retryAt = time.Now().Add(min(condcheck.DenialBackoff<<min(s.denials, 16), condcheck.MaxDenialBackoff))
 			s.denials++
 		}

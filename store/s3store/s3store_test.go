@@ -128,7 +128,7 @@ func TestRefusesStoreWithoutConditionalWrites(t *testing.T) {
 	f := &fakeS3{conditional: false}
 	st := newFake(t, f)
 	_, err := st.PutIfMatch(t.Context(), "leader/x.json", []byte(`{"leaderID":"a"}`), "")
-	if !errors.Is(err, s3store.ErrNoConditionalWrites) || !store.IsPermanent(err) {
+	if !errors.Is(err, store.ErrNoConditionalWrites) || !store.IsPermanent(err) {
 		t.Fatalf("PutIfMatch() error = %v; want a permanent ErrNoConditionalWrites", err)
 	}
 	f.mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,55 +12,26 @@ import (
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/faultstore"
 )
-
-// Cut is an http.RoundTripper that fails every request once cut, as a
-// dead host's connections would: the crash of Election's leader.
-type Cut struct {
-	// Base carries the requests while the Cut is whole;
-	// http.DefaultTransport if nil.
-	Base http.RoundTripper
-	cut  atomic.Bool
-}
-
-// ErrCut is the error of every request through a cut Cut.
-var ErrCut = errors.New("storetest: connection cut")
-
-// RoundTrip implements http.RoundTripper.
-func (c *Cut) RoundTrip(r *http.Request) (*http.Response, error) {
-	if c.cut.Load() {
-		if r.Body != nil {
-			r.Body.Close()
-		}
-		return nil, ErrCut
-	}
-	base := c.Base
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	return base.RoundTrip(r)
-}
-
-// Do lets a Cut serve as a client, for SDKs that take a Do method.
-func (c *Cut) Do(r *http.Request) (*http.Response, error) { return c.RoundTrip(r) }
-
-// Sever cuts the connection for good.
-func (c *Cut) Sever() { c.cut.Store(true) }
 
 // Election runs a real election on a backend with short timings: three
 // candidates on one lockfile; the first leader, at term 1, renews for a
 // while and then crashes (its store calls all fail, and it never resigns);
 // the next takes over at term 2, only after the crashed leader's context
 // ended; it resigns, and the last takes over at term 3; Close releases the
-// lockfile. newStore returns a store for one candidate whose requests go
-// through conn; every ETag a write returns must be new.
-func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) {
+// lockfile. newStore returns a store for one candidate (a client of its
+// own); every ETag a write returns must be new. The crash is a
+// faultstore.Store's Cut: every call fails, calls in flight included, and
+// their results never reach the elector.
+func Election(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	key := "e2e/" + t.Name() + ".json"
 	etags := &etagLog{seen: map[string]bool{}, terms: map[uint64]time.Time{}}
 	type candidate struct {
 		id   string
-		conn *Cut
+		conn *faultstore.Store
+		st   store.Store
 		e    *s3lect.Elector
 	}
 	type outcome struct {
@@ -72,9 +42,10 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	}
 	out := make(chan outcome, 3)
 	for _, id := range []string{"a", "b", "c"} {
-		c := &candidate{id: id, conn: &Cut{}}
+		c := &candidate{id: id, conn: faultstore.New(newStore(t))}
+		c.st = etags.wrap(c.conn)
 		e, err := s3lect.New(s3lect.ElectorConfig{
-			Store: etags.wrap(newStore(t, c.conn)), LockfilePath: key, ServerID: id, ServerAddr: id + ":1",
+			Store: c.st, LockfilePath: key, ServerID: id, ServerAddr: id + ":1",
 			FrequentInterval: 300 * time.Millisecond, InfrequentInterval: 900 * time.Millisecond, LeaderTimeout: 1500 * time.Millisecond,
 			Logger: slog.New(slog.DiscardHandler),
 		})
@@ -112,12 +83,12 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	if err := first.lead.Context().Err(); err != nil {
 		t.Fatalf("the leader lost its lease while renewing: %v", context.Cause(first.lead.Context()))
 	}
-	rec, found, err := first.c.e.Lockfile(t.Context())
+	rec, found, err := readLockfile(t.Context(), first.c.st, key)
 	if err != nil || !found || rec.LeaderID != first.c.id || rec.Term != 1 {
 		t.Fatalf("Lockfile() = %+v, %v, %v; want %s at term 1", rec, found, err, first.c.id)
 	}
 
-	first.c.conn.Sever() // the crash
+	first.c.conn.Cut() // the crash
 	second := win()
 	if second.lead.Term() != 2 {
 		t.Errorf("term after the crash = %d; want 2", second.lead.Term())
@@ -141,7 +112,7 @@ func Election(t *testing.T, newStore func(t *testing.T, conn *Cut) store.Store) 
 	if err := third.c.e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	rec, found, err = second.c.e.Lockfile(t.Context())
+	rec, found, err = readLockfile(t.Context(), second.c.st, key)
 	if err != nil || !found || !rec.LastUpdated.IsZero() || rec.Term != 3 || rec.LeaderID != third.c.id {
 		t.Errorf("lockfile after Close = %+v, %v, %v; want %s's released record at term 3", rec, found, err, third.c.id)
 	}
@@ -201,4 +172,18 @@ func (s loggedStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 		s.log.mu.Unlock()
 	}
 	return tag, err
+}
+
+// readLockfile reads the lockfile once through st and decodes it; found
+// is false when there is none.
+func readLockfile(ctx context.Context, st store.Store, key string) (rec s3lect.Record, found bool, err error) {
+	data, _, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return s3lect.Record{}, false, nil
+	}
+	if err != nil {
+		return s3lect.Record{}, false, err
+	}
+	rec, err = s3lect.ParseRecord(data)
+	return rec, true, err
 }

@@ -13,30 +13,8 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// TestCampaignRightAfterDone: once a Leadership's Done is closed, Campaign
-// may be called again at once, even while the release is being written by
-// a Resign running in another goroutine.
-func TestCampaignRightAfterDone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		n := newNode(t, memstore.New(), "a")
-		l, err := n.e.Campaign(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		for trial := range 300 {
-			go l.Resign(context.Background())
-			<-l.Done()
-			next, err := n.e.Campaign(t.Context())
-			if err != nil {
-				t.Fatalf("trial %d: Campaign() right after Done = %v; want a leadership", trial, err)
-			}
-			if next.Term() != l.Term()+1 {
-				t.Fatalf("trial %d: Term() = %d; want %d", trial, next.Term(), l.Term()+1)
-			}
-			l = next
-		}
-	})
-}
+// Changes and Observe: the first value, errors, slow readers, and
+// channels given up before Close.
 
 func subscriptions(t *testing.T, e *Elector) int {
 	t.Helper()
@@ -154,47 +132,53 @@ func TestChangeErrTellsNoLeaderFromNoStore(t *testing.T) {
 	})
 }
 
-// TestCampaignErrorChain: a permanent store failure reaches Campaign with
-// the prefix and the key once.
-func TestCampaignErrorChain(t *testing.T) {
+func TestChangesSlowReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		denied := store.Permanent(errors.New("AccessDenied"))
-		st := &brokenStore{Store: memstore.New(), err: denied, fixed: make(chan struct{})}
-		e, err := New(testConfig(st, "a"))
-		if err != nil {
-			t.Fatal(err)
+		mem := memstore.New()
+		a, b := newNode(t, mem, "a"), newNode(t, mem, "b")
+		watcher := newNode(t, mem, "w")
+		never := watcher.e.Changes() // never read until the end
+		live := watcher.e.Changes()
+		var seen []Change
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for c := range live {
+				seen = append(seen, c)
+			}
+		}()
+		terms := 0
+		for range 5 { // leadership passes back and forth
+			for _, n := range []*node{a, b} {
+				l, err := n.e.Campaign(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				terms++
+				time.Sleep(20 * time.Second)
+				if err := l.Resign(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(10 * time.Second)
+			}
 		}
-		defer e.Close()
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		_, err = e.Campaign(ctx)
-		if !errors.Is(err, denied) {
-			t.Fatalf("Campaign() = %v; want the permanent error", err)
+		last := <-never
+		watcher.e.Close()
+		<-done
+		if _, ok := <-never; ok {
+			t.Error("unread channel held more than one value")
 		}
-		if msg := err.Error(); strings.Count(msg, "s3lect:") != 1 || strings.Count(msg, testKey) != 1 {
-			t.Errorf("Campaign() error = %q; want the s3lect: prefix and the key once each", msg)
+		if last.Leader.LeaderID != "" {
+			t.Errorf("unread channel's value = %+v; want the latest state, no leader", last)
+		}
+		leaders := 0
+		for _, c := range seen {
+			if c.Leader.LeaderID != "" {
+				leaders++
+			}
+		}
+		if leaders != terms {
+			t.Errorf("watcher saw %d leaders; want %d (%+v)", leaders, terms, seen)
 		}
 	})
-}
-
-// When Campaign returns, Leader() already names the new leader: the
-// snapshot that Leader() and the peer handler read is published before
-// the answer (it once lagged, and a peer asked right after the win heard
-// "not the leader").
-func TestLeaderKnownWhenCampaignReturns(t *testing.T) {
-	for i := range 200 {
-		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "w", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		lead, err := e.Campaign(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, ok := e.Leader()
-		e.Close()
-		if !ok || rec.LeaderID != "w" || rec.Term != lead.Term() {
-			t.Fatalf("trial %d: Leader() right after Campaign = %+v, %v; want w at term %d", i, rec, ok, lead.Term())
-		}
-	}
 }

@@ -3,11 +3,13 @@ package s3lect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/s3lect/s3lect/store/memstore"
@@ -68,7 +70,7 @@ func TestResignReturnsOnlyOnceThePeerEndpointSaysSo(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.serverTLS()) }()
+	go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
 	defer func() {
 		e.Close()
 		stop()
@@ -76,7 +78,7 @@ func TestResignReturnsOnlyOnceThePeerEndpointSaysSo(t *testing.T) {
 			t.Errorf("ServePeers = %v", err)
 		}
 	}()
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.clientTLS()}}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: pki.ClientTLS()}}
 	defer client.CloseIdleConnections()
 
 	for i := range 50 {
@@ -147,4 +149,53 @@ func serveOnce(e *Elector, target string) int {
 	rec := httptest.NewRecorder()
 	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 	return rec.Code
+}
+
+func TestCloseResignsLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		old, _, out := stableGroup(t)
+		if err := old.n.e.Close(); err != nil {
+			t.Fatalf("Close() = %v", err)
+		}
+		cause := context.Cause(old.l.Context())
+		if !errors.Is(cause, ErrResigned) || !errors.Is(cause, ErrClosed) {
+			t.Errorf("cause after Close = %v; want ErrResigned and ErrClosed", cause)
+		}
+		data, _, err := old.n.fs.inner.Get(t.Context(), testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := ParseRecord(data)
+		if err != nil || !rec.LastUpdated.IsZero() || rec.Term != old.l.Term() {
+			t.Errorf("lockfile after Close = %+v (%v); want released with term %d", rec, err, old.l.Term())
+		}
+		mustWin(t, out)
+	})
+}
+
+// TestCloseReturnsAFailedRelease: a release Close had to write that could
+// not be written reaches Close's return.
+func TestCloseReturnsAFailedRelease(t *testing.T) {
+	synctest.Test(t, closeReturnsAFailedRelease)
+}
+
+func closeReturnsAFailedRelease(t *testing.T) {
+	fs := newFaultStore(memstore.New())
+	e, err := New(ElectorConfig{Store: fs, LockfilePath: testKey, ServerID: "w",
+		FrequentInterval: 20 * time.Millisecond, InfrequentInterval: 40 * time.Millisecond, LeaderTimeout: 100 * time.Millisecond,
+		Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Campaign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fs.set(func(f *faultStore) { f.failAll = true })
+	err = e.Close()
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("Close() = %v; want the release's failure (%v)", err, errInjected)
+	}
+	if err := e.Close(); err != nil {
+		t.Errorf("second Close() = %v; want nil", err)
+	}
 }

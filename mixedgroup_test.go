@@ -11,8 +11,9 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// Protocol version 3 in virtual time: leases of mixed length, records
-// without a lease, terms across foreign writes and deleted lockfiles.
+// Groups whose members differ, in virtual time: leases of mixed length
+// (a rolling configuration change), records without a lease, terms across
+// foreign writes and deleted lockfiles (docs/protocol.md, 1.1, 1.2, 3.1).
 
 // TestRollingConfigChangeKeepsOneLeader is the bug that version 3 fixes
 // (docs/protocol.md, 3.1, "the record's lease"): an old leader on the

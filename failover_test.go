@@ -10,8 +10,10 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// Protocol version 2 in virtual time: takeover times after a crash, a
-// stale peer, answers without an ETag.
+// Failover in virtual time, where the takeover time is not simply
+// LeaderTimeout after the last write was seen: an infrequent follower
+// after a crash (docs/protocol.md, 3.2), a peer-mode follower after an
+// abrupt crash and against a stale peer (section 5).
 
 // TestInfrequentFollowerTakesOverByElapsedTime: the leader renews once
 // more after a stable follower's read, then crashes. The follower's next

@@ -1,0 +1,177 @@
+package s3lect
+
+import (
+	"crypto/sha256"
+	"time"
+)
+
+// The lease arithmetic: what a follower knows of the lockfile (its current
+// sighting), and when the rules of docs/protocol.md, sections 3.1 and 3.2,
+// let it take over. record.go holds the wire format.
+
+// kind classifies what a read of the lockfile found.
+type kind int
+
+const (
+	kindUnknown kind = iota // not read yet, or the last read failed before any success
+	kindAbsent              // no object
+	kindVacant              // a released record: lastUpdated is zero
+	kindHeld                // a valid record with a live-looking lease
+	kindCorrupt             // unreadable content: a holder that never renews
+	kindOurs                // our own record, left by a leadership of this elector that has ended
+)
+
+// view is what the elector knows of the lockfile: its current sighting.
+// A sighting is an ETag together with a hash of the bytes read, so that a
+// store that reuses an ETag for other content (a rewound store) is seen
+// as having changed.
+type view struct {
+	kind kind
+	etag string   // "" when absent
+	sum  [32]byte // SHA-256 of the content; zero when absent
+	rec  Record   // valid for kindVacant, kindHeld and kindOurs
+	term uint64   // the term a takeover must exceed
+
+	// seenAt is the local monotonic time at which this sighting was first
+	// seen. Expiry is measured from it, never from rec.LastUpdated.
+	seenAt time.Time
+
+	// heldBefore is set on an absence that followed a held or unreadable
+	// record: the object was deleted under a leader that may still be
+	// live, so the absence must be watched for LeaderTimeout like a lease.
+	heldBefore bool
+
+	// ttl is the lease the record states (its ttl field), or for an
+	// absence after a held record, that record's; zero when unknown (a
+	// record of a writer before version 3, unreadable content). The
+	// wait is state.lease's.
+	ttl time.Duration
+
+	// For the elapsed-time rule (docs/protocol.md, 3.2), on held records
+	// that carry a lease: anchor is the earliest, over the sightings i of
+	// this leadership, of seenAt_i - stretch(held_i - 1ms), and maxHeld the
+	// largest held seen. anchored is false when the rule may not be used.
+	anchor   time.Time
+	maxHeld  int64
+	anchored bool
+}
+
+// leaseKey names one leadership: its leader, term and lease value.
+type leaseKey struct {
+	id    string
+	term  uint64
+	lease string
+}
+
+func (v view) key() leaseKey { return leaseKey{v.rec.LeaderID, v.rec.Term, v.rec.Lease} }
+
+// same reports whether w is the same sighting as v.
+func (v view) same(w view) bool {
+	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly)
+}
+
+// stretch returns d lengthened by δ = 1/8 (docs/protocol.md, 3.2).
+func stretch(d time.Duration) time.Duration {
+	if mutDeltaZero {
+		return d
+	}
+	return d + d/8
+}
+
+// observe returns the view after a read at local time now that returned
+// data and etag (absent when etag == "").
+func (v view) observe(data []byte, etag string, now time.Time) view {
+	n := view{etag: etag, seenAt: now}
+	if etag != "" {
+		n.sum = sha256.Sum256(data)
+	} else {
+		n.kind = kindAbsent
+	}
+	if v.kind != kindUnknown && etag == v.etag && (n.sum == v.sum || mutETagOnly) {
+		return v // unchanged: keep the time we first saw it
+	}
+	if etag == "" {
+		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs
+		if v.kind == kindHeld || v.kind == kindOurs || v.kind == kindAbsent {
+			n.ttl = v.ttl // the deleted record's lease
+		}
+		return n
+	}
+	rec, err := ParseRecord(data)
+	switch {
+	case err != nil:
+		n.kind = kindCorrupt
+		n.term = salvageTerm(data)
+		return n
+	case rec.LastUpdated.IsZero():
+		n.kind, n.rec, n.term = kindVacant, rec, rec.Term
+		n.ttl = time.Duration(rec.TTL) * time.Millisecond
+		return n
+	}
+	n.kind, n.rec, n.term = kindHeld, rec, rec.Term
+	n.ttl = time.Duration(rec.TTL) * time.Millisecond
+	if rec.Lease == "" {
+		return n // an older writer: observed silence only
+	}
+	a := now.Add(-stretch(time.Duration(rec.Held)*time.Millisecond - time.Millisecond))
+	switch {
+	case v.kind != kindHeld || v.key() != n.key():
+		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
+	case rec.Held >= v.maxHeld:
+		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
+		if v.anchored && v.anchor.Before(a) {
+			n.anchor = v.anchor
+		}
+	default:
+		// The leader's time went backwards: a rewound store or a liar.
+		// Only this sighting's own time is trusted from here on.
+		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
+	}
+	return n
+}
+
+// takeoverAt returns the earliest local time at which a takeover of this
+// view may be attempted, and false when none may be (nothing read yet).
+func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
+	switch v.kind {
+	case kindUnknown:
+		return time.Time{}, false
+	case kindOurs:
+		return v.seenAt, true
+	case kindVacant:
+		// A release by a version 3 leader is its own, written over its
+		// own record: nobody holds the lease. One that states no lease
+		// may follow a takeover that did not wait out the lease it
+		// replaced (the original s3lect's by wall clock, a version 2
+		// writer's with a shorter LeaderTimeout): it is waited out like a
+		// held record (docs/protocol.md, 3.1).
+		if v.ttl > 0 || mutIgnoreTTL {
+			return v.seenAt, true
+		}
+	case kindAbsent:
+		if !v.heldBefore {
+			return v.seenAt, true
+		}
+	}
+	at := v.seenAt.Add(timeout)
+	if v.kind == kindHeld && v.anchored {
+		// The leader's lease ran from no later than its send of this
+		// record, which its held time places relative to earlier ones.
+		if t := v.anchor.Add(stretch(time.Duration(v.rec.Held) * time.Millisecond)).Add(timeout); t.Before(at) {
+			at = t
+		}
+	}
+	return at, true
+}
+
+// leader returns the live leader the view shows at local time now, or the
+// zero Record.
+func (v view) leader(now time.Time, timeout time.Duration) Record {
+	if v.kind != kindHeld {
+		return Record{}
+	}
+	if at, _ := v.takeoverAt(timeout); !now.Before(at) {
+		return Record{}
+	}
+	return v.rec
+}

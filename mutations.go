@@ -1,0 +1,20 @@
+//go:build !s3lect_mutations
+
+package s3lect
+
+// Mutations break one rule of the protocol each, to measure what the
+// safety simulation catches (docs/protocol.md, section 8). In every build
+// but the simulation's mutation runs they are constants, false: the rules
+// are compiled as written and nothing can switch one off. Built with
+// -tags s3lect_mutations (mutations_on.go), they are variables that the
+// simulation's -sim.mutate flag sets:
+//
+//	go test -tags s3lect_mutations -run 'TestSafetySimulation/VARIANT$' -sim.mutate=NAME .
+const (
+	mutDeltaZero    = false // no stretch of the leader's reported time (δ = 0)
+	mutMarginZero   = false // no safety margin on the leader's lease
+	mutETagOnly     = false // a sighting is its ETag alone, whatever the bytes
+	mutPeerNoCheck  = false // a follower that relies on the peer never checks the takeover time
+	mutIgnoreTTL    = false // a follower waits its own LeaderTimeout whatever the record says (version 2)
+	mutNoTermObject = false // takeovers neither read nor raise the term object (version 2)
+)

@@ -1,0 +1,15 @@
+//go:build s3lect_mutations
+
+package s3lect
+
+// The mutations of mutations.go as variables, for the simulation's
+// -sim.mutate flag. Only a test binary built with -tags s3lect_mutations
+// has them.
+var (
+	mutDeltaZero    bool // no stretch of the leader's reported time (δ = 0)
+	mutMarginZero   bool // no safety margin on the leader's lease
+	mutETagOnly     bool // a sighting is its ETag alone, whatever the bytes
+	mutPeerNoCheck  bool // a follower that relies on the peer never checks the takeover time
+	mutIgnoreTTL    bool // a follower waits its own LeaderTimeout whatever the record says (version 2)
+	mutNoTermObject bool // takeovers neither read nor raise the term object (version 2)
+)

@@ -106,7 +106,6 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 		return result{}, errors.New("need at least 2 workers, 1 shard, and a speed of at least 1")
 	}
 	fi := s3lect.DefaultFrequentInterval / time.Duration(speed)
-	ii := s3lect.DefaultInfrequentInterval / time.Duration(speed)
 	lt := s3lect.DefaultLeaderTimeout / time.Duration(speed)
 	res := result{lt: lt}
 	counter := store.NewCounter(memstore.New())
@@ -135,11 +134,8 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 		id := fmt.Sprintf("w%d", n+1)
 		conn := faultstore.New(counter)
 		p, err := pool.New(pool.Config{
-			Shards: names,
-			Elector: func(shard string) s3lect.ElectorConfig {
-				return s3lect.ElectorConfig{Store: conn, LockfilePath: "shards/" + shard + ".json", ServerID: id,
-					FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: slog.New(slog.DiscardHandler)}
-			},
+			Store: conn, Prefix: "pool/", ID: id, Shards: names,
+			FrequentInterval: fi, LeaderTimeout: lt, Logger: slog.New(slog.DiscardHandler),
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
 				ref.start(shard, id, ctx)
 				<-ctx.Done() // one shard's work would run here, until ctx ends

@@ -30,6 +30,11 @@ type loopState struct {
 	next    time.Time // the next tick, on the local clock
 
 	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
+
+	// listedAt is when a read of the member list first found this worker
+	// in it. It claims nothing before a FrequentInterval after that, so
+	// that workers that start together see each other first.
+	listedAt time.Time
 }
 
 // peerView is one worker's session object as this worker has read it.
@@ -229,11 +234,12 @@ func (s *loopState) view(now time.Time, me bool) view {
 	return v
 }
 
-// liveMine counts this worker's leaderships that have not ended.
+// liveMine counts this worker's leaderships that have not ended (their
+// end may not have reached the loop yet).
 func (s *loopState) liveMine() int {
 	n := 0
 	for _, ld := range s.mine {
-		if !ld.ended {
+		if ld.l.Context().Err() == nil {
 			n++
 		}
 	}
@@ -256,17 +262,24 @@ func (s *loopState) tick(ctx context.Context) {
 	v := s.view(now, true)
 	s.account(v, now)
 	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
+	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
+		if !s.listedAt.IsZero() {
+			s.next = earliest(s.next, s.listedAt.Add(p.fi))
+		}
+		return // not yet seen the others long enough to know its share
+	}
 	if need < 0 {
 		s.handOver(v, -need)
 	}
-	for round := 0; round < 4 && ctx.Err() == nil; round++ {
+	// Shards found taken, or not yet free, are set aside (notBefore), so
+	// every round tries others.
+	for round := 0; round < 8 && ctx.Err() == nil; round++ {
 		want := s.wanted(v, need, p.now())
 		if len(want) == 0 {
 			break
 		}
-		won, tried := s.claim(ctx, want, id, deadline)
-		need -= won
-		if won == tried || need <= 0 {
+		need -= s.claim(ctx, want, id, deadline)
+		if need <= 0 {
 			break
 		}
 	}
@@ -332,8 +345,9 @@ func (s *loopState) handOver(v view, n int) {
 	}
 	n = min(n, deficit)
 	for i := len(s.order) - 1; i >= 0 && n > 0; i-- {
-		if ld := s.mine[s.order[i]]; ld != nil && !ld.ended {
+		if ld := s.mine[s.order[i]]; ld != nil && ld.l.Context().Err() == nil {
 			p.stats.handovers.Add(1)
+			p.log.Debug("handing a shard over", "shard", ld.shard, "live", v.live, "counts", v.counts, "targets", v.targets)
 			ld.c.End(errHandedOver)
 			n--
 		}
@@ -385,7 +399,11 @@ func (s *loopState) readPeers(ctx context.Context) {
 				return
 			}
 		}
+		if slices.Contains(m.Workers, p.cfg.ID) && s.listedAt.IsZero() {
+			s.listedAt = p.now()
+		}
 		if !slices.Contains(m.Workers, p.cfg.ID) {
+			s.listedAt = time.Time{}
 			m.Pool = formatVersion
 			m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
 			slices.Sort(m.Workers)
@@ -475,8 +493,8 @@ type attempt struct {
 // owns, read that worker's session object after it; write the claim with
 // If-Match on the record read, only if the owner's session is over by the
 // elapsed-time rule, measured on reads sent after it could be. It returns
-// how many it won and how many it tried to write.
-func (s *loopState) claim(ctx context.Context, want []string, id string, deadline time.Time) (won, tried int) {
+// how many it won.
+func (s *loopState) claim(ctx context.Context, want []string, id string, deadline time.Time) (won int) {
 	p := s.p
 	at := make([]attempt, len(want))
 	parallel(len(want), func(i int) {
@@ -574,7 +592,6 @@ func (s *loopState) claim(ctx context.Context, want []string, id string, deadlin
 		if a.result != nil || !a.ready {
 			continue
 		}
-		tried++
 		if a.adopt {
 			a.out, a.tag = a.data, a.etag
 		}
@@ -584,13 +601,12 @@ func (s *loopState) claim(ctx context.Context, want []string, id string, deadlin
 	}
 	for i := range at {
 		if a := &at[i]; a.ready && a.result != nil {
-			tried++
 			if errors.Is(a.result, store.ErrPreconditionFailed) {
 				s.shards[a.shard].notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
 			}
 		}
 	}
-	return won, tried
+	return won
 }
 
 // over returns when the owner's session named by rec is over, by what this
@@ -634,6 +650,7 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	s.mine[a.shard] = ld
 	s.shards[a.shard].highest = max(s.shards[a.shard].highest, a.term)
 	p.stats.claims.Add(1)
+	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)
 	p.sess.renewSoon()
 	context.AfterFunc(ld.l.Context(), func() { p.queue.post(event{ended: ld}) })
 	p.works.Add(1)

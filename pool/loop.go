@@ -80,6 +80,7 @@ func (v *peerView) live(now time.Time, lt time.Duration) bool {
 // shardView is what this worker knows of one shard's record.
 type shardView struct {
 	highest     uint64    // the highest term seen
+	led         uint64    // the highest term this worker has led
 	seenRecord  bool      // a record was seen: a later absence is a deletion
 	absentSince time.Time // the record absent after one was seen, since
 	ownerGone   time.Time // the owner's session object absent, seen after a read of the record naming it
@@ -543,8 +544,10 @@ func (s *loopState) claim(ctx context.Context, want []string, id string, deadlin
 		switch {
 		case rec.Owner == "":
 			a.term, a.ready = sv.highest+1, true
+		case rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led:
+			a.term, a.ready, a.adopt = rec.Term, true, true // a claim of ours whose reply was lost
 		case rec.Owner == p.cfg.ID && rec.Session == id:
-			a.term, a.ready, a.adopt = rec.Term, true, true
+			a.term, a.ready = sv.highest+1, true // our leadership, over, whose release failed
 		default:
 			owners[rec.Owner] = true
 		}
@@ -648,7 +651,8 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld
-	s.shards[a.shard].highest = max(s.shards[a.shard].highest, a.term)
+	sv := s.shards[a.shard]
+	sv.highest, sv.led = max(sv.highest, a.term), max(sv.led, a.term)
 	p.stats.claims.Add(1)
 	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)
 	p.sess.renewSoon()

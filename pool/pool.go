@@ -222,7 +222,8 @@ func (p *Pool) realUntil(t time.Time) time.Duration {
 	if p.rate == 0 || p.rate == 1 || d <= 0 {
 		return d
 	}
-	return time.Duration(float64(d) / p.rate)
+	// Rounded up, so that a timer set for it never fires before t.
+	return time.Duration(float64(d)/p.rate) + 1
 }
 
 // sleep waits until local time t or until ctx ends; it reports whether t

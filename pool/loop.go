@@ -18,6 +18,15 @@ import (
 // shard to a worker below its share.
 var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.ErrResigned)
 
+// Mutations for the simulation (-sim.mutate): each breaks one rule of the
+// shard lease, to show that TestShardSimulation catches it. Only tests set
+// them.
+var (
+	mutNoMargin  bool // the session lease runs the whole LeaderTimeout
+	mutLateReply bool // a renewal whose reply came after the lease's end still extends it
+	mutNoReread  bool // a takeover trusts the owner's session object as read before the shard record
+)
+
 // loopState is what the loop knows; only the goroutine running Run
 // touches it.
 type loopState struct {
@@ -558,7 +567,17 @@ func (s *loopState) claim(ctx context.Context, want []string, id string, deadlin
 			ws = append(ws, w)
 		}
 		slices.Sort(ws)
-		sent := s.readSessions(ctx, ws)
+		var sent map[string]time.Time
+		if mutNoReread {
+			sent = map[string]time.Time{}
+			for _, w := range ws {
+				if s.peers[w] != nil {
+					sent[w] = p.now()
+				}
+			}
+		} else {
+			sent = s.readSessions(ctx, ws)
+		}
 		for i := range at {
 			a := &at[i]
 			if a.result != nil || a.ready || a.rec.Owner == "" {

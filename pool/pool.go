@@ -197,6 +197,9 @@ func New(cfg Config) (*Pool, error) {
 		keySession: cfg.Prefix + "sessions/" + cfg.ID + ".json",
 		base:       time.Now(),
 	}
+	if mutNoMargin {
+		p.margin = 0
+	}
 	p.sess.leads = map[string]*lead{}
 	p.sess.kick = make(chan struct{}, 1)
 	p.queue.wake = make(chan struct{}, 1)

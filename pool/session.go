@@ -115,7 +115,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			tag, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), deadline)
 			replied := p.now()
 			p.sess.mu.Lock()
-			if err == nil && replied.Before(p.sess.deadline) {
+			if err == nil && (replied.Before(p.sess.deadline) || mutLateReply) {
 				// The reply came while the lease was live: it now runs
 				// from this round's send.
 				p.sess.deadline = sent.Add(p.lt - p.margin)

@@ -21,10 +21,27 @@ import (
 )
 
 var (
-	simSeeds = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestShardSimulation runs (default: $S3LECT_SIM_SEEDS, else 2000)")
-	simSeed  = flag.Int64("sim.seed", -1, "run TestShardSimulation for this seed only (replay)")
-	simFirst = flag.Int64("sim.first", 0, "the first seed TestShardSimulation runs")
+	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestShardSimulation runs (default: $S3LECT_SIM_SEEDS, else 2000)")
+	simSeed   = flag.Int64("sim.seed", -1, "run TestShardSimulation for this seed only (replay)")
+	simFirst  = flag.Int64("sim.first", 0, "the first seed TestShardSimulation runs")
+	simMutate = flag.String("sim.mutate", "", "break one rule (margin0, latereply, noreread) to see TestShardSimulation catch it")
 )
+
+// setMutation sets the mutation -sim.mutate names, and returns a function
+// that clears it.
+func setMutation(t *testing.T) func() {
+	t.Helper()
+	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread}
+	if *simMutate == "" {
+		return func() {}
+	}
+	m, ok := muts[*simMutate]
+	if !ok {
+		t.Fatalf("-sim.mutate=%s: want one of margin0, latereply, noreread", *simMutate)
+	}
+	*m = true
+	return func() { *m = false }
+}
 
 // envInt returns the environment variable name as a number, or def.
 func envInt(name string, def int) int {
@@ -47,6 +64,7 @@ var errInjected = errors.New("injected fault")
 // shard is led again once the faults stop. A failing seed replays with
 // -sim.seed=N.
 func TestShardSimulation(t *testing.T) {
+	defer setMutation(t)()
 	first, n := *simFirst, int64(*simSeeds)
 	if *simSeed >= 0 {
 		first, n = *simSeed, 1

@@ -7,17 +7,19 @@ import (
 	"github.com/s3lect/s3lect/internal/shardlead"
 )
 
-func init() { shardlead.New = newDetachedLeadership }
+func init() { shardlead.NewFactory = detachedLeaderships }
 
-// newDetachedLeadership returns a Leadership that no Elector runs, for
-// package pool's multiplexed shard lease: the pool extends, ends and
-// finishes it through the returned control. The Elector it hangs on only
-// carries the clock; its loop counts as ended, so the leadership's end is
-// reported to nobody.
-func newDetachedLeadership(parent context.Context, term uint64, deadline, base time.Time, rate float64) (any, shardlead.Control) {
+// detachedLeaderships returns a factory of Leaderships that no Elector
+// runs, for package pool's multiplexed shard lease: the pool extends, ends
+// and finishes each through its control. The one Elector they all hang on
+// only carries the clock; its loop counts as ended, so a leadership's end
+// is reported to nobody.
+func detachedLeaderships(base time.Time, rate float64) shardlead.Factory {
 	e := &Elector{base: base, rate: rate, loopDone: closedChan}
-	l := newLeadership(e, parent, term, deadline)
-	return l, detached{l}
+	return func(parent context.Context, term uint64, deadline time.Time) (any, shardlead.Control) {
+		l := newLeadership(e, parent, term, deadline)
+		return l, detached{l}
+	}
 }
 
 var closedChan = func() chan struct{} {

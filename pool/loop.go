@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/internal/shardlead"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -199,7 +198,7 @@ func (s *loopState) release(ctx context.Context, ld *lead) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
 	defer cancel()
 	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, LastUpdated: time.Now()})
-	_, err := p.put(rctx, p.shardKey(ld.shard), out, ld.etag, sha256.Sum256(ld.data), time.Time{})
+	_, err := p.put(rctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
 	if err != nil {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
 	} else {
@@ -262,7 +261,7 @@ func (s *loopState) liveMine() int {
 // for LeaderTimeout).
 func (s *loopState) tick(ctx context.Context) {
 	p := s.p
-	s.next = p.now().Add(p.fi)
+	s.next = p.slot(p.now().Add(p.fi/2), p.fi/4) // a quarter interval after the renewals (waitRenewal)
 	id, deadline := p.sess.snapshot()
 	if id == "" {
 		return
@@ -283,12 +282,12 @@ func (s *loopState) tick(ctx context.Context) {
 	}
 	// Shards found taken, or not yet free, are set aside (notBefore), so
 	// every round tries others.
-	for round := 0; round < 8 && ctx.Err() == nil; round++ {
-		want := s.wanted(v, need, p.now())
+	for round := 0; round < 16 && ctx.Err() == nil; round++ {
+		want, limit := s.wanted(v, need, p.now())
 		if len(want) == 0 {
 			break
 		}
-		need -= s.claim(ctx, want, id, deadline)
+		need -= s.claim(ctx, want, limit, id, deadline)
 		if need <= 0 {
 			break
 		}
@@ -364,13 +363,15 @@ func (s *loopState) handOver(v view, n int) {
 	}
 }
 
-// wanted returns the shards to try now: unowned ones in this worker's
-// order, as many as it needs, and at most one that has stayed unowned for
-// LeaderTimeout whatever it needs.
-func (s *loopState) wanted(v view, need int, now time.Time) []string {
+// wanted returns the shards to look at now and how many of them to claim
+// at most: unowned ones in this worker's order, as many as it needs and as
+// many again (others may have claimed some already, unknown to its view),
+// or else at most one that has stayed unowned for LeaderTimeout.
+func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 	p := s.p
 	var want []string
 	orphan := false
+	look := 2*need + 4
 	for _, name := range s.order {
 		sv := s.shards[name]
 		if s.mine[name] != nil || v.listed[name] != "" || sv.foreign {
@@ -384,14 +385,14 @@ func (s *loopState) wanted(v view, need int, now time.Time) []string {
 			continue
 		}
 		switch {
-		case len(want) < need:
+		case need > 0 && len(want) < look:
 			want = append(want, name)
-		case !orphan && !now.Before(sv.candSince.Add(p.lt)):
+		case need <= 0 && !orphan && !now.Before(sv.candSince.Add(p.lt)):
 			orphan = true
 			want = append(want, name)
 		}
 	}
-	return want
+	return want, max(need, 1)
 }
 
 // readPeers reads the member list, adds this worker to it if missing, and
@@ -503,8 +504,8 @@ type attempt struct {
 // owns, read that worker's session object after it; write the claim with
 // If-Match on the record read, only if the owner's session is over by the
 // elapsed-time rule, measured on reads sent after it could be. It returns
-// how many it won.
-func (s *loopState) claim(ctx context.Context, want []string, id string, deadline time.Time) (won int) {
+// how many it won. It writes at most limit claims, in the order of want.
+func (s *loopState) claim(ctx context.Context, want []string, limit int, id string, deadline time.Time) (won int) {
 	p := s.p
 	at := make([]attempt, len(want))
 	parallel(len(want), func(i int) {
@@ -596,7 +597,16 @@ func (s *loopState) claim(ctx context.Context, want []string, id string, deadlin
 			a.term, a.ready = sv.highest+1, true
 		}
 	}
-	// Write the claims.
+	// Write the claims, the first limit of those ready.
+	for i := range at {
+		if a := &at[i]; a.result == nil && a.ready {
+			if limit > 0 {
+				limit--
+			} else {
+				a.ready = false
+			}
+		}
+	}
 	parallel(len(at), func(i int) {
 		a := &at[i]
 		if a.result != nil || !a.ready || a.adopt {
@@ -665,8 +675,8 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 		p.log.Info("claimed a shard for a session that has ended; the others will take it over", "shard", a.shard)
 		return false
 	}
-	lv, c := shardlead.New(ctx, a.term, p.sess.deadline, p.base, p.rate)
-	ld := &lead{shard: a.shard, term: a.term, session: id, l: lv.(*s3lect.Leadership), c: c, data: a.out, etag: a.tag}
+	lv, c := p.leads(ctx, a.term, p.sess.deadline)
+	ld := &lead{shard: a.shard, term: a.term, session: id, l: lv.(*s3lect.Leadership), c: c, sum: sha256.Sum256(a.out), etag: a.tag}
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld

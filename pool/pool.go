@@ -61,6 +61,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/shardlead"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -116,8 +117,9 @@ type Pool struct {
 	keyMembers string
 	keySession string
 
-	base time.Time // a fixed local time, for rate
-	rate float64   // the local clock's rate relative to real time; 0 or 1: real (tests only)
+	base  time.Time // a fixed local time, for rate
+	rate  float64   // the local clock's rate relative to real time; 0 or 1: real (tests only)
+	leads shardlead.Factory
 
 	sess  session
 	queue eventQueue
@@ -260,6 +262,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("pool: Run called twice")
 	}
+	p.leads = shardlead.NewFactory(p.base, p.rate)
 	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	beatDone := make(chan struct{})
 	go func() {

@@ -59,8 +59,8 @@ type lead struct {
 	session string
 	l       *s3lect.Leadership
 	c       shardlead.Control
-	data    []byte // the claim's bytes
-	etag    string // the claim's ETag: the release goes over it
+	sum     [32]byte // the SHA-256 of the claim's bytes
+	etag    string   // the claim's ETag: the release goes over it
 
 	// Loop-owned.
 	ended, workDone, exited bool
@@ -148,11 +148,18 @@ func (p *Pool) heartbeat(ctx context.Context) {
 	}
 }
 
-// waitRenewal waits until the next renewal is due (FrequentInterval after
-// the last one was sent), or a quarter of that after it when ownership
-// changed. It returns false when ctx ends.
+// waitRenewal waits until the next renewal is due, or a quarter interval
+// after the last one when ownership changed. It returns false when ctx
+// ends.
+//
+// Renewals are due on the wall clock's multiples of FrequentInterval (at
+// least half an interval after the last), and the workers read each
+// other's session objects a quarter interval after them (tick): with
+// wall clocks roughly in step, every worker first sees a renewal about as
+// soon as it lands, so all survivors of a death find it at about the same
+// time. The wall clock only times the calls; no lease is measured on it.
 func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) bool {
-	due := sent.Add(p.fi)
+	due := p.slot(sent.Add(p.fi/2), 0)
 	if !p.sleep(ctx, due, p.sess.kick) {
 		return false
 	}
@@ -160,6 +167,18 @@ func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) bool {
 		return p.sleep(ctx, early, nil)
 	}
 	return true
+}
+
+// slot returns the first local time not before after at which the wall
+// clock reads a multiple of FrequentInterval plus offset.
+func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
+	now := p.now()
+	wall := time.Now().Add(after.Sub(now)) // the wall clock at after, near enough
+	next := wall.Truncate(p.fi).Add(offset)
+	for next.Before(wall) {
+		next = next.Add(p.fi)
+	}
+	return after.Add(next.Sub(wall))
 }
 
 // closeSession writes the session object released, over the session's last

@@ -45,6 +45,7 @@ func TestSpreadAfterEveryDeath(t *testing.T) {
 							ledAgain = time.Since(killed)
 						}
 					}
+					t.Logf("led again after %.2f LT", float64(ledAgain)/float64(testLT))
 					if c := g.counts(); !within(c, survivors, 13, 14, 40) {
 						t.Errorf("2 × LeaderTimeout after %s was killed: %s; want 13 or 14 on each survivor, 40 in all", dead.id, spread(c))
 					}

@@ -46,6 +46,7 @@ type options struct {
 	window    time.Duration // for the cost and resource measurements
 	groups    []int
 	electors  int
+	shardK    int  // the shard table's scale
 	noMemory  bool // with a bucket: skip the failover rows on the in-memory store
 }
 
@@ -55,6 +56,7 @@ func main() {
 	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure failover on the bucket only")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
+	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.IntVar(&o.trials, "trials", 15, "failover trials per mode and event")
 	flag.DurationVar(&o.window, "window", 12*time.Second, "measurement window for requests and resources")
 	flag.Parse()
@@ -65,8 +67,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options, w io.Writer) error {
-	if o.scale < 1 || o.trials < 1 {
-		return fmt.Errorf("-scale and -trials must be at least 1")
+	if o.scale < 1 || o.trials < 1 || o.shardK < 1 {
+		return fmt.Errorf("-scale, -shard-scale and -trials must be at least 1")
 	}
 	stores, closeStores, err := openStores(ctx, o)
 	if err != nil {
@@ -158,6 +160,37 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "| %s | %.2f | %.1f KiB | %.1f KiB | %.1f KiB (%s %d KiB) | %.0f MiB | %.3f | %.0f |\n", layout.name, u.goroutines,
 			u.heapBytes/1024, u.stackBytes/1024, both/1024, verdict, perElectorLimit>>10, float64(u.rssBytes)/(1<<20), u.cpu, u.storeOpsPerSec)
+	}
+
+	nShards, nWorkers := o.electors, 10
+	sfi, _, slt := scaled(o.shardK)
+	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
+	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+
+		"Intervals: the defaults divided by %d (FrequentInterval %v, LeaderTimeout %v). "+
+		"Requests are all workers' together, per FrequentInterval, in steady state (an elector per shard would write %d PUTs per interval). "+
+		"Crash: a worker is killed (its store calls fail at once, calls in flight too; no goodbye) at a random point of its renewal cycle; "+
+		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
+		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine included (targets: at most 2 goroutines and 8 KiB).\n\n",
+		o.shardK, sfi, slt, nShards, o.trials)
+	fmt.Fprintln(w, "| store | PUT per FrequentInterval | GET per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, st := range stores {
+		r, err := shards(ctx, st.new, nWorkers, nShards, o.shardK, o.trials, o.window)
+		if err != nil {
+			return fmt.Errorf("shards on %s: %w", st.short, err)
+		}
+		p50, p95, mx := percentile(r.ledAgain, 50), percentile(r.ledAgain, 95), percentile(r.ledAgain, 100)
+		gor, mem := "(in memory only)", "(in memory only)"
+		if st.short == "memstore" {
+			gor = fmt.Sprintf("%.2f", r.goroutines)
+			mem = fmt.Sprintf("%.1f KiB (heap %.1f, stacks %.1f)", (r.heapBytes+r.stackBytes)/1024, r.heapBytes/1024, r.stackBytes/1024)
+		}
+		trials := fmt.Sprint(len(r.ledAgain))
+		if r.disturbed > 0 {
+			trials += fmt.Sprintf(" (%d more run again)", r.disturbed)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.1f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.putsPerFI, r.getsPerFI,
+			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials)
 	}
 	return nil
 }

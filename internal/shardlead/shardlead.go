@@ -24,9 +24,12 @@ type Control interface {
 	Exit(err error)
 }
 
-// New returns a *s3lect.Leadership (as any, since this package cannot
-// name the type) whose context derives from parent and whose lease ends
-// at deadline, a time on the local clock that starts at base and runs at
-// rate times real time (0 or 1: real time; tests only). Set by package
-// s3lect.
-var New func(parent context.Context, term uint64, deadline, base time.Time, rate float64) (lead any, c Control)
+// Factory returns *s3lect.Leadership values (as any, since this package
+// cannot name the type) whose context derives from parent and whose lease
+// ends at deadline.
+type Factory func(parent context.Context, term uint64, deadline time.Time) (lead any, c Control)
+
+// NewFactory returns a Factory of leaderships on the local clock that
+// starts at base and runs at rate times real time (0 or 1: real time;
+// tests only). Set by package s3lect.
+var NewFactory func(base time.Time, rate float64) Factory

@@ -9,8 +9,8 @@ import (
 
 // Stats is a worker's view of its pool, and its counters since New.
 type Stats struct {
-	// Worker is this worker's ID.
-	Worker string
+	// Pool is the pool's Prefix, and Worker this worker's ID.
+	Pool, Worker string
 
 	// Owned is the number of shards this worker leads now.
 	Owned int
@@ -85,7 +85,7 @@ func (r *recorder) setView(v view, balanced bool) {
 // Stats returns the worker's figures. It waits for nothing.
 func (p *Pool) Stats() Stats {
 	r := &p.stats
-	s := Stats{Worker: p.cfg.ID, Owned: len(p.Leading()),
+	s := Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: len(p.Leading()),
 		Claims: r.claims.Load(), Handovers: r.handovers.Load(), Releases: r.released.Load(),
 		Expired: r.expired.Load(), Sessions: r.sessions.Load(), Gets: r.gets.Load(), Puts: r.puts.Load()}
 	r.mu.Lock()

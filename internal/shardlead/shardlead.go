@@ -2,7 +2,7 @@
 // that no Elector runs: the leaderships of a multiplexed shard lease, whose
 // lease is one session object's (docs/protocol.md, "Shards").
 //
-// Package s3lect sets New when it is initialised; package pool, which
+// Package s3lect sets NewFactory when it is initialised; package pool, which
 // imports s3lect, finds it set. The hook keeps the Leadership type's
 // behaviour (Context, Term, Resign, Err reading the clock) in one place.
 package shardlead

@@ -281,13 +281,17 @@ func (s *loopState) tick(ctx context.Context) {
 		s.handOver(v, -need)
 	}
 	// Shards found taken, or not yet free, are set aside (notBefore), so
-	// every round tries others.
-	for round := 0; round < 16 && ctx.Err() == nil; round++ {
-		want, limit := s.wanted(v, need, p.now())
+	// every round tries others. At most claimsPerTick are taken per look,
+	// so that workers starting together over many shards do not flood the
+	// store that their sessions' renewals need.
+	budget := claimsPerTick
+	for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
+		want, limit := s.wanted(v, min(need, budget), p.now())
 		if len(want) == 0 {
 			break
 		}
-		need -= s.claim(ctx, want, limit, id, deadline)
+		won := s.claim(ctx, want, limit, id, deadline)
+		need, budget = need-won, budget-won
 		if need <= 0 {
 			break
 		}
@@ -366,12 +370,14 @@ func (s *loopState) handOver(v view, n int) {
 // wanted returns the shards to look at now and how many of them to claim
 // at most: unowned ones in this worker's order, as many as it needs and as
 // many again (others may have claimed some already, unknown to its view),
-// or else at most one that has stayed unowned for LeaderTimeout.
+// or else at most one that has stayed unowned for LeaderTimeout. (A
+// handful more, not twice as many: at a common start every worker needs
+// many, and a burst of reads would slow the store for every session.)
 func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 	p := s.p
 	var want []string
 	orphan := false
-	look := 2*need + 4
+	look := need + min(need, 8) + 2
 	for _, name := range s.order {
 		sv := s.shards[name]
 		if s.mine[name] != nil || v.listed[name] != "" || sv.foreign {
@@ -467,14 +473,18 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 	return sent
 }
 
-// parallel runs f(0..n-1), at most 16 at a time, and waits for them.
+// claimsPerTick bounds the shards a worker claims per look (one look per
+// FrequentInterval, and one when a takeover is due).
+const claimsPerTick = 16
+
+// parallel runs f(0..n-1), at most 8 at a time, and waits for them.
 func parallel(n int, f func(i int)) {
 	if n == 1 {
 		f(0)
 		return
 	}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	sem := make(chan struct{}, 8)
 	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {

@@ -153,13 +153,13 @@ func (p *Pool) heartbeat(ctx context.Context) {
 // ends.
 //
 // Renewals are due on the wall clock's multiples of FrequentInterval (at
-// least half an interval after the last), and the workers read each
+// least a quarter interval after the last), and the workers read each
 // other's session objects a quarter interval after them (tick): with
 // wall clocks roughly in step, every worker first sees a renewal about as
 // soon as it lands, so all survivors of a death find it at about the same
 // time. The wall clock only times the calls; no lease is measured on it.
 func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) bool {
-	due := p.slot(sent.Add(p.fi/2), 0)
+	due := p.slot(sent.Add(p.fi/4), 0)
 	if !p.sleep(ctx, due, p.sess.kick) {
 		return false
 	}

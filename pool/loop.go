@@ -24,6 +24,7 @@ var (
 	mutNoMargin  bool // the session lease runs the whole LeaderTimeout
 	mutLateReply bool // a renewal whose reply came after the lease's end still extends it
 	mutNoReread  bool // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL     bool // a takeover waits its own LeaderTimeout, not the owner's when longer
 )
 
 // loopState is what the loop knows; only the goroutine running Run
@@ -80,9 +81,10 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 }
 
 // live reports whether the worker's session counts as alive at now: a
-// session record, not released, that changed within LeaderTimeout.
+// session record, not released, that changed within its wait (the longer
+// of this worker's LeaderTimeout and the record's ttl).
 func (v *peerView) live(now time.Time, lt time.Duration) bool {
-	return v.ok && !v.rec.Released && now.Before(v.seenAt.Add(lt))
+	return v.ok && !v.rec.Released && now.Before(v.seenAt.Add(wait(lt, v.rec.TTL)))
 }
 
 // shardView is what this worker knows of one shard's record.
@@ -197,7 +199,7 @@ func (s *loopState) release(ctx context.Context, ld *lead) {
 	p := s.p
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
 	defer cancel()
-	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, LastUpdated: time.Now()})
+	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
 	_, err := p.put(rctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
 	if err != nil {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
@@ -301,7 +303,7 @@ func (s *loopState) tick(ctx context.Context) {
 	now = p.now()
 	for wid, pv := range s.peers {
 		if wid != p.cfg.ID && pv.live(now, p.lt) {
-			s.next = earliest(s.next, pv.seenAt.Add(p.lt))
+			s.next = earliest(s.next, pv.seenAt.Add(wait(p.lt, pv.rec.TTL)))
 		}
 	}
 	for _, name := range s.order {
@@ -622,7 +624,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		if a.result != nil || !a.ready || a.adopt {
 			return
 		}
-		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, LastUpdated: time.Now()})
+		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
 		var over [32]byte
 		if a.etag != "" {
 			over = sha256.Sum256(a.data)
@@ -653,10 +655,20 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 
 // over returns when the owner's session named by rec is over, by what this
 // worker has read of the owner's session object, for a read sent after
-// rec was read (docs/protocol.md, "Shards", the takeover rule).
+// rec was read (docs/protocol.md, "Shards", the takeover rule). Every
+// wait is the longer of this worker's LeaderTimeout and the owner's, as
+// the shard record (written by the owner's claim) and the session record
+// state it: workers in a rolling change of configuration differ.
 func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.Time {
 	p := s.p
 	pv := s.peers[rec.Owner]
+	lt := wait(p.lt, rec.TTL)
+	if pv.ok {
+		lt = wait(lt, pv.rec.TTL)
+	}
+	if mutNoTTL {
+		lt = p.lt
+	}
 	switch {
 	case pv.sight.etag == "":
 		// Absent: measured only from a read made after the record was
@@ -665,13 +677,13 @@ func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.
 		if sv.ownerGone.IsZero() {
 			sv.ownerGone = readAt
 		}
-		return sv.ownerGone.Add(p.lt)
+		return sv.ownerGone.Add(lt)
 	case pv.session == rec.Session:
 		sv.ownerGone = time.Time{}
-		return pv.seenAt.Add(p.lt) // its last write, unchanged since
+		return pv.seenAt.Add(lt) // its last write, unchanged since
 	default:
 		sv.ownerGone = time.Time{}
-		return pv.runStart.Add(p.lt) // another session (or none) has held the object since
+		return pv.runStart.Add(lt) // another session (or none) has held the object since
 	}
 }
 

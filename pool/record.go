@@ -27,7 +27,10 @@ type sessionRecord struct {
 	Seq     uint64 `json:"seq"`     // 0 on the session's first write, one more on each
 	// Held is the worker's monotonic milliseconds from the send of the
 	// session's first write to the send of this one.
-	Held        int64     `json:"held"`
+	Held int64 `json:"held"`
+	// TTL is the worker's LeaderTimeout in milliseconds, rounded up: the
+	// lease the others must wait out at least.
+	TTL         int64     `json:"ttl"`
 	LastUpdated time.Time `json:"lastUpdated"` // wall clock, for people only
 	Released    bool      `json:"released,omitempty"`
 	// Shards lists the shards the session owns, with their terms. It is a
@@ -45,7 +48,17 @@ type shardRecord struct {
 	Owner       string    `json:"owner"`   // the owner's worker ID; "" when released
 	Session     string    `json:"session"` // the owner's session; on a release, the releasing one
 	Term        uint64    `json:"term"`
+	TTL         int64     `json:"ttl"`         // the owner's LeaderTimeout in milliseconds, rounded up
 	LastUpdated time.Time `json:"lastUpdated"` // wall clock, for people only
+}
+
+// ttlMillis is d in milliseconds, rounded up.
+func ttlMillis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// wait returns how long a record stating ttl milliseconds must be seen
+// unchanged: the longer of this worker's LeaderTimeout and the writer's.
+func wait(own time.Duration, ttl int64) time.Duration {
+	return max(own, time.Duration(ttl)*time.Millisecond)
 }
 
 // membersRecord lists the workers of a pool, so that each can find the
@@ -83,8 +96,12 @@ func decode(data []byte, v any, mark func() int) error {
 func parseSession(data []byte) (sessionRecord, error) {
 	var r sessionRecord
 	err := decode(data, &r, func() int { return r.Pool })
-	if err == nil && (r.Worker == "" || r.Session == "") {
+	switch {
+	case err != nil:
+	case r.Worker == "" || r.Session == "":
 		err = fmt.Errorf("%w: session record without worker or session", errNotPool)
+	case r.TTL < 0:
+		err = fmt.Errorf("%w: negative ttl", errNotPool)
 	}
 	return r, err
 }
@@ -92,8 +109,12 @@ func parseSession(data []byte) (sessionRecord, error) {
 func parseShard(data []byte) (shardRecord, error) {
 	var r shardRecord
 	err := decode(data, &r, func() int { return r.Pool })
-	if err == nil && r.Owner != "" && r.Session == "" {
+	switch {
+	case err != nil:
+	case r.Owner != "" && r.Session == "":
 		err = fmt.Errorf("%w: shard record with an owner and no session", errNotPool)
+	case r.TTL < 0:
+		err = fmt.Errorf("%w: negative ttl", errNotPool)
 	}
 	return r, err
 }

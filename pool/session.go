@@ -83,7 +83,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 		}
 		first := p.now()
 		deadline := first.Add(p.lt - p.margin)
-		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, LastUpdated: time.Now()})
+		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
 		tag, err = p.put(ctx, p.keySession, out, tag, sha256.Sum256(data), deadline)
 		if err == nil && !p.now().Before(deadline) {
 			err = errLate
@@ -110,7 +110,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			sent = p.now()
 			shards := p.sess.listing()
 			out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: seq,
-				Held: sent.Sub(first).Milliseconds(), LastUpdated: time.Now(), Shards: shards})
+				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards})
 			_, deadline := p.sess.snapshot()
 			tag, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), deadline)
 			replied := p.now()
@@ -186,7 +186,7 @@ func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
 func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*p.fi)
 	defer cancel()
-	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), LastUpdated: time.Now(), Released: true})
+	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true})
 	if _, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), time.Time{}); err != nil {
 		p.log.Info("session not released; the other workers wait for it to expire", "err", err)
 	}

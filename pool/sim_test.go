@@ -24,20 +24,20 @@ var (
 	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestShardSimulation runs (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestShardSimulation for this seed only (replay)")
 	simFirst  = flag.Int64("sim.first", 0, "the first seed TestShardSimulation runs")
-	simMutate = flag.String("sim.mutate", "", "break one rule (margin0, latereply, noreread) to see TestShardSimulation catch it")
+	simMutate = flag.String("sim.mutate", "", "break one rule (margin0, latereply, noreread, nottl) to see TestShardSimulation catch it")
 )
 
 // setMutation sets the mutation -sim.mutate names, and returns a function
 // that clears it.
 func setMutation(t *testing.T) func() {
 	t.Helper()
-	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread}
+	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL}
 	if *simMutate == "" {
 		return func() {}
 	}
 	m, ok := muts[*simMutate]
 	if !ok {
-		t.Fatalf("-sim.mutate=%s: want one of margin0, latereply, noreread", *simMutate)
+		t.Fatalf("-sim.mutate=%s: want one of margin0, latereply, noreread, nottl", *simMutate)
 	}
 	*m = true
 	return func() { *m = false }
@@ -105,6 +105,8 @@ func TestShardSimulation(t *testing.T) {
 type poolSimParams struct {
 	workers, shards   int
 	fi, lt            time.Duration
+	mixed             bool          // a rolling change of configuration: each incarnation takes one of two
+	fi2, lt2          time.Duration // the other configuration
 	faultsFor         time.Duration
 	calmFor           time.Duration
 	errRate, lostRate float64
@@ -118,13 +120,18 @@ type poolSimParams struct {
 func newPoolSimParams(r *rand.Rand) poolSimParams {
 	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
 	lt := fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond
+	fi2 := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
+	lt2 := max(fi2*2+time.Duration(r.Int64N(int64(fi2*4)))+time.Millisecond, lt*2)
 	return poolSimParams{
+		mixed:      r.IntN(3) == 0,
+		fi2:        fi2,
+		lt2:        lt2,
 		workers:    2 + r.IntN(4),
 		shards:     100 + r.IntN(31),
 		fi:         fi,
 		lt:         lt,
 		faultsFor:  15 * time.Second,
-		calmFor:    3*lt + 4*fi + 2*time.Second,
+		calmFor:    3*max(lt, lt2) + 4*max(fi, fi2) + 2*time.Second,
 		errRate:    r.Float64() * 0.1,
 		lostRate:   r.Float64() * 0.05,
 		hangRate:   r.Float64() * 0.02,
@@ -304,8 +311,12 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		wr := rand.New(rand.NewPCG(uint64(seed), uint64(len(id)*7919+incarnation*104729+int(id[1]))))
 		st := &simStore{mem: mem, p: &p, r: wr, faulty: faulty(), counts: counts}
 		w := &simWorker{id: id, st: st, done: make(chan struct{})}
+		fi, lt := p.fi, p.lt
+		if p.mixed && wr.IntN(2) == 0 {
+			fi, lt = p.fi2, p.lt2
+		}
 		pl, err := New(Config{Store: st, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
-			FrequentInterval: p.fi, LeaderTimeout: p.lt,
+			FrequentInterval: fi, LeaderTimeout: lt,
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 				tn := &tenure{worker: id, term: l.Term(), start: time.Now()}
 				mu.Lock()

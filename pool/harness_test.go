@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,7 +21,6 @@ import (
 
 const (
 	testFI = s3lect.DefaultFrequentInterval
-	testII = s3lect.DefaultInfrequentInterval
 	testLT = s3lect.DefaultLeaderTimeout
 )
 
@@ -48,7 +50,7 @@ func (c *crashStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 	return c.Store.PutIfMatch(ctx, key, data, etag)
 }
 
-// group is N workers running pools over the same shards on one memstore,
+// group is workers running pools over the same shards on one memstore,
 // with a referee that watches every Work call.
 type group struct {
 	t       testing.TB
@@ -62,6 +64,8 @@ type group struct {
 	endedAt map[string]time.Time // shard -> when its last Work's context ended
 	maxGap  time.Duration        // the longest a shard waited for a new leader
 	double  []string             // shards seen with two live leaders
+	terms   map[string]uint64    // shard -> the last term started
+	bad     []string             // terms that did not rise
 }
 
 type held struct {
@@ -81,7 +85,8 @@ func newGroup(t testing.TB, workers, shards int) *group { return newGroupAt(t, w
 
 // newGroupAt is newGroup with every default interval divided by speed.
 func newGroupAt(t testing.TB, workers, shards, speed int) *group {
-	g := &group{t: t, counter: store.NewCounter(memstore.New()), live: map[string]*held{}, endedAt: map[string]time.Time{}, speed: time.Duration(speed)}
+	g := &group{t: t, counter: store.NewCounter(memstore.New()), live: map[string]*held{}, endedAt: map[string]time.Time{},
+		speed: time.Duration(speed), terms: map[string]uint64{}}
 	for i := range shards {
 		g.shards = append(g.shards, fmt.Sprintf("shard-%02d", i))
 	}
@@ -95,13 +100,10 @@ func newGroupAt(t testing.TB, workers, shards, speed int) *group {
 func (g *group) add(id string) *worker {
 	w := &worker{id: id, st: &crashStore{Store: g.counter}, done: make(chan struct{})}
 	p, err := New(Config{
-		Shards: g.shards,
-		Elector: func(shard string) s3lect.ElectorConfig {
-			return s3lect.ElectorConfig{Store: w.st, LockfilePath: "pool/" + shard + ".json", ServerID: id, Logger: quiet,
-				FrequentInterval: testFI / g.speed, InfrequentInterval: testII / g.speed, LeaderTimeout: testLT / g.speed}
-		},
+		Store: w.st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet,
+		FrequentInterval: testFI / g.speed, LeaderTimeout: testLT / g.speed,
 		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
-			g.started(shard, id, ctx)
+			g.started(shard, id, l.Term(), ctx)
 			<-ctx.Done()
 			g.ended(shard, ctx)
 		},
@@ -120,12 +122,16 @@ func (g *group) add(id string) *worker {
 	return w
 }
 
-func (g *group) started(shard, id string, ctx context.Context) {
+func (g *group) started(shard, id string, term uint64, ctx context.Context) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if h := g.live[shard]; h != nil && h.ctx.Err() == nil {
 		g.double = append(g.double, fmt.Sprintf("%s: %s started while %s's leadership was live", shard, id, h.id))
 	}
+	if last := g.terms[shard]; term <= last {
+		g.bad = append(g.bad, fmt.Sprintf("%s: term %d after %d", shard, term, last))
+	}
+	g.terms[shard] = term
 	if at, ok := g.endedAt[shard]; ok {
 		g.maxGap = max(g.maxGap, time.Since(at))
 	}
@@ -153,6 +159,19 @@ func (g *group) counts() map[string]int {
 	return n
 }
 
+// check reports shards led twice at once and terms that did not rise.
+func (g *group) check(t testing.TB) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.double) > 0 {
+		t.Errorf("shards led twice at once: %v", g.double)
+	}
+	if len(g.bad) > 0 {
+		t.Errorf("terms that did not rise: %v", g.bad)
+	}
+}
+
 // stop ends every worker and waits for them.
 func (g *group) stop() {
 	for _, w := range g.workers {
@@ -161,4 +180,26 @@ func (g *group) stop() {
 	for _, w := range g.workers {
 		<-w.done
 	}
+}
+
+// spread formats counts by worker, in worker order.
+func spread(c map[string]int) string {
+	var b strings.Builder
+	for _, id := range slices.Sorted(maps.Keys(c)) {
+		fmt.Fprintf(&b, "%s:%d ", id, c[id])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// within reports whether every worker in ids runs between lo and hi shards
+// and together they run all of them.
+func within(c map[string]int, ids []string, lo, hi, total int) bool {
+	sum := 0
+	for _, id := range ids {
+		if c[id] < lo || c[id] > hi {
+			return false
+		}
+		sum += c[id]
+	}
+	return sum == total
 }

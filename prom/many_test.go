@@ -108,19 +108,13 @@ func TestCollectorsOfDifferentElectorsShareARegistry(t *testing.T) {
 		shards := []string{"s1", "s2", "s3"}
 		reg := prometheus.NewPedanticRegistry()
 		for _, w := range []string{"w1", "w2"} {
-			p, err := pool.New(pool.Config{Shards: shards,
-				Elector: func(shard string) s3lect.ElectorConfig {
-					return s3lect.ElectorConfig{Store: mem, LockfilePath: "pool/" + shard + ".json", ServerID: w}
-				},
+			p, err := pool.New(pool.Config{Store: mem, Prefix: "pool/", ID: w, Shards: shards,
 				Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range p.Electors() {
-				t.Cleanup(func() { e.Close() }) // the pool never runs, so nothing else closes them
-			}
-			if err := reg.Register(NewCollector(p.Electors()...)); err != nil {
-				t.Fatalf("Register(pool %s) = %v; want nil", w, err)
+			if err := reg.Register(NewPoolCollector(p)); err != nil {
+				t.Fatalf("Register(pool worker %s) = %v; want nil", w, err)
 			}
 		}
 		code, body := serveMetrics(t, reg)()
@@ -128,14 +122,12 @@ func TestCollectorsOfDifferentElectorsShareARegistry(t *testing.T) {
 			t.Fatalf("scrape: status %d; want 200\n%s", code, body)
 		}
 		for _, w := range []string{"w1", "w2"} {
-			for _, s := range shards {
-				if _, ok := sample(body, "s3lect_leader", `lockfile="pool/`+s+`.json"`, `server="`+w+`"`); !ok {
-					t.Errorf("no s3lect_leader series for shard %s of worker %s:\n%s", s, w, body)
-				}
+			if v, ok := sample(body, "s3lect_pool_shards_owned", `pool="pool/"`, `worker="`+w+`"`); !ok || v != 0 {
+				t.Errorf("s3lect_pool_shards_owned{worker=%q} = %v (found %v); want 0 before Run:\n%s", w, v, ok, body)
 			}
 		}
-		if n := series(body, "s3lect_leader"); n != 6 {
-			t.Errorf("%d s3lect_leader series; want 6 (3 shards x 2 workers)", n)
+		if n := series(body, "s3lect_pool_shards_owned"); n != 2 {
+			t.Errorf("%d s3lect_pool_shards_owned series; want 2 (one per worker)", n)
 		}
 	})
 }

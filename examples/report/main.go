@@ -46,6 +46,8 @@ type options struct {
 	window    time.Duration // for the cost and resource measurements
 	groups    []int
 	electors  int
+	shardK    int  // the shard table's scale
+	shardOnly bool // only the shard table
 	noMemory  bool // with a bucket: skip the failover rows on the in-memory store
 }
 
@@ -55,6 +57,8 @@ func main() {
 	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure failover on the bucket only")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
+	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
+	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.IntVar(&o.trials, "trials", 15, "failover trials per mode and event")
 	flag.DurationVar(&o.window, "window", 12*time.Second, "measurement window for requests and resources")
 	flag.Parse()
@@ -65,8 +69,8 @@ func main() {
 }
 
 func run(ctx context.Context, o options, w io.Writer) error {
-	if o.scale < 1 || o.trials < 1 {
-		return fmt.Errorf("-scale and -trials must be at least 1")
+	if o.scale < 1 || o.trials < 1 || o.shardK < 1 {
+		return fmt.Errorf("-scale, -shard-scale and -trials must be at least 1")
 	}
 	stores, closeStores, err := openStores(ctx, o)
 	if err != nil {
@@ -84,6 +88,10 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	fmt.Fprintf(w, "- intervals: the defaults divided by %d: FrequentInterval %v, InfrequentInterval %v, LeaderTimeout %v (the retry delays, 100 ms and 1 s, are not scaled)\n",
 		o.scale, fi, ii, lt)
 	fmt.Fprintf(w, "- reproduce: `go run ./examples/report %s`\n\n", strings.Join(os.Args[1:], " "))
+
+	if o.shardOnly {
+		return shardTable(ctx, o, stores, w)
+	}
 
 	fmt.Fprintf(w, "## Failover and handover\n\n")
 	fmt.Fprintf(w, "%d groups of three per row, struck at a random point of their cycle once the followers are stable. "+
@@ -159,6 +167,42 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %.2f | %.1f KiB | %.1f KiB | %.1f KiB (%s %d KiB) | %.0f MiB | %.3f | %.0f |\n", layout.name, u.goroutines,
 			u.heapBytes/1024, u.stackBytes/1024, both/1024, verdict, perElectorLimit>>10, float64(u.rssBytes)/(1<<20), u.cpu, u.storeOpsPerSec)
 	}
+
+	return shardTable(ctx, o, stores, w)
+}
+
+// shardTable measures and prints the table of package pool's shards.
+func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer) error {
+	nShards, nWorkers := o.electors, 10
+	sfi, _, slt := scaled(o.shardK)
+	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
+	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+
+		"Intervals: the defaults divided by %d (FrequentInterval %v, LeaderTimeout %v). "+
+		"Requests are all workers' together, per FrequentInterval, in steady state (an elector per shard would write %d PUTs per interval). "+
+		"Crash: a worker is killed (its store calls fail at once, calls in flight too; no goodbye) at a random point of its renewal cycle; "+
+		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
+		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine included (targets: at most 2 goroutines and 8 KiB).\n\n",
+		o.shardK, sfi, slt, nShards, o.trials)
+	fmt.Fprintln(w, "| store | PUT per FrequentInterval | GET per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	for _, st := range stores {
+		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.trials, o.window)
+		if err != nil {
+			return fmt.Errorf("shards on %s: %w", st.short, err)
+		}
+		p50, p95, mx := percentile(r.ledAgain, 50), percentile(r.ledAgain, 95), percentile(r.ledAgain, 100)
+		gor, mem := "(in memory only)", "(in memory only)"
+		if st.short == "memstore" {
+			gor = fmt.Sprintf("%.2f", r.goroutines)
+			mem = fmt.Sprintf("%.1f KiB (heap %.1f, stacks %.1f)", (r.heapBytes+r.stackBytes)/1024, r.heapBytes/1024, r.stackBytes/1024)
+		}
+		trials := fmt.Sprint(len(r.ledAgain))
+		if r.disturbed > 0 {
+			trials += fmt.Sprintf(" (%d more run again)", r.disturbed)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.1f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.putsPerFI, r.getsPerFI,
+			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials)
+	}
 	return nil
 }
 
@@ -168,6 +212,9 @@ func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 type namedStore struct {
 	name, short string
 	new         func() store.Store
+	// process returns the store as one more process would reach it: on
+	// S3 a client and connections of its own.
+	process func() store.Store
 }
 
 // openStores returns the stores to measure on: the in-memory store with
@@ -179,6 +226,7 @@ func openStores(ctx context.Context, o options) ([]namedStore, func(), error) {
 		name: "in-memory, with 5 ms added to every call", short: "memstore",
 		new: func() store.Store { return withLatency(mem, 5*time.Millisecond) },
 	}}
+	stores[0].process = stores[0].new
 	if o.bucket == "" {
 		if o.noMemory {
 			return nil, nil, fmt.Errorf("-no-memstore needs -bucket: there would be nothing to measure")
@@ -196,8 +244,22 @@ func openStores(ctx context.Context, o options) ([]namedStore, func(), error) {
 	if ep := os.Getenv("AWS_ENDPOINT_URL_S3"); ep != "" {
 		name += " at " + ep
 	}
-	stores = append(stores, namedStore{name: name, short: "S3", new: func() store.Store { return st }})
-	return stores, st.CloseIdleConnections, nil
+	var clients []*s3store.Store
+	process := func() store.Store {
+		c, err := s3store.FromEnvironment(ctx, o.bucket, o.pathStyle)
+		if err != nil {
+			return st // the environment loaded once already; it does not fail now
+		}
+		clients = append(clients, c)
+		return c
+	}
+	stores = append(stores, namedStore{name: name, short: "S3", new: func() store.Store { return st }, process: process})
+	return stores, func() {
+		st.CloseIdleConnections()
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+	}, nil
 }
 
 // cpuModel names the processor, from /proc/cpuinfo where there is one.

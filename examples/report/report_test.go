@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // quick is a small report: it checks the plumbing, not the figures.
 func quick() options {
-	return options{scale: 50, trials: 3, window: 2 * time.Second, groups: []int{3}, electors: 100}
+	return options{scale: 50, shardK: 10, trials: 3, window: 2 * time.Second, groups: []int{3}, electors: 100}
 }
 
 func checkReport(t *testing.T, out, store string) {
@@ -29,6 +29,7 @@ func checkReport(t *testing.T, out, store string) {
 		"| " + store + " | peer, no long-poll | graceful handover |", "| " + store + " | peer + long-poll | crash failover |",
 		"| " + store + " | stale peer (peer + long-poll) | last write → takeover |",
 		"| 3 | ", "## 100 electors in one process", "10 workers × 10 shards", "stacks per elector",
+		"## 100 shards on 10 workers (package pool)", "| " + store + " | 10.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

@@ -1,10 +1,12 @@
 // Command workerpool runs a pool of workers over many shards with package
-// pool: every worker runs one elector per shard, whoever leads a shard does
-// its work under that leadership's context, and the shards spread over the
-// workers without a coordinator. It starts every worker at once, prints
-// how many shards each worker leads over time, then kills one worker (its
-// store calls fail from then on and it never resigns) and shows the
-// survivors take over its shards. It ends with the figures: when the
+// pool: every worker keeps one session object alive for all the shards it
+// leads (one write per FrequentInterval, whatever their number), whoever
+// leads a shard does its work under that leadership's context, and the
+// shards spread over the workers without a coordinator. It starts every
+// worker at once, prints how many shards each worker leads over time, then
+// kills a worker picked at random (its store calls fail from then on, calls
+// in flight too, and it never resigns) and shows the survivors take over
+// its shards, each its fair share. It ends with the figures: when the
 // shards were spread, the longest a shard went without a leader, and the
 // store requests per shard.
 //
@@ -19,7 +21,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +49,7 @@ func main() {
 // result holds the figures of one run.
 type result struct {
 	lt          time.Duration
+	dead        string         // the worker killed
 	spread      time.Duration  // from the start until every worker led its fair share ± 2
 	resettled   time.Duration  // from the dead worker's last lease end until the survivors did
 	maxGap      time.Duration  // the longest a shard went from one leadership's end to the next's start
@@ -106,7 +111,6 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 		return result{}, errors.New("need at least 2 workers, 1 shard, and a speed of at least 1")
 	}
 	fi := s3lect.DefaultFrequentInterval / time.Duration(speed)
-	ii := s3lect.DefaultInfrequentInterval / time.Duration(speed)
 	lt := s3lect.DefaultLeaderTimeout / time.Duration(speed)
 	res := result{lt: lt}
 	counter := store.NewCounter(memstore.New())
@@ -135,11 +139,8 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 		id := fmt.Sprintf("w%d", n+1)
 		conn := faultstore.New(counter)
 		p, err := pool.New(pool.Config{
-			Shards: names,
-			Elector: func(shard string) s3lect.ElectorConfig {
-				return s3lect.ElectorConfig{Store: conn, LockfilePath: "shards/" + shard + ".json", ServerID: id,
-					FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: slog.New(slog.DiscardHandler)}
-			},
+			Store: conn, Prefix: "pool/", ID: id, Shards: names,
+			FrequentInterval: fi, LeaderTimeout: lt, Logger: slog.New(slog.DiscardHandler),
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
 				ref.start(shard, id, ctx)
 				<-ctx.Done() // one shard's work would run here, until ctx ends
@@ -198,15 +199,18 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	res.steadyCalls = sub(counter.Counts(), before)
 	res.reqsPerSec = float64(res.steadyCalls.Gets+res.steadyCalls.Puts) / float64(nShards) / time.Since(steady).Seconds()
 
-	dead := ids[nWorkers-1]
+	victim := rand.IntN(nWorkers)
+	dead := ids[victim]
+	res.dead = dead
 	say("%s is killed: its store calls fail from now on and it never resigns", dead)
-	conns[nWorkers-1].Cut()
+	conns[victim].Cut()
 	for ref.counts()[dead] > 0 {
 		time.Sleep(lt / 100)
 	}
 	leaseEnd := time.Now()
 	say("%s's last lease has ended", dead)
-	res.resettled = watch(4*lt, ids[:nWorkers-1], leaseEnd)
+	survivors := slices.Delete(slices.Clone(ids), victim, victim+1)
+	res.resettled = watch(4*lt, survivors, leaseEnd)
 	res.survivors = ref.counts()
 	ref.mu.Lock()
 	res.maxGap, res.double = ref.maxGap, ref.double

@@ -1,0 +1,718 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
+)
+
+// errHandedOver is the cause of a leadership the pool ended to hand its
+// shard to a worker below its share.
+var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.ErrResigned)
+
+// Mutations for the simulation (-sim.mutate): each breaks one rule of the
+// shard lease, to show that TestShardSimulation catches it. Only tests set
+// them.
+var (
+	mutNoMargin  bool // the session lease runs the whole LeaderTimeout
+	mutLateReply bool // a renewal whose reply came after the lease's end still extends it
+	mutNoReread  bool // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL     bool // a takeover waits its own LeaderTimeout, not the owner's when longer
+)
+
+// loopState is what the loop knows; only the goroutine running Run
+// touches it.
+type loopState struct {
+	p       *Pool
+	order   []string              // the shards in this worker's order of preference
+	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
+	peers   map[string]*peerView  // by worker: what its session object showed
+	shards  map[string]*shardView // by shard
+	members []string
+	next    time.Time // the next tick, on the local clock
+
+	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
+
+	// listedAt is when a read of the member list first found this worker
+	// in it. It claims nothing before a FrequentInterval after that, so
+	// that workers that start together see each other first.
+	listedAt time.Time
+}
+
+// peerView is one worker's session object as this worker has read it.
+type peerView struct {
+	read   bool
+	sight  sighting
+	seenAt time.Time // when the current sighting was first seen
+	// session is the session the current sighting names ("" when absent or
+	// not a session record), and runStart when this worker first saw a
+	// sighting of the run of sightings naming it that goes on to now: a
+	// session's writes are contiguous, so no other session wrote between.
+	session  string
+	runStart time.Time
+	rec      sessionRecord
+	ok       bool // rec is a valid session record of this worker
+}
+
+func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
+	s := sight(data, etag)
+	if v.read && s == v.sight {
+		return
+	}
+	v.sight, v.seenAt = s, now
+	v.rec, v.ok = sessionRecord{}, false
+	sess := ""
+	if etag != "" {
+		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
+			v.rec, v.ok, sess = rec, true, rec.Session
+		}
+	}
+	if !v.read || sess == "" || sess != v.session {
+		v.runStart = now
+	}
+	v.session, v.read = sess, true
+}
+
+// live reports whether the worker's session counts as alive at now: a
+// session record, not released, that changed within its wait (the longer
+// of this worker's LeaderTimeout and the record's ttl).
+func (v *peerView) live(now time.Time, lt time.Duration) bool {
+	return v.ok && !v.rec.Released && now.Before(v.seenAt.Add(wait(lt, v.rec.TTL)))
+}
+
+// shardView is what this worker knows of one shard's record.
+type shardView struct {
+	highest     uint64    // the highest term seen
+	led         uint64    // the highest term this worker has led
+	seenRecord  bool      // a record was seen: a later absence is a deletion
+	absentSince time.Time // the record absent after one was seen, since
+	ownerGone   time.Time // the owner's session object absent, seen after a read of the record naming it
+	notBefore   time.Time // do not try before
+	candSince   time.Time // unowned in this worker's view, since
+	foreign     bool      // not a pool record: never touched
+}
+
+func (s *loopState) init(p *Pool) {
+	s.p = p
+	s.mine = map[string]*lead{}
+	s.peers = map[string]*peerView{}
+	s.shards = map[string]*shardView{}
+	s.order = slices.Clone(p.cfg.Shards)
+	for _, name := range s.order {
+		s.shards[name] = &shardView{}
+	}
+	slices.SortFunc(s.order, func(a, b string) int {
+		ha, hb := p.hash(a), p.hash(b)
+		switch {
+		case ha < hb:
+			return -1
+		case ha > hb:
+			return 1
+		}
+		return 0
+	})
+}
+
+// loop runs the worker's decisions until ctx ends and every leadership is
+// over.
+func (p *Pool) loop(ctx context.Context) {
+	s := &p.st
+	for {
+		for _, ev := range p.queue.take() {
+			s.handle(ctx, ev)
+		}
+		if ctx.Err() != nil {
+			if len(s.mine) == 0 {
+				return
+			}
+			<-p.queue.wake // the leaderships end with ctx; wait for their Work
+			continue
+		}
+		if !p.now().Before(s.next) {
+			s.tick(ctx)
+		}
+		p.sleep(ctx, s.next, p.queue.wake)
+	}
+}
+
+// handle takes in one event.
+func (s *loopState) handle(ctx context.Context, ev event) {
+	p := s.p
+	switch {
+	case ev.ended != nil:
+		ld := ev.ended
+		if ld.ended {
+			return
+		}
+		ld.ended = true
+		p.sess.mu.Lock()
+		if p.sess.leads[ld.shard] == ld {
+			delete(p.sess.leads, ld.shard)
+		}
+		p.sess.mu.Unlock()
+		p.sess.renewSoon()
+		cause := context.Cause(ld.l.Context())
+		switch {
+		case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+			p.stats.expired.Add(1)
+			s.finish(ld, nil) // the record stays; the others take it over when the lease has run out
+		case cause == s3lect.ErrResigned || ld.workDone:
+			s.release(ctx, ld) // Resign by the user releases at once, as an elector's does
+		}
+		// Otherwise (a handover, Run's end) the release waits for Work.
+	case ev.workDone != nil:
+		ld := ev.workDone
+		ld.workDone = true
+		switch {
+		case !ld.ended:
+			ld.c.End(s3lect.ErrResigned) // Work returned while leading: resign
+		case !ld.exited:
+			s.release(ctx, ld)
+		}
+		if ld.exited && s.mine[ld.shard] == ld {
+			delete(s.mine, ld.shard)
+		}
+	default:
+		s.next = p.now() // the session changed: look again now
+	}
+}
+
+// finish marks a leadership over: Resign returns err from now on.
+func (s *loopState) finish(ld *lead, err error) {
+	ld.exited = true
+	ld.c.Exit(err)
+	if ld.workDone && s.mine[ld.shard] == ld {
+		delete(s.mine, ld.shard)
+	}
+}
+
+// release writes the shard's record released, over this leadership's
+// claim, and finishes the leadership.
+func (s *loopState) release(ctx context.Context, ld *lead) {
+	p := s.p
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
+	defer cancel()
+	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+	_, err := p.put(rctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
+	if err != nil {
+		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
+	} else {
+		p.stats.released.Add(1)
+	}
+	s.finish(ld, err)
+}
+
+// view is one tick's picture of the pool.
+type view struct {
+	live    []string          // live workers, sorted, this one included while its session lives
+	counts  map[string]int    // shards each live worker owns
+	listed  map[string]string // shard -> the live worker whose session lists it
+	targets map[string]int
+}
+
+func (s *loopState) view(now time.Time, me bool) view {
+	p := s.p
+	v := view{counts: map[string]int{}, listed: map[string]string{}, targets: map[string]int{}}
+	if me {
+		v.live = append(v.live, p.cfg.ID)
+		v.counts[p.cfg.ID] = s.liveMine()
+	}
+	for id, pv := range s.peers {
+		if id == p.cfg.ID || !pv.live(now, p.lt) {
+			continue
+		}
+		v.live = append(v.live, id)
+		v.counts[id] = len(pv.rec.Shards)
+		for shard := range pv.rec.Shards {
+			v.listed[shard] = id
+		}
+	}
+	slices.Sort(v.live)
+	n, w := len(p.cfg.Shards), len(v.live)
+	for i, id := range v.live {
+		v.targets[id] = n / w
+		if i < n%w {
+			v.targets[id]++
+		}
+	}
+	return v
+}
+
+// liveMine counts this worker's leaderships that have not ended (their
+// end may not have reached the loop yet).
+func (s *loopState) liveMine() int {
+	n := 0
+	for _, ld := range s.mine {
+		if ld.l.Context().Err() == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// tick reads the pool's state and acts on it: hands shards over when this
+// worker holds more than its share while another holds less, and claims
+// shards nobody live owns while it holds less (or any shard left unowned
+// for LeaderTimeout).
+func (s *loopState) tick(ctx context.Context) {
+	p := s.p
+	s.next = p.slot(p.now().Add(p.fi/2), p.fi/4) // a quarter interval after the renewals (waitRenewal)
+	id, deadline := p.sess.snapshot()
+	if id == "" {
+		return
+	}
+	s.readPeers(ctx)
+	now := p.now()
+	v := s.view(now, true)
+	s.account(v, now)
+	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
+	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
+		if !s.listedAt.IsZero() {
+			s.next = earliest(s.next, s.listedAt.Add(p.fi))
+		}
+		return // not yet seen the others long enough to know its share
+	}
+	if need < 0 {
+		s.handOver(v, -need)
+	}
+	// Shards found taken, or not yet free, are set aside (notBefore), so
+	// every round tries others. At most claimsPerTick are taken per look,
+	// so that workers starting together over many shards do not flood the
+	// store that their sessions' renewals need.
+	budget := claimsPerTick
+	for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
+		want, limit := s.wanted(v, min(need, budget), p.now())
+		if len(want) == 0 {
+			break
+		}
+		won := s.claim(ctx, want, limit, id, deadline)
+		need, budget = need-won, budget-won
+		if need <= 0 {
+			break
+		}
+	}
+	// Wake when a live worker's session could next be found dead, or a
+	// shard waited on may be taken.
+	now = p.now()
+	for wid, pv := range s.peers {
+		if wid != p.cfg.ID && pv.live(now, p.lt) {
+			s.next = earliest(s.next, pv.seenAt.Add(wait(p.lt, pv.rec.TTL)))
+		}
+	}
+	for _, name := range s.order {
+		if sv := s.shards[name]; sv.notBefore.After(now) && !sv.candSince.IsZero() {
+			s.next = earliest(s.next, sv.notBefore)
+		}
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// account updates the rebalancing figures from a view: the pool is
+// balanced when every shard is owned and every live worker owns ⌊N/W⌋ or
+// ⌈N/W⌉ of them.
+func (s *loopState) account(v view, now time.Time) {
+	n, w := len(s.p.cfg.Shards), len(v.live)
+	balanced := w > 0
+	sum := 0
+	for _, id := range v.live {
+		c := v.counts[id]
+		sum += c
+		if c < n/w || c > (n+w-1)/w {
+			balanced = false
+		}
+	}
+	if sum != n {
+		balanced = false
+	}
+	switch {
+	case balanced && !s.unbalancedAt.IsZero():
+		s.p.stats.rebalanced(now.Sub(s.unbalancedAt))
+		s.unbalancedAt = time.Time{}
+	case !balanced && s.unbalancedAt.IsZero():
+		s.unbalancedAt = now
+	}
+	s.p.stats.setView(v, balanced)
+}
+
+// handOver ends up to n of this worker's leaderships, when some other live
+// worker holds less than its share. Their shards are released once their
+// Work has returned.
+func (s *loopState) handOver(v view, n int) {
+	p := s.p
+	deficit := 0
+	for _, id := range v.live {
+		if id != p.cfg.ID {
+			deficit += max(v.targets[id]-v.counts[id], 0)
+		}
+	}
+	n = min(n, deficit)
+	for i := len(s.order) - 1; i >= 0 && n > 0; i-- {
+		if ld := s.mine[s.order[i]]; ld != nil && ld.l.Context().Err() == nil {
+			p.stats.handovers.Add(1)
+			p.log.Debug("handing a shard over", "shard", ld.shard, "live", v.live, "counts", v.counts, "targets", v.targets)
+			ld.c.End(errHandedOver)
+			n--
+		}
+	}
+}
+
+// wanted returns the shards to look at now and how many of them to claim
+// at most: unowned ones in this worker's order, as many as it needs and as
+// many again (others may have claimed some already, unknown to its view),
+// or else at most one that has stayed unowned for LeaderTimeout. (A
+// handful more, not twice as many: at a common start every worker needs
+// many, and a burst of reads would slow the store for every session.)
+func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
+	p := s.p
+	var want []string
+	orphan := false
+	look := need + min(need, 8) + 2
+	for _, name := range s.order {
+		sv := s.shards[name]
+		if s.mine[name] != nil || v.listed[name] != "" || sv.foreign {
+			sv.candSince = time.Time{}
+			continue
+		}
+		if sv.candSince.IsZero() {
+			sv.candSince = now
+		}
+		if now.Before(sv.notBefore) {
+			continue
+		}
+		switch {
+		case need > 0 && len(want) < look:
+			want = append(want, name)
+		case need <= 0 && !orphan && !now.Before(sv.candSince.Add(p.lt)):
+			orphan = true
+			want = append(want, name)
+		}
+	}
+	return want, max(need, 1)
+}
+
+// readPeers reads the member list, adds this worker to it if missing, and
+// reads every other member's session object.
+func (s *loopState) readPeers(ctx context.Context) {
+	p := s.p
+	data, tag, err := p.get(ctx, p.keyMembers)
+	if err != nil {
+		p.log.Warn("cannot read the member list", "err", err)
+	} else {
+		var m membersRecord
+		if tag != "" {
+			if m, err = parseMembers(data); err != nil {
+				p.log.Error("the member list is not a pool record; is Prefix shared with something else?", "key", p.keyMembers, "err", err)
+				return
+			}
+		}
+		if slices.Contains(m.Workers, p.cfg.ID) && s.listedAt.IsZero() {
+			s.listedAt = p.now()
+		}
+		if !slices.Contains(m.Workers, p.cfg.ID) {
+			s.listedAt = time.Time{}
+			m.Pool = formatVersion
+			m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
+			slices.Sort(m.Workers)
+			if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
+				p.log.Info("cannot add this worker to the member list; trying again", "err", err)
+				s.next = p.now().Add(p.fi / 4)
+			}
+		}
+		s.members = m.Workers
+	}
+	var others []string
+	for _, id := range s.members {
+		if id != p.cfg.ID {
+			others = append(others, id)
+		}
+	}
+	s.readSessions(ctx, others)
+}
+
+// readSessions reads the session objects of workers, in parallel, and
+// updates their views. It returns the local time each read was sent.
+func (s *loopState) readSessions(ctx context.Context, workers []string) map[string]time.Time {
+	p := s.p
+	type res struct {
+		data     []byte
+		etag     string
+		err      error
+		sent, at time.Time
+	}
+	out := make([]res, len(workers))
+	parallel(len(workers), func(i int) {
+		r := &out[i]
+		r.sent = p.now()
+		r.data, r.etag, r.err = p.get(ctx, p.sessionKey(workers[i]))
+		r.at = p.now()
+	})
+	sent := map[string]time.Time{}
+	for i, w := range workers {
+		if out[i].err != nil {
+			continue
+		}
+		pv := s.peers[w]
+		if pv == nil {
+			pv = &peerView{}
+			s.peers[w] = pv
+		}
+		pv.update(w, out[i].data, out[i].etag, out[i].at)
+		sent[w] = out[i].sent
+	}
+	return sent
+}
+
+// claimsPerTick bounds the shards a worker claims per look (one look per
+// FrequentInterval, and one when a takeover is due).
+const claimsPerTick = 16
+
+// parallel runs f(0..n-1), at most 8 at a time, and waits for them.
+func parallel(n int, f func(i int)) {
+	if n == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			f(i)
+		})
+	}
+	wg.Wait()
+}
+
+// attempt is one shard this tick tries to take.
+type attempt struct {
+	shard  string
+	data   []byte // the record as read
+	etag   string
+	rec    shardRecord
+	term   uint64 // the term to write
+	adopt  bool   // the record names this session already (a claim whose reply was lost)
+	ready  bool
+	result error
+	tag    string
+	out    []byte
+}
+
+// claim tries to take the shards in want, as the protocol allows
+// (docs/protocol.md, "Shards"): read each shard record; for those a worker
+// owns, read that worker's session object after it; write the claim with
+// If-Match on the record read, only if the owner's session is over by the
+// elapsed-time rule, measured on reads sent after it could be. It returns
+// how many it won. It writes at most limit claims, in the order of want.
+func (s *loopState) claim(ctx context.Context, want []string, limit int, id string, deadline time.Time) (won int) {
+	p := s.p
+	at := make([]attempt, len(want))
+	parallel(len(want), func(i int) {
+		a := &at[i]
+		a.shard = want[i]
+		a.data, a.etag, a.result = p.get(ctx, p.shardKey(a.shard))
+	})
+	now := p.now()
+	owners := map[string]bool{}
+	for i := range at {
+		a := &at[i]
+		sv := s.shards[a.shard]
+		if a.result != nil {
+			sv.notBefore = now.Add(p.fi)
+			continue
+		}
+		if a.etag == "" {
+			if sv.seenRecord {
+				// Deleted: watched for LeaderTimeout, as an elector
+				// watches a deleted lockfile.
+				if sv.absentSince.IsZero() {
+					sv.absentSince = now
+				}
+				if now.Before(sv.absentSince.Add(p.lt)) {
+					sv.notBefore = sv.absentSince.Add(p.lt)
+					continue
+				}
+			}
+			a.term, a.ready = sv.highest+1, true
+			continue
+		}
+		rec, err := parseShard(a.data)
+		if err == nil && rec.Shard != a.shard {
+			err = fmt.Errorf("%w: the record names shard %q", errNotPool, rec.Shard)
+		}
+		if err != nil {
+			if !sv.foreign {
+				p.log.Error("shard record is not the pool's; the shard is left alone until it is", "shard", a.shard, "err", err)
+			}
+			sv.foreign = true
+			continue
+		}
+		sv.seenRecord, sv.absentSince = true, time.Time{}
+		sv.highest = max(sv.highest, rec.Term)
+		a.rec = rec
+		switch {
+		case rec.Owner == "":
+			a.term, a.ready = sv.highest+1, true
+		case rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led:
+			a.term, a.ready, a.adopt = rec.Term, true, true // a claim of ours whose reply was lost
+		case rec.Owner == p.cfg.ID && rec.Session == id:
+			a.term, a.ready = sv.highest+1, true // our leadership, over, whose release failed
+		default:
+			owners[rec.Owner] = true
+		}
+	}
+	if len(owners) > 0 {
+		var ws []string
+		for w := range owners {
+			ws = append(ws, w)
+		}
+		slices.Sort(ws)
+		var sent map[string]time.Time
+		if mutNoReread {
+			sent = map[string]time.Time{}
+			for _, w := range ws {
+				if s.peers[w] != nil {
+					sent[w] = p.now()
+				}
+			}
+		} else {
+			sent = s.readSessions(ctx, ws)
+		}
+		for i := range at {
+			a := &at[i]
+			if a.result != nil || a.ready || a.rec.Owner == "" {
+				continue
+			}
+			sv := s.shards[a.shard]
+			readAt, ok := sent[a.rec.Owner]
+			if !ok {
+				sv.notBefore = p.now().Add(p.fi)
+				continue
+			}
+			if t := s.over(a.rec, sv, readAt); readAt.Before(t) {
+				sv.notBefore = t
+				continue
+			}
+			a.term, a.ready = sv.highest+1, true
+		}
+	}
+	// Write the claims, the first limit of those ready.
+	for i := range at {
+		if a := &at[i]; a.result == nil && a.ready {
+			if limit > 0 {
+				limit--
+			} else {
+				a.ready = false
+			}
+		}
+	}
+	parallel(len(at), func(i int) {
+		a := &at[i]
+		if a.result != nil || !a.ready || a.adopt {
+			return
+		}
+		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+		var over [32]byte
+		if a.etag != "" {
+			over = sha256.Sum256(a.data)
+		}
+		a.tag, a.result = p.put(ctx, p.shardKey(a.shard), a.out, a.etag, over, deadline)
+	})
+	for i := range at {
+		a := &at[i]
+		if a.result != nil || !a.ready {
+			continue
+		}
+		if a.adopt {
+			a.out, a.tag = a.data, a.etag
+		}
+		if s.won(ctx, a, id) {
+			won++
+		}
+	}
+	for i := range at {
+		if a := &at[i]; a.ready && a.result != nil {
+			if errors.Is(a.result, store.ErrPreconditionFailed) {
+				s.shards[a.shard].notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
+			}
+		}
+	}
+	return won
+}
+
+// over returns when the owner's session named by rec is over, by what this
+// worker has read of the owner's session object, for a read sent after
+// rec was read (docs/protocol.md, "Shards", the takeover rule). Every
+// wait is the longer of this worker's LeaderTimeout and the owner's, as
+// the shard record (written by the owner's claim) and the session record
+// state it: workers in a rolling change of configuration differ.
+func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.Time {
+	p := s.p
+	pv := s.peers[rec.Owner]
+	lt := wait(p.lt, rec.TTL)
+	if pv.ok {
+		lt = wait(lt, pv.rec.TTL)
+	}
+	if mutNoTTL {
+		lt = p.lt
+	}
+	switch {
+	case pv.sight.etag == "":
+		// Absent: measured only from a read made after the record was
+		// read, since an absence before and after the session's writes
+		// looks the same.
+		if sv.ownerGone.IsZero() {
+			sv.ownerGone = readAt
+		}
+		return sv.ownerGone.Add(lt)
+	case pv.session == rec.Session:
+		sv.ownerGone = time.Time{}
+		return pv.seenAt.Add(lt) // its last write, unchanged since
+	default:
+		sv.ownerGone = time.Time{}
+		return pv.runStart.Add(lt) // another session (or none) has held the object since
+	}
+}
+
+// won turns a successful claim into a leadership, if the session it names
+// is still this worker's live session now that the reply has come.
+func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
+	p := s.p
+	p.sess.mu.Lock()
+	if p.sess.id != id || !p.now().Before(p.sess.deadline) {
+		p.sess.mu.Unlock()
+		p.log.Info("claimed a shard for a session that has ended; the others will take it over", "shard", a.shard)
+		return false
+	}
+	lv, c := p.leads(ctx, a.term, p.sess.deadline)
+	ld := &lead{shard: a.shard, term: a.term, session: id, l: lv.(*s3lect.Leadership), c: c, sum: sha256.Sum256(a.out), etag: a.tag}
+	p.sess.leads[a.shard] = ld
+	p.sess.mu.Unlock()
+	s.mine[a.shard] = ld
+	sv := s.shards[a.shard]
+	sv.highest, sv.led = max(sv.highest, a.term), max(sv.led, a.term)
+	p.stats.claims.Add(1)
+	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)
+	p.sess.renewSoon()
+	context.AfterFunc(ld.l.Context(), func() { p.queue.post(event{ended: ld}) })
+	p.works.Add(1)
+	go func() {
+		defer p.works.Done()
+		p.cfg.Work(ld.l.Context(), ld.shard, ld.l)
+		p.queue.post(event{workDone: ld})
+	}()
+	return true
+}

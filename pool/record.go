@@ -1,0 +1,147 @@
+package pool
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// formatVersion marks the pool's records, so that a pool never mistakes an
+// elector's lockfile (or anything else) for one of its own.
+const formatVersion = 1
+
+// sessionRecord is the content of a worker's session object. The worker
+// writes it every FrequentInterval while its session lives; every write
+// has new bytes (seq rises).
+type sessionRecord struct {
+	Pool    int    `json:"s3lectPoolSession"` // formatVersion
+	Worker  string `json:"worker"`
+	Session string `json:"session"` // 16 hex digits, new for every session
+	Seq     uint64 `json:"seq"`     // 0 on the session's first write, one more on each
+	// Held is the worker's monotonic milliseconds from the send of the
+	// session's first write to the send of this one.
+	Held int64 `json:"held"`
+	// TTL is the worker's LeaderTimeout in milliseconds, rounded up: the
+	// lease the others must wait out at least.
+	TTL         int64     `json:"ttl"`
+	LastUpdated time.Time `json:"lastUpdated"` // wall clock, for people only
+	Released    bool      `json:"released,omitempty"`
+	// Shards lists the shards the session owns, with their terms. It is a
+	// hint for the other workers (who owns what, how many); the shard
+	// records decide.
+	Shards map[string]uint64 `json:"shards,omitempty"`
+}
+
+// shardRecord is the content of a shard's ownership record. It is
+// written only when ownership changes: a claim (term + 1) or a release
+// (same term, no owner).
+type shardRecord struct {
+	Pool        int       `json:"s3lectPoolShard"` // formatVersion
+	Shard       string    `json:"shard"`
+	Owner       string    `json:"owner"`   // the owner's worker ID; "" when released
+	Session     string    `json:"session"` // the owner's session; on a release, the releasing one
+	Term        uint64    `json:"term"`
+	TTL         int64     `json:"ttl"`         // the owner's LeaderTimeout in milliseconds, rounded up
+	LastUpdated time.Time `json:"lastUpdated"` // wall clock, for people only
+}
+
+// ttlMillis is d in milliseconds, rounded up.
+func ttlMillis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// wait returns how long a record stating ttl milliseconds must be seen
+// unchanged: the longer of this worker's LeaderTimeout and the writer's.
+func wait(own time.Duration, ttl int64) time.Duration {
+	return max(own, time.Duration(ttl)*time.Millisecond)
+}
+
+// membersRecord lists the workers of a pool, so that each can find the
+// others' session objects.
+type membersRecord struct {
+	Pool    int      `json:"s3lectPoolMembers"` // formatVersion
+	Workers []string `json:"workers"`
+}
+
+var errNotPool = errors.New("not a pool record")
+
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("pool: encode: " + err.Error()) // the records have nothing json cannot encode
+	}
+	return b
+}
+
+// decode parses data into v, which must carry the pool's mark (ok reports
+// the field named mark was formatVersion).
+func decode(data []byte, v any, mark func() int) error {
+	if len(data) > store.MaxObjectSize {
+		return fmt.Errorf("%w: %d bytes", errNotPool, len(data))
+	}
+	if err := json.Unmarshal(bytes.TrimSpace(data), v); err != nil {
+		return fmt.Errorf("%w: %v", errNotPool, err)
+	}
+	if mark() != formatVersion {
+		return fmt.Errorf("%w: no pool mark of version %d", errNotPool, formatVersion)
+	}
+	return nil
+}
+
+func parseSession(data []byte) (sessionRecord, error) {
+	var r sessionRecord
+	err := decode(data, &r, func() int { return r.Pool })
+	switch {
+	case err != nil:
+	case r.Worker == "" || r.Session == "":
+		err = fmt.Errorf("%w: session record without worker or session", errNotPool)
+	case r.TTL < 0:
+		err = fmt.Errorf("%w: negative ttl", errNotPool)
+	}
+	return r, err
+}
+
+func parseShard(data []byte) (shardRecord, error) {
+	var r shardRecord
+	err := decode(data, &r, func() int { return r.Pool })
+	switch {
+	case err != nil:
+	case r.Owner != "" && r.Session == "":
+		err = fmt.Errorf("%w: shard record with an owner and no session", errNotPool)
+	case r.TTL < 0:
+		err = fmt.Errorf("%w: negative ttl", errNotPool)
+	}
+	return r, err
+}
+
+func parseMembers(data []byte) (membersRecord, error) {
+	var r membersRecord
+	err := decode(data, &r, func() int { return r.Pool })
+	return r, err
+}
+
+// newSessionID draws a session's identity.
+func newSessionID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// sighting is one object as a read found it: an ETag with the SHA-256 of
+// its bytes (docs/protocol.md, section 2), or an absence (etag "").
+type sighting struct {
+	etag string
+	sum  [32]byte
+}
+
+func sight(data []byte, etag string) sighting {
+	if etag == "" {
+		return sighting{}
+	}
+	return sighting{etag: etag, sum: sha256.Sum256(data)}
+}

@@ -1,0 +1,224 @@
+package pool
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/shardlead"
+	"github.com/s3lect/s3lect/store"
+)
+
+// session is the worker's lease, shared by the heartbeat, which renews it,
+// and the loop, which ties leaderships to it. Invariant, kept under mu:
+// every leadership in leads belongs to the session id, and its lease ends
+// at deadline; when the session is lost, every one of them is ended and
+// leads is emptied in the same critical section.
+type session struct {
+	mu       sync.Mutex
+	id       string    // the live session; "" while there is none
+	deadline time.Time // its lease's end, on the local clock
+	leads    map[string]*lead
+	kick     chan struct{} // capacity 1: ownership changed, renew soon
+}
+
+// snapshot returns the live session and its lease's end ("" if none).
+func (s *session) snapshot() (string, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id, s.deadline
+}
+
+// listing returns the shards of the live leaderships, with their terms.
+func (s *session) listing() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]uint64, len(s.leads))
+	for name, l := range s.leads {
+		out[name] = l.term
+	}
+	return out
+}
+
+// renewSoon asks the heartbeat for an early renewal, so that the others
+// learn of a change of ownership without waiting a whole interval.
+func (s *session) renewSoon() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// lead is one leadership of a shard by this worker.
+type lead struct {
+	shard   string
+	term    uint64
+	session string
+	l       *s3lect.Leadership
+	c       shardlead.Control
+	sum     [32]byte // the SHA-256 of the claim's bytes
+	etag    string   // the claim's ETag: the release goes over it
+
+	// Loop-owned.
+	ended, workDone, exited bool
+}
+
+// heartbeat keeps the worker's session alive: it opens a session, renews
+// it every FrequentInterval, extends every leadership tied to it after
+// each renewal, and ends them all when a renewal fails. Then it opens a
+// new session. When ctx ends it writes the session object released.
+func (p *Pool) heartbeat(ctx context.Context) {
+	var lastData []byte
+	var lastTag string
+	for ctx.Err() == nil {
+		id := newSessionID()
+		data, tag, err := p.get(ctx, p.keySession)
+		if err != nil {
+			p.log.Warn("cannot read the session object", "err", err)
+			p.sleep(ctx, p.now().Add(p.fi), nil)
+			continue
+		}
+		first := p.now()
+		deadline := first.Add(p.lt - p.margin)
+		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+		tag, err = p.put(ctx, p.keySession, out, tag, sha256.Sum256(data), deadline)
+		if err == nil && !p.now().Before(deadline) {
+			err = errLate
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("cannot open a session", "err", err)
+			}
+			p.sleep(ctx, p.now().Add(p.fi), nil)
+			continue
+		}
+		p.sess.mu.Lock()
+		p.sess.id, p.sess.deadline = id, deadline
+		p.sess.mu.Unlock()
+		p.stats.sessions.Add(1)
+		p.queue.post(event{})
+		lastData, lastTag = out, tag
+		sent := first
+		for seq := uint64(1); ; seq++ {
+			if !p.waitRenewal(ctx, sent) {
+				p.closeSession(id, lastData, lastTag)
+				return
+			}
+			sent = p.now()
+			shards := p.sess.listing()
+			out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: seq,
+				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards})
+			_, deadline := p.sess.snapshot()
+			tag, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), deadline)
+			replied := p.now()
+			p.sess.mu.Lock()
+			if err == nil && (replied.Before(p.sess.deadline) || mutLateReply) {
+				// The reply came while the lease was live: it now runs
+				// from this round's send.
+				p.sess.deadline = sent.Add(p.lt - p.margin)
+				for _, l := range p.sess.leads {
+					l.c.Extend(p.sess.deadline)
+				}
+				p.sess.mu.Unlock()
+				lastData, lastTag = out, tag
+				continue
+			}
+			cause := s3lect.ErrLeaseExpired
+			if errors.Is(err, store.ErrPreconditionFailed) {
+				cause = s3lect.ErrLeadershipLost
+			}
+			for _, l := range p.sess.leads {
+				l.c.End(cause)
+			}
+			clear(p.sess.leads)
+			p.sess.id, p.sess.deadline = "", time.Time{}
+			p.sess.mu.Unlock()
+			p.queue.post(event{})
+			if ctx.Err() != nil {
+				p.closeSession(id, lastData, lastTag)
+				return
+			}
+			p.log.Warn("session lost; its shards are left to the other workers", "err", err)
+			break
+		}
+		p.sleep(ctx, p.now().Add(p.fi), nil)
+	}
+}
+
+// waitRenewal waits until the next renewal is due, or a quarter interval
+// after the last one when ownership changed. It returns false when ctx
+// ends.
+//
+// Renewals are due on the wall clock's multiples of FrequentInterval (at
+// least a quarter interval after the last), and the workers read each
+// other's session objects a quarter interval after them (tick): with
+// wall clocks roughly in step, every worker first sees a renewal about as
+// soon as it lands, so all survivors of a death find it at about the same
+// time. The wall clock only times the calls; no lease is measured on it.
+func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) bool {
+	due := p.slot(sent.Add(p.fi/4), 0)
+	if !p.sleep(ctx, due, p.sess.kick) {
+		return false
+	}
+	if early := sent.Add(p.fi / 4); p.now().Before(early) {
+		return p.sleep(ctx, early, nil)
+	}
+	return true
+}
+
+// slot returns the first local time not before after at which the wall
+// clock reads a multiple of FrequentInterval plus offset.
+func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
+	now := p.now()
+	wall := time.Now().Add(after.Sub(now)) // the wall clock at after, near enough
+	next := wall.Truncate(p.fi).Add(offset)
+	for next.Before(wall) {
+		next = next.Add(p.fi)
+	}
+	return after.Add(next.Sub(wall))
+}
+
+// closeSession writes the session object released, over the session's last
+// write, when the worker stops. Its leaderships have ended by then.
+func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*p.fi)
+	defer cancel()
+	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true})
+	if _, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), time.Time{}); err != nil {
+		p.log.Info("session not released; the other workers wait for it to expire", "err", err)
+	}
+}
+
+// event is what reaches the loop from outside it: a leadership's context
+// ended, a Work call returned, or (neither set) the session changed.
+type event struct {
+	ended, workDone *lead
+}
+
+// eventQueue carries events to the loop without ever blocking the sender.
+type eventQueue struct {
+	mu   sync.Mutex
+	evs  []event
+	wake chan struct{} // capacity 1: events are waiting
+}
+
+func (q *eventQueue) post(ev event) {
+	q.mu.Lock()
+	q.evs = append(q.evs, ev)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) take() []event {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	evs := q.evs
+	q.evs = nil
+	return evs
+}

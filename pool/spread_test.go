@@ -1,0 +1,122 @@
+package pool
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// phases is how many points of a renewal cycle each death and join is
+// tried at.
+const phases = 12
+
+// TestSpreadAfterEveryDeath kills each worker of 4 over 40 shards in turn,
+// at 12 points of the renewal cycle, and checks that within 2 ×
+// LeaderTimeout the 3 survivors hold 13 or 14 shards each, that every
+// shard was led again within LeaderTimeout + FrequentInterval of the kill
+// (the lease, and at most one read interval to see its last renewal), and
+// that no shard ever had two live leaders or a term that did not rise.
+func TestSpreadAfterEveryDeath(t *testing.T) {
+	for victim := range 4 {
+		for phase := range phases {
+			t.Run(fmt.Sprintf("w%d/phase=%d", victim+1, phase), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					g := newGroup(t, 4, 40)
+					defer g.stop()
+					time.Sleep(2*testLT + time.Duration(phase)*testFI/phases)
+					ids := []string{"w1", "w2", "w3", "w4"}
+					if c := g.counts(); !within(c, ids, 10, 10, 40) {
+						t.Fatalf("before the kill: %s; want 10 each", spread(c))
+					}
+					dead := g.workers[victim]
+					dead.st.dead.Store(true)
+					killed := time.Now()
+					var survivors []string
+					for _, id := range ids {
+						if id != dead.id {
+							survivors = append(survivors, id)
+						}
+					}
+					var ledAgain time.Duration
+					for time.Since(killed) < 2*testLT {
+						time.Sleep(100 * time.Millisecond)
+						if c := g.counts(); ledAgain == 0 && c[dead.id] == 0 && c[survivors[0]]+c[survivors[1]]+c[survivors[2]] == 40 {
+							ledAgain = time.Since(killed)
+						}
+					}
+					t.Logf("led again after %.2f LT", float64(ledAgain)/float64(testLT))
+					if c := g.counts(); !within(c, survivors, 13, 14, 40) {
+						t.Errorf("2 × LeaderTimeout after %s was killed: %s; want 13 or 14 on each survivor, 40 in all", dead.id, spread(c))
+					}
+					if limit := testLT + testFI; ledAgain == 0 || ledAgain > limit {
+						t.Errorf("every shard led again %v after the kill; want within LeaderTimeout + FrequentInterval = %v", ledAgain, limit)
+					}
+					g.check(t)
+				})
+			})
+		}
+	}
+}
+
+// TestSpreadAfterJoin starts a fourth worker beside 3 that share 40
+// shards, at 12 points of the renewal cycle, and checks that within 2 ×
+// LeaderTimeout every worker holds 10, the newcomer's by handover
+// (released after the old owner's work returned, never two leaders).
+func TestSpreadAfterJoin(t *testing.T) {
+	for phase := range phases {
+		t.Run(fmt.Sprintf("phase=%d", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := newGroup(t, 3, 40)
+				defer g.stop()
+				time.Sleep(2*testLT + time.Duration(phase)*testFI/phases)
+				ids := []string{"w1", "w2", "w3", "w4"}
+				if c := g.counts(); !within(c, ids[:3], 13, 14, 40) {
+					t.Fatalf("before the join: %s; want 13 or 14 each", spread(c))
+				}
+				handed := uint64(0)
+				for _, w := range g.workers {
+					handed -= w.p.Stats().Handovers
+				}
+				g.add("w4")
+				time.Sleep(2 * testLT)
+				if c := g.counts(); !within(c, ids, 10, 10, 40) {
+					t.Errorf("2 × LeaderTimeout after w4 joined: %s; want 10 each", spread(c))
+				}
+				for _, w := range g.workers[:3] {
+					handed += w.p.Stats().Handovers
+				}
+				if handed != 10 {
+					t.Errorf("%d shards handed over; want 10", handed)
+				}
+				g.check(t)
+			})
+		})
+	}
+}
+
+// TestLeaveHandsShardsOver stops one worker of 4 (Run's context ends): its
+// shards are released after their work returned, and the others take
+// them at once, not after a lease.
+func TestLeaveHandsShardsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 4, 40)
+		defer g.stop()
+		time.Sleep(2 * testLT)
+		w := g.workers[3]
+		w.cancel()
+		<-w.done
+		left := time.Now()
+		for g.counts()["w1"]+g.counts()["w2"]+g.counts()["w3"] < 40 {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if d := time.Since(left); d > 2*testFI {
+			t.Errorf("the shards of a worker that left were led again after %v; want within 2 × FrequentInterval", d)
+		}
+		time.Sleep(testLT)
+		if c := g.counts(); !within(c, []string{"w1", "w2", "w3"}, 13, 14, 40) {
+			t.Errorf("after w4 left: %s; want 13 or 14 each", spread(c))
+		}
+		g.check(t)
+	})
+}

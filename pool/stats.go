@@ -1,0 +1,97 @@
+package pool
+
+import (
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Stats is a worker's view of its pool, and its counters since New.
+type Stats struct {
+	// Pool is the pool's Prefix, and Worker this worker's ID.
+	Pool, Worker string
+
+	// Owned is the number of shards this worker leads now.
+	Owned int
+
+	// Workers is, for every worker this one counts as live at its last
+	// look (itself included while its session lives), the number of
+	// shards that worker owns by its session record.
+	Workers map[string]int
+
+	// Balanced reports that, at the last look, every shard was owned and
+	// every live worker owned ⌊N/W⌋ or ⌈N/W⌉ of them.
+	Balanced bool
+
+	// Claims counts the shards this worker took: vacant, handed over, or
+	// taken over from a worker whose session had ended.
+	Claims uint64
+	// Handovers counts the shards this worker gave up to balance the pool.
+	Handovers uint64
+	// Releases counts shard records this worker wrote released (after a
+	// handover, a Resign, Work returning, or Run's end).
+	Releases uint64
+	// Expired counts leaderships that ended because the session lease ran
+	// out or was lost.
+	Expired uint64
+	// Sessions counts the sessions this worker opened.
+	Sessions uint64
+
+	// Rebalances counts the times this worker saw the pool go from
+	// unbalanced to balanced, and LastRebalance is how long the last of
+	// them took, from the first look that found it unbalanced.
+	Rebalances    uint64
+	LastRebalance time.Duration
+
+	// Gets and Puts count the store call attempts of this worker.
+	Gets, Puts uint64
+}
+
+// recorder keeps a pool's counters and last view for Stats.
+type recorder struct {
+	claims, handovers, released, expired, sessions atomic.Uint64
+	gets, puts                                     atomic.Uint64
+
+	mu            sync.Mutex
+	workers       map[string]int
+	balanced      bool
+	rebalances    uint64
+	lastRebalance time.Duration
+}
+
+func (r *recorder) call(op string, _ error) {
+	if op == "get" {
+		r.gets.Add(1)
+	} else {
+		r.puts.Add(1)
+	}
+}
+
+func (r *recorder) rebalanced(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rebalances++
+	r.lastRebalance = d
+}
+
+func (r *recorder) setView(v view, balanced bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.workers = maps.Clone(v.counts)
+	r.balanced = balanced
+}
+
+// Stats returns the worker's figures. It waits for nothing.
+func (p *Pool) Stats() Stats {
+	r := &p.stats
+	s := Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: len(p.Leading()),
+		Claims: r.claims.Load(), Handovers: r.handovers.Load(), Releases: r.released.Load(),
+		Expired: r.expired.Load(), Sessions: r.sessions.Load(), Gets: r.gets.Load(), Puts: r.puts.Load()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.Workers = maps.Clone(r.workers)
+	s.Balanced = r.balanced
+	s.Rebalances, s.LastRebalance = r.rebalances, r.lastRebalance
+	return s
+}

@@ -1,0 +1,40 @@
+package s3lect
+
+import (
+	"context"
+	"time"
+
+	"github.com/s3lect/s3lect/internal/shardlead"
+)
+
+func init() { shardlead.NewFactory = detachedLeaderships }
+
+// detachedLeaderships returns a factory of Leaderships that no Elector
+// runs, for package pool's multiplexed shard lease: the pool extends, ends
+// and finishes each through its control. The one Elector they all hang on
+// only carries the clock; its loop counts as ended, so a leadership's end
+// is reported to nobody.
+func detachedLeaderships(base time.Time, rate float64) shardlead.Factory {
+	e := &Elector{base: base, rate: rate, loopDone: closedChan}
+	return func(parent context.Context, term uint64, deadline time.Time) (any, shardlead.Control) {
+		l := newLeadership(e, parent, term, deadline)
+		return l, detached{l}
+	}
+}
+
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+type detached struct{ l *Leadership }
+
+func (d detached) Extend(deadline time.Time) { d.l.extend(deadline) }
+func (d detached) End(cause error)           { d.l.cancel(cause) }
+func (d detached) Exit(err error) {
+	d.l.cancel(ErrResigned) // no-op unless it was never cancelled
+	d.l.stop()
+	d.l.endErr = err
+	close(d.l.exited)
+}

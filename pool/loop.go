@@ -17,16 +17,6 @@ import (
 // shard to a worker below its share.
 var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.ErrResigned)
 
-// Mutations for the simulation (-sim.mutate): each breaks one rule of the
-// shard lease, to show that TestShardSimulation catches it. Only tests set
-// them.
-var (
-	mutNoMargin  bool // the session lease runs the whole LeaderTimeout
-	mutLateReply bool // a renewal whose reply came after the lease's end still extends it
-	mutNoReread  bool // a takeover trusts the owner's session object as read before the shard record
-	mutNoTTL     bool // a takeover waits its own LeaderTimeout, not the owner's when longer
-)
-
 // loopState is what the loop knows; only the goroutine running Run
 // touches it.
 type loopState struct {

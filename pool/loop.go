@@ -17,16 +17,6 @@ import (
 // shard to a worker below its share.
 var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.ErrResigned)
 
-// Mutations for the simulation (-sim.mutate): each breaks one rule of the
-// shard lease, to show that TestShardSimulation catches it. Only tests set
-// them.
-var (
-	mutNoMargin  bool // the session lease runs the whole LeaderTimeout
-	mutLateReply bool // a renewal whose reply came after the lease's end still extends it
-	mutNoReread  bool // a takeover trusts the owner's session object as read before the shard record
-	mutNoTTL     bool // a takeover waits its own LeaderTimeout, not the owner's when longer
-)
-
 // loopState is what the loop knows; only the goroutine running Run
 // touches it.
 type loopState struct {
@@ -34,7 +24,8 @@ type loopState struct {
 	order   []string              // the shards in this worker's order of preference
 	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
 	peers   map[string]*peerView  // by worker: what its session object showed
-	shards  map[string]*shardView // by shard
+	shards  map[string]*shardView // by shard, for the shards this worker has looked at (see shard)
+	peak    int                   // the most entries shards has had since it was last rebuilt
 	members []string
 	next    time.Time // the next tick, on the local clock
 
@@ -99,15 +90,38 @@ type shardView struct {
 	foreign     bool      // not a pool record: never touched
 }
 
+// shard returns what this worker knows of a shard, made when it first
+// looks at it: a worker that never needs a shard keeps nothing for it.
+func (s *loopState) shard(name string) *shardView {
+	sv := s.shards[name]
+	if sv == nil {
+		sv = &shardView{}
+		s.shards[name] = sv
+		s.peak = max(s.peak, len(s.shards))
+	}
+	return sv
+}
+
+// compact rebuilds shards when it has shrunk to a quarter of its peak
+// (after a common start, every shard was looked at): a Go map keeps its
+// largest size.
+func (s *loopState) compact() {
+	if len(s.shards) >= s.peak/4 {
+		return
+	}
+	m := make(map[string]*shardView, len(s.shards))
+	for k, v := range s.shards {
+		m[k] = v
+	}
+	s.shards, s.peak = m, len(m)
+}
+
 func (s *loopState) init(p *Pool) {
 	s.p = p
 	s.mine = map[string]*lead{}
 	s.peers = map[string]*peerView{}
 	s.shards = map[string]*shardView{}
 	s.order = slices.Clone(p.cfg.Shards)
-	for _, name := range s.order {
-		s.shards[name] = &shardView{}
-	}
 	slices.SortFunc(s.order, func(a, b string) int {
 		ha, hb := p.hash(a), p.hash(b)
 		switch {
@@ -298,6 +312,7 @@ func (s *loopState) tick(ctx context.Context) {
 			break
 		}
 	}
+	s.compact()
 	// Wake when a live worker's session could next be found dead, or a
 	// shard waited on may be taken.
 	now = p.now()
@@ -306,8 +321,8 @@ func (s *loopState) tick(ctx context.Context) {
 			s.next = earliest(s.next, pv.seenAt.Add(wait(p.lt, pv.rec.TTL)))
 		}
 	}
-	for _, name := range s.order {
-		if sv := s.shards[name]; sv.notBefore.After(now) && !sv.candSince.IsZero() {
+	for _, sv := range s.shards {
+		if sv.notBefore.After(now) && !sv.candSince.IsZero() {
 			s.next = earliest(s.next, sv.notBefore)
 		}
 	}
@@ -381,9 +396,20 @@ func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 	orphan := false
 	look := need + min(need, 8) + 2
 	for _, name := range s.order {
-		sv := s.shards[name]
-		if s.mine[name] != nil || v.listed[name] != "" || sv.foreign {
-			sv.candSince = time.Time{}
+		if s.mine[name] != nil {
+			s.shard(name).candSince = time.Time{}
+			continue
+		}
+		if v.listed[name] != "" {
+			// Another live worker owns it: forget it, so that a worker
+			// keeps state only for its own shards and those it looks at.
+			// What is lost cannot matter: any term this worker led there
+			// was overwritten by the claim of the one that lists it.
+			delete(s.shards, name)
+			continue
+		}
+		sv := s.shard(name)
+		if sv.foreign {
 			continue
 		}
 		if sv.candSince.IsZero() {
@@ -529,7 +555,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	owners := map[string]bool{}
 	for i := range at {
 		a := &at[i]
-		sv := s.shards[a.shard]
+		sv := s.shard(a.shard)
 		if a.result != nil {
 			sv.notBefore = now.Add(p.fi)
 			continue
@@ -596,7 +622,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 			if a.result != nil || a.ready || a.rec.Owner == "" {
 				continue
 			}
-			sv := s.shards[a.shard]
+			sv := s.shard(a.shard)
 			readAt, ok := sent[a.rec.Owner]
 			if !ok {
 				sv.notBefore = p.now().Add(p.fi)
@@ -646,7 +672,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	for i := range at {
 		if a := &at[i]; a.ready && a.result != nil {
 			if errors.Is(a.result, store.ErrPreconditionFailed) {
-				s.shards[a.shard].notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
+				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
 			}
 		}
 	}
@@ -702,7 +728,7 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld
-	sv := s.shards[a.shard]
+	sv := s.shard(a.shard)
 	sv.highest, sv.led = max(sv.highest, a.term), max(sv.led, a.term)
 	p.stats.claims.Add(1)
 	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)

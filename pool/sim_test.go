@@ -27,22 +27,6 @@ var (
 	simMutate = flag.String("sim.mutate", "", "break one rule (margin0, latereply, noreread, nottl) to see TestShardSimulation catch it")
 )
 
-// setMutation sets the mutation -sim.mutate names, and returns a function
-// that clears it.
-func setMutation(t *testing.T) func() {
-	t.Helper()
-	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL}
-	if *simMutate == "" {
-		return func() {}
-	}
-	m, ok := muts[*simMutate]
-	if !ok {
-		t.Fatalf("-sim.mutate=%s: want one of margin0, latereply, noreread, nottl", *simMutate)
-	}
-	*m = true
-	return func() { *m = false }
-}
-
 // envInt returns the environment variable name as a number, or def.
 func envInt(name string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {

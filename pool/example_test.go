@@ -1,0 +1,45 @@
+package pool_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/pool"
+	"github.com/s3lect/s3lect/store"
+)
+
+// A worker of a pool over 1,000 shards: run it on every pod with the same
+// Prefix and shard names. It keeps one session object alive for all the
+// shards it leads, and on SIGTERM hands them over (each shard's work is
+// cancelled and waited for, then its record released).
+func Example() {
+	var st store.Store // s3store.New(...), shared by every worker
+	var shards []string
+	for i := range 1000 {
+		shards = append(shards, fmt.Sprintf("shard-%04d", i))
+	}
+	p, err := pool.New(pool.Config{
+		Store:  st,
+		Prefix: "pools/ingest/",
+		ID:     os.Getenv("POD_NAME"),
+		Shards: shards,
+		Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) {
+			// Process the shard until ctx ends; pass lead.Term() to
+			// whatever must refuse a stale owner.
+			<-ctx.Done()
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := p.Run(ctx); err != nil {
+		log.Print(err)
+	}
+}

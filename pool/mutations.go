@@ -1,0 +1,17 @@
+//go:build !s3lect_mutations
+
+package pool
+
+// Mutations break one rule of the shard lease each, to show what the
+// simulation catches (docs/protocol.md, "Shards"). In every build but the
+// simulation's mutation runs they are constants, false: nothing can switch
+// a rule off. Built with -tags s3lect_mutations (mutations_on.go), they
+// are variables that -sim.mutate sets:
+//
+//	go test -tags s3lect_mutations -run TestShardSimulation -sim.mutate=NAME ./pool
+const (
+	mutNoMargin  = false // the session lease runs the whole LeaderTimeout
+	mutLateReply = false // a renewal whose reply came after the lease's end still extends it
+	mutNoReread  = false // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL     = false // a takeover waits its own LeaderTimeout, not the owner's when longer
+)

@@ -952,3 +952,56 @@ func TestCoreLeaderTrustedUntil(t *testing.T) {
 		t.Errorf("stable follower trusts the leader until %v; want its next read's end %v", st.until.Sub(t0), want.Sub(t0))
 	}
 }
+
+// TestCoreOperatorStepDownIsWaitedOut: an operator's step-down (s3lect
+// release) writes a held record with a new lease value and held 0 over the
+// leader's: the leader's next renewal fails, and followers wait that
+// record out in full, max(own LeaderTimeout, ttl) from first sight
+// (docs/protocol.md, 3.1 and 3.2), however long they watched the leader.
+func TestCoreOperatorStepDownIsWaitedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		lease string
+		ttl   time.Duration
+	}{
+		{"3.2 a new lease value with held 0 starts a new leadership", "op", 5 * time.Second},
+		{"3.2 the same lease with held 0 is trusted only from its own sighting", "a", 5 * time.Second},
+		{"3.1 a record without ttl is waited out with the lease assumed for it", "op", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMachine(t, coreParams)
+			m.on(evCampaign{id: 1, lease: "l1"}, at(0))
+			now := time.Duration(0)
+			for ; now < 10*time.Second; now += 100 * time.Millisecond { // the leader renews every second, with a 5s lease
+				m.on(evTimer{}, at(now))
+				if m.c.sh.call.kind == opRead {
+					i := int64(now / time.Second)
+					m.read(heldTTL("x", 7, "a", i*1000, time.Duration(i)*time.Second, 5*time.Second), fmt.Sprintf(`"%d"`, i), at(now))
+				}
+			}
+			stepDown := heldTTL("x", 7, tc.lease, 0, now, tc.ttl)
+			for m.c.sh.call.kind != opRead {
+				now += 100 * time.Millisecond
+				m.on(evTimer{}, at(now))
+			}
+			m.read(stepDown, `"op"`, at(now))
+			first := now
+			want := max(coreParams.lt, tc.ttl)
+			if tc.ttl == 0 {
+				want = noTTLLease
+			}
+			for ; now < first+want; now += 100 * time.Millisecond {
+				m.on(evTimer{}, at(now))
+				if m.c.sh.call.kind == opRead {
+					m.read(stepDown, `"op"`, at(now))
+				}
+				noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing the step-down", now-first))
+			}
+			m.on(evTimer{}, at(first+want))
+			if m.c.sh.call.kind == opRead {
+				m.read(stepDown, `"op"`, at(first+want))
+			}
+			mustEffect[doWrite](t, m, "the step-down's lease has passed")
+		})
+	}
+}

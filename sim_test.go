@@ -26,6 +26,7 @@ import (
 var (
 	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
+	simFirst  = flag.Int64("sim.first", 0, "the first seed TestSafetySimulation runs (to run a long range in parts)")
 	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
 )
 
@@ -75,7 +76,7 @@ func TestSafetySimulation(t *testing.T) {
 }
 
 func simulateVariant(t *testing.T, v simVariant) {
-	first, n := int64(0), int64(*simSeeds)
+	first, n := *simFirst, int64(*simSeeds)
 	if *simSeed >= 0 {
 		first, n = *simSeed, 1
 	}

@@ -7,15 +7,6 @@ import (
 	"github.com/s3lect/s3lect/internal/cloudtest"
 )
 
-// TestGCSStore runs s3lect on Google Cloud Storage: a real
-// fake-gcs-server (the pinned binary .ci/run installs) on loopback,
-// reached through STORAGE_EMULATOR_HOST as a user would point the client
-// at it.
-func TestGCSStore(t *testing.T) {
-	cloudtest.GCS(t, "elections")
-	cloudElection(t, "gs://elections/leader/job.json", "gs://no-such-bucket/leader/job.json", "gcloud storage buckets create gs://no-such-bucket")
-}
-
 // TestAzureStore runs s3lect on Azure Blob Storage: a real Azurite (the
 // pinned package .ci/run installs) on loopback, named by the connection
 // string in AZURE_STORAGE_CONNECTION_STRING as a user would name it.
@@ -42,9 +33,16 @@ func cloudElection(t *testing.T, url, missing, fix string) {
 	if err != nil || !strings.Contains(out, "state:   released") || !strings.Contains(out, "leader:  n1") {
 		t.Errorf("status on %s: %v\n%s\nwant released by n1", url, err, out)
 	}
-	out, err = runBin("run", "-store", missing, "--", "true")
-	ee, _ := err.(interface{ ExitCode() int })
-	if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
-		t.Errorf("run on %s: %v\n%s\nwant status %d and %q", missing, err, out, exitRefused, fix)
+	// run and status alike: a missing bucket is not "no lockfile".
+	for _, sub := range []string{"run", "status"} {
+		args := []string{sub, "-store", missing}
+		if sub == "run" {
+			args = append(args, "--", "true")
+		}
+		out, err = runBin(args...)
+		ee, _ := err.(interface{ ExitCode() int })
+		if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
+			t.Errorf("%s on %s: %v\n%s\nwant status %d and %q", sub, missing, err, out, exitRefused, fix)
+		}
 	}
 }

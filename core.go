@@ -112,6 +112,9 @@ type campaign struct {
 	// term is the takeover record, its term raised in the term object
 	// first (section 1.1), while the term object's write is in flight.
 	term Record
+	// recreate says the takeover creates a lockfile that was deleted
+	// (section 4): its term object exists.
+	recreate bool
 }
 
 // termObject is the content of the term object (section 1.1).
@@ -239,8 +242,21 @@ func (c *core) act(now time.Time, readNow bool, emit func(effect)) time.Time {
 		if l.ending == nil && !now.Before(l.deadline) {
 			c.endLead(ErrLeaseExpired, emit) // section 3.1: the lease's end
 		}
+		if l.ending == nil && !l.handed && !l.handAt.IsZero() {
+			// A recreated lockfile's leadership, not handed out yet.
+			switch {
+			case c.camp.id != l.campID || c.camp.withdrawn != nil:
+				l.ending = errPendingGiven // its Campaign was answered, or gave up
+			case !now.Before(l.handAt):
+				c.hand(now, emit)
+			}
+		}
 		if l.ending == nil {
-			return l.renew(&c.sh, now, emit)
+			wake := l.renew(&c.sh, now, emit)
+			if !l.handed && l.handAt.Before(wake) {
+				wake = l.handAt
+			}
+			return wake
 		}
 		c.sh.announce(Change{}, emit) // no leader this elector knows of while it ends
 		if c.sh.call.kind != opNone || !c.finishLead(now, emit) {
@@ -383,7 +399,9 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 			// the term object since this elector last read it: the
 			// lockfile was created and deleted, perhaps under a live
 			// lease, or a takeover is being written. Watch the absence
-			// anew, from now, for the lease the last takeover states.
+			// anew, from now, for the lease the deleted record held:
+			// the one this elector saw, and the one the last takeover
+			// states.
 			c.sh.termSeen = seen
 			v.heldBefore = true
 			v.ttl = max(v.ttl, time.Duration(obj.TTL)*time.Millisecond)
@@ -394,6 +412,16 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 			return false
 		}
 		c.sh.termSeen = seen
+	}
+	// Creating the lockfile where a term object exists recreates a
+	// deleted lockfile: the leadership it wins is handed out only once a
+	// lease has passed since it landed (section 4).
+	c.camp.recreate = v.kind == kindAbsent && ev.etag != ""
+	if c.camp.recreate {
+		var obj termObject
+		if json.Unmarshal(ev.data, &obj) == nil && obj.TTL > 0 {
+			v.ttl = max(v.ttl, time.Duration(obj.TTL)*time.Millisecond) // the wait before the leadership is handed out
+		}
 	}
 	c.sh.maxTerm = max(c.sh.maxTerm, high)
 	base := max(v.term, c.sh.maxTerm)
@@ -501,6 +529,16 @@ func (c *core) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit fu
 		rec, _ := ParseRecord(data)
 		c.sh.maxTerm = max(c.sh.maxTerm, rec.Term)
 		l := newLeader(c.sh.p, c.camp.id, rec, ev.etag, data, sentAt)
+		if c.camp.recreate {
+			// A deleted lockfile recreated: a leader whose record was
+			// deleted, and that this elector never saw (its reads came
+			// before the record and after the deletion), may hold its
+			// lease until a lease after the deletion, which came before
+			// this write landed. The record holds everyone else off;
+			// the leadership is handed out once that lease has passed
+			// (section 4).
+			l.handAt = now.Add(c.sh.lease(f.v))
+		}
 		c.lead, c.fol = l, nil
 		switch {
 		case !now.Before(l.deadline):
@@ -512,14 +550,10 @@ func (c *core) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit fu
 			l.ending = errCloseResign
 		case c.camp.withdrawn != nil:
 			l.ending = c.camp.withdrawn
+		case !l.handAt.IsZero():
+			emit(doLog{"recreated the deleted lockfile; waiting out a lease before leading", []any{"term", rec.Term, "wait", l.handAt.Sub(now)}})
 		default:
-			l.handed = true
-			c.sh.lastWrite = sentAt
-			c.sh.announce(Change{Leader: rec, IsLeader: true}, emit)
-			emit(doStatus{c.status()})
-			emit(doLead{campID: c.camp.id, term: rec.Term, deadline: l.deadline})
-			emit(doLog{"became leader", []any{"term", rec.Term}})
-			c.camp = campaign{}
+			c.hand(now, emit)
 		}
 	case errors.Is(ev.err, store.ErrPreconditionFailed):
 		f.nextRead, f.stale, f.mode = now, true, frequent // someone else wrote first: see who
@@ -539,6 +573,18 @@ func (c *core) claimDone(ev evStore, data []byte, sentAt, now time.Time, emit fu
 			f.nextRead = now
 		}
 	}
+}
+
+// hand hands the leadership won to the Campaign that waits for it.
+func (c *core) hand(now time.Time, emit func(effect)) {
+	l := c.lead
+	l.handed = true
+	c.sh.lastWrite = l.sentAt
+	c.sh.announce(Change{Leader: l.rec, IsLeader: true}, emit)
+	emit(doStatus{c.status()})
+	emit(doLead{campID: c.camp.id, term: l.rec.Term, deadline: l.deadline})
+	emit(doLog{"became leader", []any{"term", l.rec.Term}})
+	c.camp = campaign{}
 }
 
 // answerWithdrawn answers a Campaign that gave up, or Close, once a
@@ -563,7 +609,7 @@ func (c *core) finishLead(now time.Time, emit func(effect)) bool {
 	switch {
 	case errors.Is(l.ending, ErrLeadershipLost):
 		c.leadOver(view{}, now, now, nil, emit) // someone else wrote: see who
-	case errors.Is(l.ending, errSlowTakeover):
+	case errors.Is(l.ending, errSlowTakeover) || !l.handed && !l.handAt.IsZero() && now.Before(l.handAt):
 		// The takeover landed after its lease had run out: it may have
 		// landed in another world than the one it was decided in (a
 		// lockfile deleted meanwhile under someone else's live lease), so
@@ -675,6 +721,10 @@ func (sh *shared) announce(c Change, emit func(effect)) {
 func sameErr(a, b error) bool {
 	return (a == nil) == (b == nil) && (a == nil || a.Error() == b.Error())
 }
+
+// errPendingGiven ends a recreated lockfile's leadership whose Campaign
+// ended before it was handed out.
+var errPendingGiven = fmt.Errorf("%w: the Campaign ended while a deleted lockfile's lease was waited out", ErrResigned)
 
 // errSlowTakeover ends a leadership whose winning write returned after its
 // lease had already run out.

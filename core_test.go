@@ -868,22 +868,46 @@ func TestCoreTermObject(t *testing.T) {
 			t.Fatalf("write %v %s over %q; want a create at term 8", w.kind, w.data, w.ifMatch)
 		}
 	})
-	t.Run("4 a deleted lockfile waits the last takeover's lease (1.1)", func(t *testing.T) {
+	t.Run("4 a recreated lockfile's leadership is handed out a lease after the create", func(t *testing.T) {
+		// A leader whose record was deleted, and that this elector never
+		// saw, may renew until the deletion: its lease can run a lease
+		// past it. The create holds everyone else off; Campaign returns
+		// only once that lease has passed.
 		m := newMachine(t, coreParams)
-		m.termData, m.termETag = []byte(`{"term":7,"by":"x","lease":"l","ttl":5000}`), `"t0"`
+		m.termData, m.termETag = termObj(7), `"t0"`
 		campaignAt(t, m, nil, "", at(0))
-		for now := time.Second; now < 5*time.Second; now += time.Second {
+		now := time.Duration(0)
+		for ; ; now += 100 * time.Millisecond {
 			m.on(evTimer{}, at(now))
 			if m.c.sh.call.kind == opRead {
 				m.read(nil, "", at(now))
 			}
-			noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a lockfile deleted under a 5s lease", now))
+			if w, ok := effectOf[doWrite](m); ok && w.kind == opClaim {
+				break
+			}
 		}
-		m.on(evTimer{}, at(5*time.Second))
-		if m.c.sh.call.kind == opRead {
-			m.read(nil, "", at(5*time.Second))
+		created := now
+		m.wrote(`"c"`, nil, at(now))
+		for ; now < created+noTTLLease; now += 100 * time.Millisecond {
+			if m.c.sh.call.kind == opRenew {
+				m.wrote(fmt.Sprintf(`"r%d"`, now), nil, at(now))
+			}
+			noEffect[doLead](t, m, fmt.Sprintf("%v after recreating the lockfile", now-created))
+			m.on(evTimer{}, at(now+100*time.Millisecond))
 		}
-		mustEffect[doWrite](t, m, "the last takeover's 5s lease has passed")
+		for ; now < created+noTTLLease+time.Second; now += 100 * time.Millisecond {
+			if _, ok := effectOf[doLead](m); ok {
+				return
+			}
+			if m.c.sh.call.kind == opRenew {
+				m.wrote(fmt.Sprintf(`"r%d"`, now), nil, at(now))
+				if _, ok := effectOf[doLead](m); ok {
+					return
+				}
+			}
+			m.on(evTimer{}, at(now+100*time.Millisecond))
+		}
+		t.Fatal("the leadership was not handed out once the lease had passed")
 	})
 	t.Run("1.1 the term object raised by another first: read the lockfile again", func(t *testing.T) {
 		m := newMachine(t, coreParams)

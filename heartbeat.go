@@ -28,6 +28,7 @@ type leader struct {
 	deadline time.Time // the lease's end: leaseEnd(sentAt)
 	ending   error     // the cause, once the leadership has ended
 	unsure   []byte    // a renewal cut off with its outcome unknown
+	handAt   time.Time // a recreated lockfile: handed out only from then on (zero: at once)
 }
 
 // newLeader starts the leadership won for campaign campID by a takeover
@@ -69,7 +70,7 @@ func (l *leader) renewDone(sh *shared, ev evStore, data []byte, sentAt time.Time
 		rec, _ := ParseRecord(data)
 		l.rec, l.etag, l.sum, l.unsure = rec, ev.etag, sha256.Sum256(data), nil
 		l.sentAt, l.deadline = sentAt, leaseEnd(sentAt, sh.p)
-		if l.ending == nil {
+		if l.ending == nil && l.handed { // a recreated lockfile's leadership may not be handed out yet
 			sh.lastWrite = sentAt
 			emit(doRenewed{deadline: l.deadline})
 			sh.announce(Change{Leader: rec, IsLeader: true}, emit) // recorded for Leader(), not announced again

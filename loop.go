@@ -185,7 +185,9 @@ func (lp *loop) write(f doWrite) {
 	}
 	switch f.kind {
 	case opRenew:
-		op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
+		if lp.lead != nil { // not yet for a recreated lockfile's leadership waiting to be handed out
+			op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
+		}
 		lp.send(&lp.beat, op)
 	case opRelease:
 		lp.send(&lp.beat, op) // under the elector's context: Close cancels it only after the release
@@ -207,7 +209,7 @@ func (lp *loop) startLead(f doLead) {
 	c.answer <- campaignAnswer{l: l}
 }
 
-func (lp *loop) renewed(f doRenewed) { lp.lead.extend(f.deadline) }
+func (lp *loop) renewed(f doRenewed) { lp.lead.extend(f.deadline) } // only for a handed leadership
 
 func (lp *loop) endLead(f doEnd) {
 	lp.ending = true

@@ -365,6 +365,9 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	if v.foreign {
 		p.calmFor += noTTLLease // records without ttl are waited out with the lease assumed for them
 	}
+	if v.deleter {
+		p.calmFor += 2 * noTTLLease // a deleted lockfile: its absence, then the recreated record, waited out
+	}
 	mem := memstore.New()
 	var shared store.Store = mem
 	var rw *rewindStore
@@ -382,13 +385,13 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	t0 := time.Now()
 	faultsEnd := t0.Add(p.faultsFor)
 	faulty := func() bool { return time.Now().Before(faultsEnd) }
-	var lastLand time.Time // the last write of the lockfile that landed
-	landed := func(key string) {
-		if key == testKey {
-			mu.Lock()
-			lastLand = time.Now()
-			mu.Unlock()
-		}
+	// lastLand is when the last write of the lockfile or its term object
+	// landed: a takeover's lease starts with its term-object write.
+	var lastLand time.Time
+	landed := func(string) {
+		mu.Lock()
+		lastLand = time.Now()
+		mu.Unlock()
 	}
 	nodes := make([]*simNode, p.nodes)
 	incarnations := make([]int, p.nodes)
@@ -742,22 +745,22 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				}
 				lock, term := exists(testKey), exists(testKey+TermSuffix)
 				delLock, delTerm := what != 1, what != 0
+				// The term object is deleted only with no lease live: no
+				// leadership reported live, and no write of either object
+				// landed for a lease (a takeover's lease starts with its
+				// term-object write, before Campaign returns). Deleting
+				// it, or both objects, under a live lease is the limit
+				// docs/protocol.md, 1.1, states.
+				mu.Lock()
+				quiet := time.Since(lastLand) > p.maxLT*21/20
+				mu.Unlock()
+				calm := quiet && !live()
+				if !calm {
+					delTerm = false
+				}
 				bothGone := (delLock || !lock) && (delTerm || !term)
-				if bothGone {
-					// Only with no lease live: no leadership reported live,
-					// and no write of the lockfile landed for a lease (a
-					// takeover that has landed starts its lease before
-					// Campaign returns, and its record may be deleted).
-					mu.Lock()
-					quiet := time.Since(lastLand) > p.maxLT*21/20
-					mu.Unlock()
-					if live() || !quiet {
-						delTerm = false
-						bothGone = !term
-						if bothGone {
-							return
-						}
-					}
+				if bothGone && !calm {
+					return
 				}
 				if delLock && lock {
 					mem.Delete(testKey)
@@ -865,8 +868,12 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	}
 	if !lastDelete.IsZero() {
 		// An absence is watched from its first sight, and once more from
-		// the takeover's read of a changed term object.
-		lastFault = latest(lastFault, latest(faultsEnd.Add(p.maxLT*21/20), lastDelete.Add(2*p.maxLT*21/20)))
+		// the takeover's read of a changed term object, then the
+		// recreated lockfile's leadership waits a lease before it is
+		// handed out; a deleted record nobody saw is assumed to hold the
+		// longest lease.
+		l := max(p.maxLT, noTTLLease) * 21 / 20
+		lastFault = latest(lastFault, latest(faultsEnd.Add(2*l), lastDelete.Add(3*l)))
 	}
 	allowed := slices.Clone(wipes)
 	mu.Unlock()
@@ -920,11 +927,17 @@ func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm fun
 			return fmt.Errorf("term went from %d (%s) to %d (%s):%s", kept.term, kept.node, cur.term, cur.node, b.String())
 		}
 	}
-	// Liveness: once faults stop, a leader must appear within LeaderTimeout
-	// + FrequentInterval + the retry budget (three attempts of at most
+	// Liveness: once faults stop, a leader must appear within two
+	// LeaderTimeouts + FrequentInterval + the retry budget (three attempts of at most
 	// FrequentInterval and 1.1 s of waits), and then keep leading.
 	// Clock rates within 5% stretch every wait by as much.
-	bound := (p.maxLT + p.maxFI + 3*p.maxFI + 1100*time.Millisecond) * 21 / 20
+	//
+	// A lockfile that is absent while its term object exists (a takeover
+	// raised the term and failed before its write, or the lockfile was
+	// deleted) is watched for a lease from the raise, and the leadership
+	// that recreates it is handed out a lease after the write
+	// (docs/protocol.md, 4): one LeaderTimeout more.
+	bound := (2*p.maxLT + p.maxFI + 3*p.maxFI + 1100*time.Millisecond) * 21 / 20
 	if len(ivs) == 0 {
 		return errors.New("no leader ever")
 	}

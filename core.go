@@ -386,12 +386,13 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	}
 	v := &c.fol.v
 	var high uint64
+	var longest int64 // the longest lease the term object states
 	if ev.etag != "" {
 		var obj termObject
 		if json.Unmarshal(ev.data, &obj) != nil || obj.TTL < 0 {
 			obj = termObject{Term: salvageTerm(ev.data)} // damaged: its lease is unknown
 		}
-		high = obj.Term
+		high, longest = obj.Term, obj.TTL
 		sum := sha256.Sum256(ev.data)
 		seen := ev.etag + "/" + string(sum[:])
 		if v.kind == kindAbsent && seen != c.sh.termSeen {
@@ -442,7 +443,11 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	if mutNoTermObject {
 		return true
 	}
-	data, _ := json.Marshal(termObject{Term: base + 1, By: c.sh.p.id, Lease: c.camp.term.Lease, TTL: c.camp.term.TTL})
+	// The term object's ttl never falls: a raise by a takeover that then
+	// loses the lockfile must not shorten the lease that a follower of a
+	// deleted lockfile waits out (section 1.1), so it states the longest
+	// lease ever written there, not the last raiser's.
+	data, _ := json.Marshal(termObject{Term: base + 1, By: c.sh.p.id, Lease: c.camp.term.Lease, TTL: max(c.camp.term.TTL, longest)})
 	var over [32]byte
 	if ev.etag != "" {
 		over = sha256.Sum256(ev.data)

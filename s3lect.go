@@ -302,7 +302,8 @@ type Record struct {
 	// follower waits, at least, before it takes this record over
 	// (docs/protocol.md, 3.1). Writers before protocol version 3 leave it
 	// out; such a record is waited out with the longest lease the reader
-	// can assume (ElectorConfig.LeaderTimeout).
+	// can assume: the longest of its own LeaderTimeout, 15 s and the
+	// longest ttl it has seen on the lockfile (ElectorConfig.LeaderTimeout).
 	TTL int64 `json:"ttl,omitempty"`
 }
 

@@ -11,14 +11,20 @@
 package s3test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -112,4 +118,62 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// NoCredentials makes the AWS SDK's default credential chain come up
+// empty for the rest of the test, quickly and without leaving loopback:
+// no credential variables, no profile, shared config and credentials
+// files that are empty, no container or web-identity role, and the EC2
+// instance metadata endpoint on a 127.0.0.1 port nothing listens on (so
+// no test ever waits on a real metadata service). It returns the
+// variables it set, for tests that start processes.
+func NoCredentials(t testing.TB) []string {
+	t.Helper()
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	env := []string{
+		"AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY=", "AWS_SESSION_TOKEN=",
+		"AWS_PROFILE=", "AWS_DEFAULT_PROFILE=",
+		"AWS_CONFIG_FILE=" + empty, "AWS_SHARED_CREDENTIALS_FILE=" + empty,
+		"AWS_WEB_IDENTITY_TOKEN_FILE=", "AWS_ROLE_ARN=",
+		"AWS_CONTAINER_CREDENTIALS_RELATIVE_URI=", "AWS_CONTAINER_CREDENTIALS_FULL_URI=",
+		"AWS_EC2_METADATA_DISABLED=", "AWS_EC2_METADATA_SERVICE_ENDPOINT=" + closed,
+		"AWS_REGION=us-east-1",
+	}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Cleanup(func() { waitCredentialLookups(t) })
+	return env
+}
+
+// waitCredentialLookups waits until the SDK's credential lookups have
+// given up: the SDK runs them in goroutines of its own, detached from the
+// caller's context, which go on retrying the metadata endpoint for a few
+// seconds after the call that started them has failed.
+func waitCredentialLookups(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("aws-sdk-go-v2/credentials/ec2rolecreds")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("the AWS SDK's credential lookups still run a minute after the test")
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -42,9 +42,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -52,6 +55,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/s3lect/s3lect/internal/condcheck"
@@ -85,6 +89,11 @@ type Store struct {
 	bare    bool            // send If-Match ETags without their quotes
 	denied  map[string]bool // keys whose read was denied and taken as absent
 	written map[string]bool // keys this Store has written: they exist
+
+	// identified is set once the SDK has found credentials for a call:
+	// from then on a failure to refresh them is retried, as a passing
+	// outage of the role's endpoint; before it, it is permanent.
+	identified atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -118,10 +127,21 @@ func WithLogger(l *slog.Logger) Option {
 // New returns a Store on bucket. The client's own retries are turned off
 // for the Store's calls: s3lect retries by its fixed policy, and an SDK
 // retry of a conditional write would hide whether the first try landed.
+//
+// When the client's endpoint (BaseEndpoint, or AWS_ENDPOINT_URL_S3) is a
+// host that cannot carry the bucket as a subdomain (localhost, an IP
+// address, a one-label name such as a container's "minio"), the Store
+// addresses the bucket in the path, as if UsePathStyle were set: the
+// SDK's default, bucket.localhost, names no host.
+//
+// A client that finds no credentials at all (the SDK's default chain came
+// up empty) gets an error wrapping ErrNoCredentials at its first call,
+// permanent, naming the variables to set. Once a call has had
+// credentials, a later failure to refresh them is retried like any outage.
 func New(client *s3.Client, bucket string, opts ...Option) *Store {
 	s := &Store{client: client, bucket: bucket, log: slog.Default(),
 		denied: map[string]bool{}, written: map[string]bool{}}
-	s.opts = []func(*s3.Options){noRetries}
+	s.opts = []func(*s3.Options){noRetries, pathStyleForLocalHosts, s.watchIdentity}
 	for _, o := range opts {
 		o(s)
 	}
@@ -131,8 +151,9 @@ func New(client *s3.Client, bucket string, opts ...Option) *Store {
 // FromEnvironment builds a Store on bucket from the SDK's default
 // configuration: the standard AWS environment variables, shared config
 // files and instance roles, including AWS_ENDPOINT_URL_S3 for MinIO or R2.
-// pathStyle addresses the bucket in the URL's path, as MinIO needs.
-// s3lect.New uses it when ElectorConfig.Bucket is set.
+// pathStyle addresses the bucket in the URL's path, as MinIO needs; an
+// endpoint on localhost, an IP address or a one-label host name gets it
+// anyway (see New). s3lect.New uses it when ElectorConfig.Bucket is set.
 func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (*Store, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -160,6 +181,77 @@ func (s *Store) CloseIdleConnections() {
 
 // noRetries turns the SDK's retries off for one call.
 func noRetries(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
+
+// pathStyleForLocalHosts addresses the bucket in the path when the
+// endpoint's host cannot carry it as a subdomain.
+func pathStyleForLocalHosts(o *s3.Options) {
+	if o.UsePathStyle || o.BaseEndpoint == nil {
+		return
+	}
+	if u, err := url.Parse(*o.BaseEndpoint); err == nil && u.Host != "" && !bucketSubdomains(u.Hostname()) {
+		o.UsePathStyle = true
+	}
+}
+
+// bucketSubdomains reports whether host is a DNS name under which
+// bucket.host can exist: not an IP address, not localhost, and of more
+// than one label.
+func bucketSubdomains(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return net.ParseIP(h) == nil && h != "localhost" && !strings.HasSuffix(h, ".localhost") && strings.Contains(h, ".")
+}
+
+// ErrNoCredentials is wrapped by the permanent error of a Store whose
+// client found no AWS credentials for its first call.
+var ErrNoCredentials = errors.New("no AWS credentials found")
+
+// credentialsFix says where the SDK's default chain looks for credentials.
+const credentialsFix = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN for temporary keys), " +
+	"or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE), " +
+	"or run where a role is provided (EC2 instance profile, ECS task role, EKS IRSA or Pod Identity)"
+
+// credentialsError is a call that failed before it had credentials.
+type credentialsError struct{ err error }
+
+func (e *credentialsError) Error() string { return e.err.Error() }
+func (e *credentialsError) Unwrap() error { return e.err }
+
+// identitySeen is set, in a call's stack values, once the SDK's identity
+// step has found credentials.
+type identitySeen struct{ ok bool }
+
+type identityKey struct{}
+
+// watchIdentity wraps the SDK's GetIdentity step: a call that fails
+// before that step succeeded failed for want of credentials, and its
+// error is marked as such. It looks at where in the stack the call
+// failed, never at the error's text.
+func (s *Store) watchIdentity(o *s3.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		if _, ok := stack.Finalize.Get("GetIdentity"); !ok {
+			return nil // another SDK layout: errors keep their plain mapping
+		}
+		around := middleware.FinalizeMiddlewareFunc("s3lect.CredentialsAround", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			seen := &identitySeen{}
+			out, md, err := next.HandleFinalize(middleware.WithStackValue(ctx, identityKey{}, seen), in)
+			if err != nil && !seen.ok && ctx.Err() == nil {
+				err = &credentialsError{err: err}
+			}
+			return out, md, err
+		})
+		after := middleware.FinalizeMiddlewareFunc("s3lect.CredentialsFound", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			if seen, ok := middleware.GetStackValue(ctx, identityKey{}).(*identitySeen); ok {
+				seen.ok = true
+			}
+			s.identified.Store(true)
+			return next.HandleFinalize(ctx, in)
+		})
+		if err := stack.Finalize.Insert(around, "GetIdentity", middleware.Before); err != nil {
+			return err
+		}
+		return stack.Finalize.Insert(after, "GetIdentity", middleware.After)
+	})
+}
 
 // Get implements store.Store. It reads at most store.MaxObjectSize+1 bytes
 // of the object.
@@ -445,6 +537,19 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 		resp  *smithyhttp.ResponseError
 		send  *smithyhttp.RequestSendError
 	)
+	var creds *credentialsError
+	if errors.As(err, &creds) {
+		if !s.identified.Load() {
+			return store.Permanent(fmt.Errorf("%s: %w: %s: %w", where, ErrNoCredentials, credentialsFix, creds.err))
+		}
+		return fmt.Errorf("%s: refresh the AWS credentials: %w", where, creds.err) // they worked before: an outage
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound && strings.HasPrefix(dns.Name, s.bucket+".") {
+		// Virtual-host addressing on an endpoint without a wildcard DNS
+		// name for its buckets: no retry will make the name resolve.
+		return store.Permanent(fmt.Errorf("%s: host %q not found: the endpoint does not serve buckets as subdomains; use path-style addressing (s3.Options.UsePathStyle, ElectorConfig.S3PathStyle, the command's -path-style): %w", where, dns.Name, err))
+	}
 	if !errors.As(err, &api) {
 		// The answer's status line arrived but its body could not be read
 		// (Ceph RGW may close the connection while a 412's body is still

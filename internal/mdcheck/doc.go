@@ -1,0 +1,12 @@
+// Package mdcheck holds one test: every ```go block of README.md and
+// docs/*.md is copied from a Go file that the build compiles. The line
+// right before each block names that file, relative to the repository
+// root:
+//
+//	<!-- snippet: store/s3store/example_test.go -->
+//
+// The block must equal a run of consecutive lines of that file, with the
+// same indentation added to every non-blank line (a block is usually a
+// function body shown without its tabs). Blocks of other languages (json,
+// sh) are not checked.
+package mdcheck

@@ -91,11 +91,3 @@ require (
 	google.golang.org/grpc v1.82.1 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 )
-
-replace (
-	github.com/s3lect/s3lect => ../..
-	github.com/s3lect/s3lect/internal/cloudtest => ../../internal/cloudtest
-	github.com/s3lect/s3lect/store/azblobstore => ../../store/azblobstore
-	github.com/s3lect/s3lect/store/gcsstore => ../../store/gcsstore
-	github.com/s3lect/s3lect/store/storeurl => ../../store/storeurl
-)

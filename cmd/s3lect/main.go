@@ -2,11 +2,13 @@
 // leads an election group, using one lockfile in S3, Google Cloud Storage,
 // Azure Blob Storage or NATS JetStream KV as the only coordination service.
 //
-//	go install ./cmd/s3lect   (in a clone; see the README for @version)
+//	go install github.com/s3lect/s3lect/cmd/s3lect@latest   (or ./cmd/s3lect in a clone)
 //
 //	s3lect run    [flags] -- command args...   run the command while this instance leads
 //	s3lect status [flags]                      print the lockfile as a person reads it
 //	s3lect watch  [flags]                      print one line per change of leader
+//	s3lect release [flags]                     make the leader step down safely
+//	s3lect version                             print the version and commit of this build
 //
 // `s3lect <subcommand> -h` lists each subcommand's flags and exit
 // statuses; `s3lect run -h` also says what run guarantees.
@@ -45,6 +47,8 @@ Subcommands:
                                    start it on every machine: one runs it at a time
   status [flags]                   print the lockfile: leader, term, age, state
   watch [flags]                    print one line per change of leader until interrupted
+  release [flags]                  make the leader step down; followers take over after its lease
+  version                          print the version, commit and Go version of this build
 
 The lockfile is named by -store s3://bucket/key, gs://bucket/key,
 azblob://container/key or nats://host:port/bucket/key (or -bucket B -key K
@@ -77,13 +81,17 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return statusCmd(args[1:], stdout, stderr)
 	case "watch":
 		return watchCmd(args[1:], stdout, stderr)
+	case "release":
+		return releaseCmd(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		return versionCmd(args[1:], stdout, stderr)
 	case guardArg:
 		return guard(args[1:], stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "s3lect: unknown subcommand %q; want run, status or watch\n\n%s", args[0], usage)
+		fmt.Fprintf(stderr, "s3lect: unknown subcommand %q; want run, status, watch, release or version\n\n%s", args[0], usage)
 		return exitUsage
 	}
 }

@@ -13,5 +13,3 @@ require (
 	golang.org/x/net v0.58.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/s3lect/s3lect => ../..

@@ -139,3 +139,27 @@ func TestDemoUnreachableStore(t *testing.T) {
 		t.Errorf("demo waited silently; its output:\n%s", out.String())
 	}
 }
+
+// No AWS credentials anywhere: the demo stops within seconds, naming the
+// variables to set, instead of retrying for ever.
+func TestDemoWithoutCredentials(t *testing.T) {
+	s3test.NoCredentials(t)
+	t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1") // never reached: signing fails first
+	var out bytes.Buffer
+	o := options{n: 2, speed: 50, bucket: "b", key: "leader/demo.json"}
+	err := run(context.Background(), o, &out)
+	if err == nil || !strings.Contains(err.Error(), "no AWS credentials") || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+		t.Fatalf("run() without credentials = %v; want the permanent error naming AWS_ACCESS_KEY_ID\n%s", err, out.String())
+	}
+}
+
+// AWS_ENDPOINT_URL_S3 on localhost works without -path-style (the SDK's
+// default, bucket.localhost, names no host).
+func TestDemoOnLocalhostEndpoint(t *testing.T) {
+	ep := s3test.Endpoint(t)
+	t.Setenv("AWS_ENDPOINT_URL_S3", strings.Replace(ep, "127.0.0.1", "localhost", 1))
+	out := runDemo(t, options{bucket: s3test.Bucket(t)})
+	if !strings.Contains(out, "S3 bucket") {
+		t.Errorf("demo did not say it ran on S3:\n%s", out)
+	}
+}

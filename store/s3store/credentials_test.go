@@ -48,24 +48,72 @@ func TestNoCredentialsIsPermanent(t *testing.T) {
 	}
 }
 
-// Campaign on ElectorConfig.Bucket with no credentials returns the
-// permanent error within seconds.
-func TestCampaignWithoutCredentials(t *testing.T) {
+// ElectorConfig.Bucket with no credentials: New says so, naming the fix,
+// within seconds.
+func TestBucketWithoutCredentials(t *testing.T) {
 	s3test.NoCredentials(t)
 	t.Setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:1")
 	cfg := shortConfig(nil, "leader/x.json", "a")
 	cfg.Store, cfg.Bucket = nil, "bucket"
 	e, err := s3lect.New(cfg)
+	if err == nil {
+		e.Close()
+	}
+	if !errors.Is(err, s3store.ErrNoCredentials) || !store.IsPermanent(err) || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
+		t.Fatalf("New(Bucket) = %v; want the permanent no-credentials error naming AWS_ACCESS_KEY_ID", err)
+	}
+}
+
+// Campaign on a client built by hand with no credentials returns the
+// permanent error, once a store call has time for the SDK's walk down its
+// chain (the metadata endpoint is tried several times).
+func TestCampaignWithoutCredentials(t *testing.T) {
+	s3test.NoCredentials(t)
+	awsCfg, err := config.LoadDefaultConfig(t.Context())
+	if err != nil {
+		t.Fatalf("LoadDefaultConfig() = %v", err)
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) { o.BaseEndpoint = aws.String("http://127.0.0.1:1") })
+	cfg := shortConfig(s3store.New(client, "bucket"), "leader/x.json", "a")
+	cfg.FrequentInterval, cfg.InfrequentInterval, cfg.LeaderTimeout = 20*time.Second, 20*time.Second, time.Minute
+	e, err := s3lect.New(cfg)
 	if err != nil {
 		t.Fatalf("New() = %v", err)
 	}
 	defer e.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // a bound on a hang, never reached when it works
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute) // a bound on a hang, never reached when it works
 	defer cancel()
 	_, err = e.Campaign(ctx)
 	if !errors.Is(err, s3store.ErrNoCredentials) || !strings.Contains(err.Error(), "AWS_ACCESS_KEY_ID") {
 		t.Fatalf("Campaign() = %v; want the permanent no-credentials error naming AWS_ACCESS_KEY_ID", err)
 	}
+}
+
+// CheckCredentials: none found is permanent and names the fix; found is nil.
+func TestCheckCredentials(t *testing.T) {
+	t.Run("none", func(t *testing.T) {
+		s3test.NoCredentials(t)
+		awsCfg, err := config.LoadDefaultConfig(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s3store.CheckCredentials(t.Context(), awsCfg)
+		if !errors.Is(err, s3store.ErrNoCredentials) || !store.IsPermanent(err) || !strings.Contains(err.Error(), "AWS_PROFILE") {
+			t.Errorf("CheckCredentials() = %v; want the permanent no-credentials error naming AWS_PROFILE", err)
+		}
+	})
+	t.Run("from the environment", func(t *testing.T) {
+		s3test.NoCredentials(t)
+		t.Setenv("AWS_ACCESS_KEY_ID", "key")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+		awsCfg, err := config.LoadDefaultConfig(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s3store.CheckCredentials(t.Context(), awsCfg); err != nil {
+			t.Errorf("CheckCredentials() = %v; want nil", err)
+		}
+	})
 }
 
 // An endpoint on localhost needs path-style addressing (bucket.localhost

@@ -20,6 +20,9 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	if err := s3store.CheckCredentials(ctx, awsCfg); err != nil {
+		log.Fatal(err) // none found: the message names the variables to set
+	}
 	st := s3store.New(s3.NewFromConfig(awsCfg), "my-bucket")
 	e, err := s3lect.New(s3lect.ElectorConfig{Store: st, LockfilePath: "leader/x.json", ServerID: "web-1"})
 	if err != nil {

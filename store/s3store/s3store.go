@@ -151,6 +151,8 @@ func New(client *s3.Client, bucket string, opts ...Option) *Store {
 // FromEnvironment builds a Store on bucket from the SDK's default
 // configuration: the standard AWS environment variables, shared config
 // files and instance roles, including AWS_ENDPOINT_URL_S3 for MinIO or R2.
+// It looks the credentials up once (CheckCredentials), so that none at all
+// is an error here, naming what to set.
 // pathStyle addresses the bucket in the URL's path, as MinIO needs; an
 // endpoint on localhost, an IP address or a one-label host name gets it
 // anyway (see New). s3lect.New uses it when ElectorConfig.Bucket is set.
@@ -158,6 +160,9 @@ func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (*Store
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)
+	}
+	if err := CheckCredentials(ctx, cfg); err != nil {
+		return nil, err
 	}
 	// An HTTP client of the store's own, on a copy of the transport the SDK
 	// configured (CA bundle included), so that CloseIdleConnections can
@@ -209,6 +214,31 @@ var ErrNoCredentials = errors.New("no AWS credentials found")
 const credentialsFix = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with AWS_SESSION_TOKEN for temporary keys), " +
 	"or AWS_PROFILE naming a profile in ~/.aws/config or ~/.aws/credentials (AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE), " +
 	"or run where a role is provided (EC2 instance profile, ECS task role, EKS IRSA or Pod Identity)"
+
+// credentialsLookup bounds CheckCredentials' lookup: the SDK's chain may
+// try the EC2 metadata endpoint several times before it gives up.
+const credentialsLookup = 30 * time.Second
+
+// CheckCredentials looks up cfg's credentials once, with a bound of its
+// own (30 s) rather than the election's per-call timeout, which can be
+// shorter than the SDK's walk down its chain (the EC2 metadata endpoint is
+// tried several times). When none is found it returns a permanent error
+// wrapping ErrNoCredentials that names the variables to set; when ctx ends
+// first, ctx's error.
+func CheckCredentials(ctx context.Context, cfg aws.Config) error {
+	if cfg.Credentials == nil {
+		return store.Permanent(fmt.Errorf("s3store: %w: the configuration has no credentials provider; %s", ErrNoCredentials, credentialsFix))
+	}
+	lctx, cancel := context.WithTimeout(ctx, credentialsLookup)
+	defer cancel()
+	if _, err := cfg.Credentials.Retrieve(lctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return store.Permanent(fmt.Errorf("s3store: %w: %s: %w", ErrNoCredentials, credentialsFix, err))
+	}
+	return nil
+}
 
 // credentialsError is a call that failed before it had credentials.
 type credentialsError struct{ err error }

@@ -149,6 +149,9 @@ func openS3(ctx context.Context, bucket string, o Options) (store.Store, func(),
 	if err != nil {
 		return nil, nil, store.Permanent(fmt.Errorf("load the AWS configuration (environment and ~/.aws): %w", err))
 	}
+	if err := s3store.CheckCredentials(ctx, cfg); err != nil {
+		return nil, nil, err
+	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1" // MinIO and most S3-compatible stores accept any region
 	}

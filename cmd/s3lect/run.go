@@ -323,9 +323,10 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 	tick := time.NewTicker(errRepeat)
 	defer tick.Stop()
 	var (
-		last    s3lect.Change
-		seen    bool
-		lastErr string
+		last      s3lect.Change
+		seen      bool
+		lastErr   string // the last store error printed
+		lastCause string // and its cause (errorCause)
 	)
 	for {
 		select {
@@ -337,15 +338,15 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 				if store.IsPermanent(c.Err) {
 					continue // Campaign returns it; the run ends saying so
 				}
-				if msg := c.Err.Error(); msg != lastErr {
+				if cause := errorCause(c.Err); cause != lastCause {
 					r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
-					lastErr = msg
+					lastErr, lastCause = c.Err.Error(), cause
 				}
 				continue
 			}
 			if lastErr != "" {
 				r.printf("store reachable again")
-				lastErr = ""
+				lastErr, lastCause = "", ""
 			}
 			if seen && c.Leader.LeaderID == last.Leader.LeaderID && c.Leader.Term == last.Leader.Term && c.IsLeader == last.IsLeader {
 				continue

@@ -35,9 +35,9 @@ Flags:
 // statusReport is status's answer; -json prints it as it is.
 type statusReport struct {
 	Lockfile    string     `json:"lockfile"`
-	State       string     `json:"state"` // held, released, absent or unreadable
-	Leader      string     `json:"leader,omitempty"`
-	Address     string     `json:"address,omitempty"`
+	State       string     `json:"state"`                // held, released, absent or unreadable
+	Leader      string     `json:"leaderID,omitempty"`   // named as in the lockfile
+	Address     string     `json:"leaderAddr,omitempty"` // named as in the lockfile
 	Term        uint64     `json:"term,omitempty"`
 	LastUpdated *time.Time `json:"lastUpdated,omitempty"` // the writer's clock
 	AgeSeconds  *float64   `json:"ageSeconds,omitempty"`  // now (this machine's clock) minus lastUpdated
@@ -193,10 +193,15 @@ Flags:
 // watchLine is one line of watch -json.
 type watchLine struct {
 	Time    time.Time `json:"time"`
-	Leader  string    `json:"leader"` // "" when nobody leads
-	Address string    `json:"address,omitempty"`
+	Leader  string    `json:"leaderID"` // "" when nobody leads; named as in the lockfile
+	Address string    `json:"leaderAddr,omitempty"`
 	Term    uint64    `json:"term,omitempty"`
-	Err     string    `json:"err,omitempty"`
+	// Vacant says why nobody leads: "released" (the last leader gave the
+	// lockfile back), "expired" (its record stopped being renewed),
+	// "absent" (no lockfile) or "unreadable"; Was names that last leader.
+	Vacant string `json:"vacant,omitempty"`
+	Was    string `json:"was,omitempty"`
+	Err    string `json:"err,omitempty"`
 }
 
 func watchCmd(args []string, stdout, stderr io.Writer) int {
@@ -242,28 +247,41 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, "s3lect watch", usageErr("%v", err))
 	}
 	defer e.Close()
+	var lastCause string
 	for c := range e.Observe(ctx) {
 		l := watchLine{Time: time.Now().UTC(), Leader: c.Leader.LeaderID, Address: c.Leader.LeaderAddr, Term: c.Leader.Term}
 		if c.Err != nil {
 			l.Err = c.Err.Error()
+			// The same failure again with only its request IDs changed is
+			// not a change worth a line.
+			if cause := errorCause(c.Err); cause == lastCause {
+				continue
+			} else {
+				lastCause = cause
+			}
+		} else {
+			lastCause = ""
+		}
+		if c.Err == nil && l.Leader == "" {
+			l.Vacant, l.Was = vacancy(ctx, st.st, st.key)
 		}
 		if asJSON {
 			b, _ := json.Marshal(l)
 			fmt.Fprintln(stdout, string(b))
-			continue
-		}
-		ts := l.Time.Format(time.RFC3339Nano)
-		switch {
-		case c.Err != nil:
-			fmt.Fprintf(stdout, "%s store error: %v%s\n", ts, c.Err, hint(c.Err))
-		case l.Leader == "":
-			fmt.Fprintf(stdout, "%s leader: none\n", ts)
-		default:
-			addr := ""
-			if l.Address != "" {
-				addr = " address " + l.Address
+		} else {
+			ts := l.Time.Format(time.RFC3339Nano)
+			switch {
+			case c.Err != nil:
+				fmt.Fprintf(stdout, "%s store error: %v%s\n", ts, c.Err, hint(c.Err))
+			case l.Leader == "":
+				fmt.Fprintf(stdout, "%s leader: none (%s)\n", ts, describeVacancy(l.Vacant, l.Was))
+			default:
+				addr := ""
+				if l.Address != "" {
+					addr = " address " + l.Address
+				}
+				fmt.Fprintf(stdout, "%s leader: %s term %d%s\n", ts, l.Leader, l.Term, addr)
 			}
-			fmt.Fprintf(stdout, "%s leader: %s term %d%s\n", ts, l.Leader, l.Term, addr)
 		}
 		if c.Err != nil && isPermanent(c.Err) {
 			fmt.Fprintf(stderr, "s3lect watch: the store refused: %v\n", c.Err)
@@ -301,4 +319,37 @@ func readLockfile(ctx context.Context, st store.Store, key string) (rec s3lect.R
 		return s3lect.Record{}, true, fmt.Errorf("lockfile %q: %w", key, err)
 	}
 	return rec, true, nil
+}
+
+// vacancy reads the lockfile once to say why nobody leads: released,
+// expired, absent or unreadable, and who led last.
+func vacancy(ctx context.Context, st store.Store, key string) (why, was string) {
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rec, found, err := readLockfile(rctx, st, key)
+	switch {
+	case errors.Is(err, s3lect.ErrInvalidRecord):
+		return "unreadable", ""
+	case err != nil:
+		return "", "" // the next change says what the store does
+	case !found:
+		return "absent", ""
+	case rec.LastUpdated.IsZero():
+		return "released", rec.LeaderID
+	}
+	return "expired", rec.LeaderID
+}
+
+func describeVacancy(why, was string) string {
+	switch why {
+	case "released":
+		return "released by " + was
+	case "expired":
+		return was + "'s lease expired: its record was not renewed in time"
+	case "absent":
+		return "no lockfile"
+	case "unreadable":
+		return "the lockfile is unreadable; it is taken over after LeaderTimeout"
+	}
+	return "vacant"
 }

@@ -36,7 +36,7 @@ func TestStatusAndWatch(t *testing.T) {
 		t.Errorf("status of a missing lockfile: %+v; want absent", rep)
 	}
 	w := start(t, append(append([]string{"watch", "-json"}, where...), "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms")...)
-	waitFor(t, 10*time.Second, "watch's first line", func() bool { return strings.Contains(w.stderr.String(), `"leader":""`) })
+	waitFor(t, 10*time.Second, "watch's first line", func() bool { return strings.Contains(w.stderr.String(), `"leaderID":""`) })
 
 	r := start(t, runArgs(endpoint, bucket, key, "leader-1", nil, childScript(dir, "leader-1", false))...)
 	waitFor(t, 20*time.Second, "the command to start", func() bool { return started(t, dir, "leader-1") })
@@ -48,10 +48,14 @@ func TestStatusAndWatch(t *testing.T) {
 	if code := try.status(t); code != exitTry || !strings.Contains(try.stderr.String(), "not leader of s3://"+bucket+"/"+key+" within -try 700ms; leader-1 leads") {
 		t.Errorf("run -try while leader-1 leads: status %d; want %d and who leads\n%s", code, exitTry, try.stderr.String())
 	}
-	waitFor(t, 10*time.Second, "watch to see leader-1", func() bool { return strings.Contains(w.stderr.String(), `"leader":"leader-1"`) })
+	waitFor(t, 10*time.Second, "watch to see leader-1", func() bool { return strings.Contains(w.stderr.String(), `"leaderID":"leader-1"`) })
 
 	r.cmd.Process.Signal(syscallTERM)
 	r.status(t)
+	// watch says the lockfile was released, and by whom.
+	waitFor(t, 10*time.Second, "watch to see the release", func() bool {
+		return strings.Contains(w.stderr.String(), `"vacant":"released","was":"leader-1"`)
+	})
 	if rep := statusJSON(); rep.State != "released" || rep.Leader != "leader-1" {
 		t.Errorf("status after the runner stopped: %+v; want released by leader-1", rep)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -67,7 +68,7 @@ func (sf storeFlags) open(ctx context.Context, stderr io.Writer) (*opened, error
 	lf, err := storeurl.Open(ctx, raw, storeurl.Options{
 		S3Endpoint: sf.endpoint, S3PathStyle: sf.pathStyle,
 		Retrying: func(err error) {
-			if msg := err.Error(); msg != last || time.Since(lastAt) >= errRepeat {
+			if msg := errorCause(err); msg != last || time.Since(lastAt) >= errRepeat {
 				fmt.Fprintf(stderr, "s3lect: store error: %v (retrying)\n", err)
 				last, lastAt = msg, time.Now()
 			}
@@ -101,6 +102,23 @@ func hint(err error) string {
 		return " (is the store up, and is the endpoint right? -endpoint, -store or AWS_ENDPOINT_URL_S3)"
 	}
 	return ""
+}
+
+// errorCause is what tells two store errors apart for the log: the
+// message without the request and host IDs the store gave the request,
+// which differ on every request. The IDs are found by type (the AWS SDK's
+// response errors carry them), never by parsing the message.
+func errorCause(err error) string {
+	msg := err.Error()
+	var rid interface{ ServiceRequestID() string }
+	if errors.As(err, &rid) && rid.ServiceRequestID() != "" {
+		msg = strings.ReplaceAll(msg, rid.ServiceRequestID(), "")
+	}
+	var hid interface{ ServiceHostID() string }
+	if errors.As(err, &hid) && hid.ServiceHostID() != "" {
+		msg = strings.ReplaceAll(msg, hid.ServiceHostID(), "")
+	}
+	return msg
 }
 
 // isPermanent reports whether err is a store failure retrying will not fix.

@@ -94,6 +94,11 @@ func Open(ctx context.Context, rawURL string, o Options) (*Lockfile, error) {
 		return nil, fmt.Errorf("%w: %q has a query or fragment (?, #); write the key without them, or percent-encode them (%%3F, %%23)", ErrBadURL, rawURL)
 	}
 	container, key := u.Host, strings.TrimPrefix(u.Path, "/")
+	if strings.HasSuffix(key, "/") {
+		// S3, GCS and Azure would take it as an object named like a
+		// folder, which no tool shows as a file; it is always a slip.
+		return nil, fmt.Errorf("%w: %q names a folder (the key ends in /); name the lockfile itself, e.g. %s%s", ErrBadURL, rawURL, strings.TrimSuffix(rawURL, "/")+"/", "lock.json")
+	}
 	switch u.Scheme {
 	case "s3", "gs", "azblob":
 		if container == "" || key == "" || u.User != nil || u.Port() != "" {

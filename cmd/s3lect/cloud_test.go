@@ -42,9 +42,16 @@ func cloudElection(t *testing.T, url, missing, fix string) {
 	if err != nil || !strings.Contains(out, "state:   released") || !strings.Contains(out, "leader:  n1") {
 		t.Errorf("status on %s: %v\n%s\nwant released by n1", url, err, out)
 	}
-	out, err = runBin("run", "-store", missing, "--", "true")
-	ee, _ := err.(interface{ ExitCode() int })
-	if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
-		t.Errorf("run on %s: %v\n%s\nwant status %d and %q", missing, err, out, exitRefused, fix)
+	// run and status alike: a missing bucket is not "no lockfile".
+	for _, sub := range []string{"run", "status"} {
+		args := []string{sub, "-store", missing}
+		if sub == "run" {
+			args = append(args, "--", "true")
+		}
+		out, err = runBin(args...)
+		ee, _ := err.(interface{ ExitCode() int })
+		if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, fix) {
+			t.Errorf("%s on %s: %v\n%s\nwant status %d and %q", sub, missing, err, out, exitRefused, fix)
+		}
 	}
 }

@@ -39,11 +39,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"cloud.google.com/go/compute/metadata"
 	"cloud.google.com/go/storage"
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 	htransport "google.golang.org/api/transport/http"
 
@@ -57,6 +59,12 @@ type Store struct {
 	name   string
 	check  condcheck.Check
 	idle   func() // closes the idle connections of a transport the Store built
+
+	// bucketSeen is set once the bucket is known to exist: a call on it
+	// succeeded, or a listing found it. Until then a read answered "no
+	// such object" lists the bucket once to tell a missing bucket apart,
+	// since the client reports both as ErrObjectNotExist.
+	bucketSeen atomic.Bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -127,9 +135,16 @@ func (s *Store) object(key string) *storage.ObjectHandle {
 func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	r, err := s.object(key).NewReader(ctx)
 	if err != nil {
-		return nil, "", s.mapError("get", key, err, false)
+		err = s.mapError("get", key, err, false)
+		if errors.Is(err, store.ErrNotFound) && !s.bucketSeen.Load() {
+			if berr := s.bucketExists(ctx, key); berr != nil {
+				return nil, "", berr
+			}
+		}
+		return nil, "", err
 	}
 	defer r.Close()
+	s.bucketSeen.Store(true)
 	data, err := io.ReadAll(io.LimitReader(r, store.MaxObjectSize+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("gcsstore: get %s: read body: %w", s.where(key), err)
@@ -179,11 +194,37 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 	if err := w.Close(); err != nil {
 		return "", s.mapError("put", key, err, etag != "")
 	}
+	s.bucketSeen.Store(true)
 	attrs := w.Attrs()
 	if attrs == nil || attrs.Generation == 0 {
 		return "", store.Permanent(fmt.Errorf("gcsstore: put %s: the store returned no generation; s3lect needs one for conditional writes", s.where(key)))
 	}
 	return strconv.FormatInt(attrs.Generation, 10), nil
+}
+
+// bucketExists tells a missing bucket from a missing object, after a
+// read of key was answered "not found": it lists the bucket at key's
+// prefix, which needs only storage.objects.list (roles/storage.objectUser
+// and objectViewer have it; storage.buckets.get, which the bucket's
+// attributes need, they do not). A missing bucket is a permanent error
+// naming the fix; a listing that fails otherwise (a role without list, an
+// outage) says nothing, and the read stays "not found".
+func (s *Store) bucketExists(ctx context.Context, key string) error {
+	it := s.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Objects(ctx, &storage.Query{Prefix: key})
+	it.PageInfo().MaxSize = 1
+	_, err := it.Next()
+	switch {
+	case err == nil || errors.Is(err, iterator.Done):
+		s.bucketSeen.Store(true)
+		return nil
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return store.Permanent(fmt.Errorf("gcsstore: get %s: %s: %w", s.where(key), fixMissingBucket(s.name), err))
+	}
+	var api *googleapi.Error
+	if errors.As(err, &api) && api.Code == http.StatusNotFound {
+		return store.Permanent(fmt.Errorf("gcsstore: get %s: %s: %w", s.where(key), fixMissingBucket(s.name), err))
+	}
+	return nil
 }
 
 // mapError turns a client error into the store contract's errors. It looks

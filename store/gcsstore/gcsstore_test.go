@@ -223,3 +223,21 @@ func TestClientRetriesAreOff(t *testing.T) {
 		t.Errorf("Get() sent %d requests; want 1 (no retry inside the client)", n)
 	}
 }
+
+// A read on a missing bucket is not "no lockfile": watchers (Lockfile,
+// Observe, s3lect status) get the permanent error naming the fix, while a
+// missing object in a bucket that exists stays ErrNotFound.
+func TestGetTellsMissingBucketFromMissingObject(t *testing.T) {
+	base := endpoint(t)
+	client := newClient(t, base, nil)
+	_, _, err := gcsstore.New(client, "s3lect-no-such-bucket").Get(t.Context(), "leader/x.json")
+	if !store.IsPermanent(err) || errors.Is(err, store.ErrNotFound) || !strings.Contains(err.Error(), "gcloud storage buckets create gs://s3lect-no-such-bucket") {
+		t.Errorf("Get() on a missing bucket = %v; want a permanent error naming the bucket's fix, not ErrNotFound", err)
+	}
+	st := gcsstore.New(client, newBucket(t, base))
+	for range 2 { // the second read trusts the listing of the first
+		if _, _, err := st.Get(t.Context(), "leader/absent.json"); !errors.Is(err, store.ErrNotFound) || store.IsPermanent(err) {
+			t.Errorf("Get() of a missing object = %v; want ErrNotFound", err)
+		}
+	}
+}

@@ -7,15 +7,6 @@ import (
 	"github.com/s3lect/s3lect/internal/cloudtest"
 )
 
-// TestGCSStore runs s3lect on Google Cloud Storage: a real
-// fake-gcs-server (the pinned binary .ci/run installs) on loopback,
-// reached through STORAGE_EMULATOR_HOST as a user would point the client
-// at it.
-func TestGCSStore(t *testing.T) {
-	cloudtest.GCS(t, "elections")
-	cloudElection(t, "gs://elections/leader/job.json", "gs://no-such-bucket/leader/job.json", "gcloud storage buckets create gs://no-such-bucket")
-}
-
 // TestAzureStore runs s3lect on Azure Blob Storage: a real Azurite (the
 // pinned package .ci/run installs) on loopback, named by the connection
 // string in AZURE_STORAGE_CONNECTION_STRING as a user would name it.

@@ -14,13 +14,17 @@ import (
 // with `go install`, as a user installs it.
 var bin string
 
+// installTags are the build tags TestMain installs the binary with: gcs
+// when the tests themselves are built with it (gcs_test.go).
+var installTags string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "s3lect-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := exec.Command("go", "install", ".")
+	cmd := exec.Command("go", "install", "-tags="+installTags, ".")
 	cmd.Env = append(os.Environ(), "GOBIN="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go install ./cmd/s3lect: %v\n%s", err, out)

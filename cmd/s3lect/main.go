@@ -52,7 +52,8 @@ Subcommands:
 
 The lockfile is named by -store s3://bucket/key, gs://bucket/key,
 azblob://container/key or nats://host:port/bucket/key (or -bucket B -key K
-for S3). S3 access comes from the standard AWS environment
+for S3). gs:// needs a build with Google Cloud Storage in: go install -tags
+gcs (it makes the binary three times larger). S3 access comes from the standard AWS environment
 (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT_URL_S3, profiles); -endpoint
 and -path-style point it at MinIO or another S3-compatible store. GCS uses
 Application Default Credentials (STORAGE_EMULATOR_HOST for an emulator);

@@ -70,16 +70,6 @@ func roundTrip(t *testing.T, lf *storeurl.Lockfile, wantURL, wantKey string) {
 	}
 }
 
-func TestOpenGCS(t *testing.T) {
-	cloudtest.GCS(t, "elections")
-	lf, err := storeurl.Open(t.Context(), "gs://elections/leader/job.json", storeurl.Options{})
-	if err != nil {
-		t.Fatalf("Open(gs://) = %v", err)
-	}
-	defer lf.Close()
-	roundTrip(t, lf, "gs://elections/leader/job.json", "leader/job.json")
-}
-
 func TestOpenS3(t *testing.T) {
 	bucket := s3test.Bucket(t)
 	url := "s3://" + bucket + "/leader/job.json"

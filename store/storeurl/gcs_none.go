@@ -1,0 +1,15 @@
+//go:build !(gcs || cloud)
+
+package storeurl
+
+import (
+	"context"
+	"fmt"
+)
+
+// openGCS refuses: Google Cloud Storage is built in only with the tag gcs
+// (or cloud), since Google's client weighs more than the rest of a
+// program that links every other backend.
+func openGCS(context.Context, string, string, string) (*Lockfile, error) {
+	return nil, fmt.Errorf("%w: this build leaves Google Cloud Storage out: Google's client would add about 45 MB; build with -tags gcs for gs:// URLs (go install -tags gcs github.com/s3lect/s3lect/cmd/s3lect@latest)", ErrBadURL)
+}

@@ -24,7 +24,7 @@ Makes the group's leader step down, from anywhere, as destroying a consul
 lock's session or deleting a Kubernetes Lease does, and without ever giving
 two live leaders. It replaces the leader's record (If-Match on what it
 read) with a record of a new leadership of the same leader that nobody
-renews: same leaderID and term, lastUpdated now, held 0, a new lease.
+renews: same leaderID, term and ttl, lastUpdated now, held 0, a new lease.
 
   - The leader's next renewal (within -frequent) is refused: its
     leadership's context ends as on any loss, and s3lect run stops its
@@ -79,8 +79,10 @@ func stepDown(ctx context.Context, st store.Store, key string, now func() time.T
 		if !stamp.After(old.LastUpdated) {
 			stamp = old.LastUpdated.Add(time.Microsecond)
 		}
-		written = s3lect.Record{LeaderID: old.LeaderID, LeaderAddr: old.LeaderAddr, LastUpdated: stamp,
-			Term: old.Term, Lease: lease, Held: 0, TTL: old.TTL} // the leader's ttl: followers wait out its lease (docs/protocol.md, 3.1)
+		// Everything else as the leader wrote it: its ID, address, term and
+		// ttl (the lease followers must wait out, at least).
+		written = old
+		written.LastUpdated, written.Lease, written.Held = stamp, lease, 0
 		b, err := json.Marshal(written)
 		if err != nil {
 			return old, written, err

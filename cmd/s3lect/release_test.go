@@ -58,9 +58,9 @@ func TestStepDownInVirtualTime(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stepDown() = %v", err)
 		}
-		if written.LeaderID != "a" || written.Term != old.Term || written.Held != 0 || written.Lease == old.Lease || written.Lease == "" ||
+		if written.LeaderID != "a" || written.Term != old.Term || written.TTL != old.TTL || written.Held != 0 || written.Lease == old.Lease || written.Lease == "" ||
 			!written.LastUpdated.After(old.LastUpdated) {
-			t.Errorf("stepDown wrote %+v over %+v; want a's ID and term, held 0, a new lease, a later lastUpdated", written, old)
+			t.Errorf("stepDown wrote %+v over %+v; want a's ID, term and ttl, held 0, a new lease, a later lastUpdated", written, old)
 		}
 
 		<-lead.Done()
@@ -126,8 +126,10 @@ func TestReleaseCommand(t *testing.T) {
 	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") })
 	la, lb := readLog(t, dir, "a"), readLog(t, dir, "b")
 	lastA, startB := la[len(la)-1].at, lb[0].at
-	if la[len(la)-1].kind != "stop" {
-		t.Errorf("a's command did not get SIGTERM: its log ends with %q", la[len(la)-1].kind)
+	// SIGTERM, then SIGKILL LeaderTimeout/20 later, as on any loss (on a
+	// busy machine the child's trap may not run before the SIGKILL).
+	if !strings.Contains(a.stderr.String(), "stopping the command: SIGTERM now") {
+		t.Errorf("a did not stop its command as on a loss:\n%s", a.stderr.String())
 	}
 	if !lastA.Before(startB) {
 		t.Errorf("a's command last wrote at %v, after b's command started at %v", lastA.Format(time.StampMicro), startB.Format(time.StampMicro))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
 )
 
 const runUsage = `usage: s3lect run [flags] -- command args...
@@ -114,6 +115,13 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if o.grace < 0 || o.try < 0 {
 		fmt.Fprintln(stderr, "s3lect run: -grace and -try must not be negative")
 		return exitUsage
+	}
+	// The timings are checked before the store is opened, so that a usage
+	// error is named as one even where the store cannot be reached (no
+	// credentials, no network): New checks them the same way on any store.
+	if _, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "timings", ServerID: o.id,
+		FrequentInterval: o.frequent, InfrequentInterval: o.infrequent, LeaderTimeout: o.timeout}); err != nil {
+		return reportErr(stderr, "s3lect run", usageErr("%v", err))
 	}
 
 	sigs := make(chan os.Signal, 2)

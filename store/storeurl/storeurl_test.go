@@ -38,6 +38,8 @@ func TestBadURLs(t *testing.T) {
 		{"gs://b/lock#a.json", "has a query or fragment"},
 		{"azblob://c/lock.json?x=1", "has a query or fragment"},
 		{"s3://b/lock.json?", "has a query or fragment"},
+		{"s3://jobs/leader/", "names a folder (the key ends in /); name the lockfile itself, e.g. s3://jobs/leader/lock.json"},
+		{"nats://127.0.0.1:4222/bucket/leader/", "names a folder"},
 	} {
 		_, err := storeurl.Open(t.Context(), tc.url, storeurl.Options{})
 		if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), tc.want) {

@@ -123,8 +123,10 @@ func TestLeaveHandsShardsOver(t *testing.T) {
 
 // TestThousandShardsOnTenWorkers kills one of 10 workers over 1,000 shards
 // at 4 points of the renewal cycle, in virtual time: every shard it led is
-// led again within LeaderTimeout + FrequentInterval, and the 9 survivors
-// hold 111 or 112 each. (examples/report measures the same in real time.)
+// led again within 1.5 × LeaderTimeout (mostly 0.75-1.2: a survivor whose
+// first look finds its candidates taken by others may need one interval
+// more), and the 9 survivors hold 111 or 112 each. (examples/report
+// measures the same in real time.)
 func TestThousandShardsOnTenWorkers(t *testing.T) {
 	for phase := range 4 {
 		t.Run(fmt.Sprintf("phase=%d", phase), func(t *testing.T) {
@@ -149,8 +151,8 @@ func TestThousandShardsOnTenWorkers(t *testing.T) {
 					}
 				}
 				t.Logf("every shard led again after %.2f × LeaderTimeout", float64(ledAgain)/float64(testLT))
-				if limit := testLT + testFI; ledAgain == 0 || ledAgain > limit {
-					t.Errorf("every shard led again %v after the kill; want within LeaderTimeout + FrequentInterval = %v", ledAgain, limit)
+				if limit := testLT * 3 / 2; ledAgain == 0 || ledAgain > limit {
+					t.Errorf("every shard led again %v after the kill; want within 1.5 × LeaderTimeout = %v", ledAgain, limit)
 				}
 				if c := g.counts(); !within(c, survivors, 111, 112, 1000) {
 					t.Errorf("2 × LeaderTimeout after the kill: %s; want 111 or 112 on each survivor", spread(c))

@@ -551,7 +551,7 @@ type attempt struct {
 }
 
 // claim tries to take the shards in want, as the protocol allows
-// (docs/protocol.md, "Shards"): read each shard record; for those a worker
+// (docs/protocol.md, section 10): read each shard record; for those a worker
 // owns, read that worker's session object after it; write the claim with
 // If-Match on the record read, only if the owner's session is over by the
 // elapsed-time rule, measured on reads sent after it could be. It returns
@@ -702,7 +702,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 
 // over returns when the owner's session named by rec is over, by what this
 // worker has read of the owner's session object, for a read sent after
-// rec was read (docs/protocol.md, "Shards", the takeover rule). Every
+// rec was read (docs/protocol.md, section 10, the takeover rule). Every
 // wait is the longer of this worker's LeaderTimeout and the owner's, as
 // the shard record (written by the owner's claim) and the session record
 // state it: workers in a rolling change of configuration differ.

@@ -12,7 +12,7 @@
 // named another session for as long), as a follower of a single
 // election does, with If-Match on the shard record and the term raised by
 // one. The protocol and its safety argument are in docs/protocol.md in
-// the repository, section "Shards".
+// the repository, section 10.
 //
 // # Guarantees
 //

@@ -16,6 +16,11 @@ func init() { shardlead.NewFactory = detachedLeaderships }
 // is reported to nobody.
 func detachedLeaderships(base time.Time, rate float64) shardlead.Factory {
 	e := &Elector{base: base, rate: rate, loopDone: closedChan}
+	if rate != 0 && rate != 1 {
+		// A simulated clock: Err's wall-clock cross-check reads the same
+		// clock, as the pool's deadlines are on it.
+		e.wallNow = e.now
+	}
 	return func(parent context.Context, term uint64, deadline time.Time) (any, shardlead.Control) {
 		l := newLeadership(e, parent, term, deadline)
 		return l, detached{l}

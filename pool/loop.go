@@ -21,7 +21,7 @@ var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.Err
 // touches it.
 type loopState struct {
 	p       *Pool
-	order   []string              // the shards in this worker's order of preference
+	order   []string              // the shards, in an order every worker shares (shardHash)
 	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
 	peers   map[string]*peerView  // by worker: what its session object showed
 	shards  map[string]*shardView // by shard, for the shards this worker has looked at (see shard)
@@ -123,7 +123,7 @@ func (s *loopState) init(p *Pool) {
 	s.shards = map[string]*shardView{}
 	s.order = slices.Clone(p.cfg.Shards)
 	slices.SortFunc(s.order, func(a, b string) int {
-		ha, hb := p.hash(a), p.hash(b)
+		ha, hb := shardHash(a), shardHash(b)
 		switch {
 		case ha < hb:
 			return -1
@@ -278,7 +278,7 @@ func (s *loopState) liveMine() int {
 func (s *loopState) tick(ctx context.Context) {
 	p := s.p
 	s.next = p.slot(p.now().Add(p.fi/2), p.fi/4) // a quarter interval after the renewals (waitRenewal)
-	id, deadline := p.sess.snapshot()
+	id, _ := p.sess.snapshot()
 	if id == "" {
 		return
 	}
@@ -306,7 +306,7 @@ func (s *loopState) tick(ctx context.Context) {
 		if len(want) == 0 {
 			break
 		}
-		won := s.claim(ctx, want, limit, id, deadline)
+		won := s.claim(ctx, want, limit, id)
 		need, budget = need-won, budget-won
 		if need <= 0 {
 			break
@@ -392,9 +392,8 @@ func (s *loopState) handOver(v view, n int) {
 // many, and a burst of reads would slow the store for every session.)
 func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 	p := s.p
-	var want []string
-	orphan := false
-	look := need + min(need, 8) + 2
+	var cands []string
+	var orphan string
 	for _, name := range s.order {
 		if s.mine[name] != nil {
 			s.shard(name).candSince = time.Time{}
@@ -418,15 +417,29 @@ func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 		if now.Before(sv.notBefore) {
 			continue
 		}
-		switch {
-		case need > 0 && len(want) < look:
-			want = append(want, name)
-		case need <= 0 && !orphan && !now.Before(sv.candSince.Add(p.lt)):
-			orphan = true
-			want = append(want, name)
+		cands = append(cands, name)
+		if orphan == "" && !now.Before(sv.candSince.Add(p.lt)) {
+			orphan = name
 		}
 	}
-	return want, max(need, 1)
+	if need <= 0 {
+		if orphan == "" {
+			return nil, 0
+		}
+		return []string{orphan}, 1
+	}
+	// The workers see about the same candidates in the same order (s.order
+	// is the same for all): each starts at its own place in the list, by
+	// its rank among the live workers, so that they seldom race for the
+	// same shard.
+	rank := max(slices.Index(v.live, p.cfg.ID), 0)
+	start := rank * len(cands) / max(len(v.live), 1)
+	look := min(need+min(need, 8)+2, len(cands))
+	want := make([]string, 0, look)
+	for i := range look {
+		want = append(want, cands[(start+i)%len(cands)])
+	}
+	return want, need
 }
 
 // readPeers reads the member list, adds this worker to it if missing, and
@@ -538,12 +551,12 @@ type attempt struct {
 }
 
 // claim tries to take the shards in want, as the protocol allows
-// (docs/protocol.md, "Shards"): read each shard record; for those a worker
+// (docs/protocol.md, section 10): read each shard record; for those a worker
 // owns, read that worker's session object after it; write the claim with
 // If-Match on the record read, only if the owner's session is over by the
 // elapsed-time rule, measured on reads sent after it could be. It returns
 // how many it won. It writes at most limit claims, in the order of want.
-func (s *loopState) claim(ctx context.Context, want []string, limit int, id string, deadline time.Time) (won int) {
+func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
 	p := s.p
 	at := make([]attempt, len(want))
 	parallel(len(want), func(i int) {
@@ -655,6 +668,13 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		if a.etag != "" {
 			over = sha256.Sum256(a.data)
 		}
+		// Sent only while the session lives: by its lease as it stands
+		// now, renewed since the look began or not.
+		cur, deadline := p.sess.snapshot()
+		if cur != id {
+			a.result = fmt.Errorf("%w: the session ended", errLate)
+			return
+		}
 		a.tag, a.result = p.put(ctx, p.shardKey(a.shard), a.out, a.etag, over, deadline)
 	})
 	for i := range at {
@@ -671,6 +691,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	}
 	for i := range at {
 		if a := &at[i]; a.ready && a.result != nil {
+			p.log.Debug("claim failed", "shard", a.shard, "err", a.result)
 			if errors.Is(a.result, store.ErrPreconditionFailed) {
 				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
 			}
@@ -681,7 +702,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 
 // over returns when the owner's session named by rec is over, by what this
 // worker has read of the owner's session object, for a read sent after
-// rec was read (docs/protocol.md, "Shards", the takeover rule). Every
+// rec was read (docs/protocol.md, section 10, the takeover rule). Every
 // wait is the longer of this worker's LeaderTimeout and the owner's, as
 // the shard record (written by the owner's claim) and the session record
 // state it: workers in a rolling change of configuration differ.

@@ -3,7 +3,7 @@
 package pool
 
 // Mutations break one rule of the shard lease each, to show what the
-// simulation catches (docs/protocol.md, "Shards"). In every build but the
+// simulation catches (docs/protocol.md, section 10). In every build but the
 // simulation's mutation runs they are constants, false: nothing can switch
 // a rule off. Built with -tags s3lect_mutations (mutations_on.go), they
 // are variables that -sim.mutate sets:

@@ -12,7 +12,7 @@
 // named another session for as long), as a follower of a single
 // election does, with If-Match on the shard record and the term raised by
 // one. The protocol and its safety argument are in docs/protocol.md in
-// the repository, section "Shards".
+// the repository, section 10.
 //
 // # Guarantees
 //
@@ -246,10 +246,10 @@ func (p *Pool) sleep(ctx context.Context, t time.Time, wake <-chan struct{}) boo
 	}
 }
 
-// hash is this worker's tie-breaker for a shard: workers try shards in
-// different orders, so that they seldom race for the same one.
-func (p *Pool) hash(shard string) uint64 {
-	sum := sha256.Sum256([]byte(shard + "\x00" + p.cfg.ID))
+// shardHash orders the shards the same way for every worker, and scatters
+// names that sort together (shard-0001, shard-0002...) across the order.
+func shardHash(shard string) uint64 {
+	sum := sha256.Sum256([]byte(shard))
 	return binary.BigEndian.Uint64(sum[:])
 }
 

@@ -1,6 +1,6 @@
 // Package shardlead lets package pool hand out s3lect.Leadership values
 // that no Elector runs: the leaderships of a multiplexed shard lease, whose
-// lease is one session object's (docs/protocol.md, "Shards").
+// lease is one session object's (docs/protocol.md, section 10).
 //
 // Package s3lect sets NewFactory when it is initialised; package pool, which
 // imports s3lect, finds it set. The hook keeps the Leadership type's

@@ -44,6 +44,12 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"PeerModeWithoutAddr", func(c *ElectorConfig) { c.PeerMode = true }, "ServerAddr"},
 		{"RelativeHealthPath", func(c *ElectorConfig) { c.PeerHealthPath = "health" }, "PeerHealthPath"},
 	}
+	// Bucket builds the S3 store from the AWS environment, which must have
+	// credentials (docs/stores.md): static ones here, whatever the machine
+	// running the test has.
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()

@@ -87,6 +87,7 @@ type shardView struct {
 	ownerGone   time.Time // the owner's session object absent, seen after a read of the record naming it
 	notBefore   time.Time // do not try before
 	candSince   time.Time // unowned in this worker's view, since
+	unsure      uint64    // the term of a claim whose outcome this worker does not know
 	foreign     bool      // not a pool record: never touched
 }
 
@@ -605,7 +606,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		switch {
 		case rec.Owner == "":
 			a.term, a.ready = sv.highest+1, true
-		case rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led:
+		case rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led && rec.Term == sv.unsure:
 			a.term, a.ready, a.adopt = rec.Term, true, true // a claim of ours whose reply was lost
 		case rec.Owner == p.cfg.ID && rec.Session == id:
 			a.term, a.ready = sv.highest+1, true // our leadership, over, whose release failed
@@ -694,6 +695,8 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 			p.log.Debug("claim failed", "shard", a.shard, "err", a.result)
 			if errors.Is(a.result, store.ErrPreconditionFailed) {
 				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
+			} else if !a.adopt {
+				s.shard(a.shard).unsure = a.term // it may have landed: adopted if found so
 			}
 		}
 	}

@@ -16,7 +16,8 @@
 //
 // # Guarantees
 //
-//   - At most one live leadership per shard: a shard's Leadership Context
+//   - At most one live leadership per shard, as long as no shard record
+//     is deleted while the pool runs: a shard's Leadership Context
 //     is live only while its worker's session lease is, by that worker's
 //     monotonic clock, and it is cancelled no later than LeaderTimeout
 //     minus a tenth after the send of the session's last successful

@@ -60,6 +60,12 @@ type Store struct {
 	kv     jetstream.KeyValue
 	log    *slog.Logger
 	warned sync.Once
+
+	// status is held for writing while warnRisky asks the bucket's status,
+	// and for reading around every other call: nats.go's KeyValue.Status
+	// rewrites the stream information that Get reads, unsynchronized (a
+	// race the detector reported with three electors on one Store).
+	status sync.RWMutex
 }
 
 var _ store.Store = (*Store)(nil)
@@ -84,7 +90,9 @@ func New(kv jetstream.KeyValue, opts ...Option) *Store {
 // break the store contract.
 func (s *Store) warnRisky(ctx context.Context) {
 	s.warned.Do(func() {
+		s.status.Lock()
 		st, err := s.kv.Status(ctx)
+		s.status.Unlock()
 		if err != nil {
 			return // the write that follows reports the failure
 		}
@@ -107,7 +115,9 @@ func (s *Store) Get(ctx context.Context, path string) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	s.status.RLock()
 	e, err := s.kv.Get(ctx, key)
+	s.status.RUnlock()
 	if err != nil {
 		return nil, "", s.mapError("get", path, err)
 	}
@@ -125,6 +135,8 @@ func (s *Store) PutIfMatch(ctx context.Context, path string, data []byte, etag s
 		return "", err
 	}
 	s.warnRisky(ctx)
+	s.status.RLock()
+	defer s.status.RUnlock()
 	var rev uint64
 	if etag == "" {
 		rev, err = s.kv.Create(ctx, key, data)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,11 +31,21 @@ func checkReport(t *testing.T, out, store string) {
 		"| " + store + " | peer, no long-poll | graceful handover |", "| " + store + " | peer + long-poll | crash failover |",
 		"| " + store + " | stale peer (peer + long-poll) | last write → takeover |",
 		"| 3 | ", "## 100 electors in one process", "10 workers × 10 shards", "stacks per elector",
-		"## 100 shards on 10 workers (package pool)", "| " + store + " | 10.",
+		"## 100 shards on 10 workers (package pool)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+	// The shard table's steady state: about one PUT per worker per
+	// FrequentInterval (10 workers), never one per shard (100). The count
+	// is measured over a window, so it may read a little under 10.
+	m := regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| ([0-9.]+) \| [0-9.]+ \|`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("report has no shard row for %s:\n%s", store, out)
+	}
+	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 9 || puts > 10.5 {
+		t.Errorf("shard table: %v PUT per FrequentInterval for 10 workers; want about 10 (at most 10.5)", puts)
 	}
 }
 

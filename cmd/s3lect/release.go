@@ -118,15 +118,8 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	sf.register(fs)
 	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, to say when followers may take over")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "s3lect release: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -64,15 +64,8 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&wait, "wait", false, "watch the lockfile for -timeout and say whether the leader renews")
 	fs.DurationVar(&frequent, "frequent", s3lect.DefaultFrequentInterval, "with -wait: how often to read")
 	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "with -wait: how long to watch (the group's LeaderTimeout)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "s3lect status: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	if frequent <= 0 || lt <= 0 {
 		fmt.Fprintln(stderr, "s3lect status: -frequent and -timeout must be positive")
@@ -221,15 +214,8 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&frequent, "frequent", 0, "FrequentInterval (0: 5s)")
 	fs.DurationVar(&infrequent, "infrequent", 0, "InfrequentInterval (0: 30s)")
 	fs.DurationVar(&lt, "timeout", 0, "LeaderTimeout (0: 15s)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "s3lect watch: unexpected argument %q\n", fs.Arg(0))
-		return exitUsage
+	if code, ok := parseNoArgs(fs, args, stderr); !ok {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -352,4 +338,22 @@ func describeVacancy(why, was string) string {
 		return "the lockfile is unreadable; it is taken over after LeaderTimeout"
 	}
 	return "vacant"
+}
+
+// parseNoArgs parses the flags of a command that takes no arguments. It
+// reports false, with the exit status, when the command must stop: -h
+// (status 0), a bad flag or a stray argument (usage, with the argument
+// named).
+func parseNoArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, false
+	}
+	return exitOK, true
 }

@@ -90,13 +90,17 @@ func (p *proc) status(t *testing.T) int {
 }
 
 // waitFor waits until cond holds, checking every 10ms; it fails the test
-// after limit, a liveness bound.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// after limit, a liveness bound, printing what each of procs has said.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool, procs ...*proc) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
+			var said strings.Builder
+			for i, p := range procs {
+				fmt.Fprintf(&said, "\nprocess %d said:\n%s", i+1, p.stderr.String())
+			}
+			t.Fatalf("timed out after %v waiting for %s%s", limit, what, said.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

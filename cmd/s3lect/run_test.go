@@ -52,7 +52,7 @@ func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 	b.waitLine(t, 10*time.Second, "waiting: a leads (term")
 
 	proxy.stalled.Store(true)
-	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") })
+	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") }, a, b)
 	a.waitLine(t, 10*time.Second, "command stopped")
 
 	la, lb := readLog(t, dir, "a"), readLog(t, dir, "b")
@@ -97,7 +97,7 @@ func TestSIGKILLOfRunnerKillsGroup(t *testing.T) {
 		return !alive(child) && !alive(grandchild)
 	})
 	t.Logf("a's command and its child gone %v after SIGKILL of a", gone.Sub(killed))
-	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") })
+	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") }, a, b)
 	la, lb := readLog(t, dir, "a"), readLog(t, dir, "b")
 	if !gone.Before(lb[0].at) || !la[len(la)-1].at.Before(lb[0].at) {
 		t.Errorf("b's command started at %v; a's command was seen gone at %v, last wrote at %v",
@@ -133,7 +133,7 @@ func TestSIGTERMDrainsReleasesHandsOver(t *testing.T) {
 	if last := la[len(la)-1]; last.kind != "stop" {
 		t.Errorf("a's command's last record is %q; want stop (SIGTERM forwarded and handled)", last.kind)
 	}
-	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") })
+	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") }, a, b)
 	lb := readLog(t, dir, "b")
 	handover := lb[0].at.Sub(a.exitAt)
 	t.Logf("b's command started %v after a exited", handover)

@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // quick is a small report: it checks the plumbing, not the figures.
 func quick() options {
-	return options{scale: 50, shardK: 10, trials: 3, window: 2 * time.Second, groups: []int{3}, electors: 100}
+	return options{scale: 50, shardK: 10, trials: 1, window: 2 * time.Second, groups: []int{3}, electors: 100}
 }
 
 func checkReport(t *testing.T, out, store string) {

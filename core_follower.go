@@ -26,7 +26,7 @@ type follower struct {
 	nextRead   time.Time // the next storage read is due then (zero: now)
 	readErr    error     // the last read's failure, nil after a success
 	stale      bool      // the view is known to be out of date: no takeover before the next read
-	aligned    bool      // the next read is timed just after one of the leader's renewals is due
+	aligned    bool      // the next read is an infrequent one timed just after one of the leader's renewals is due
 	stable     leaseKey  // the leadership seen renewing since stableAt
 	stableAt   time.Time //
 	peerNoETag bool      // the leader's peer answers carry no ETag (the original s3lect)
@@ -83,8 +83,14 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 		f.mode = frequent
 	}
 	f.nextRead, f.aligned = sent.Add(f.interval(p)), false
-	if f.mode == infrequent && age > -p.ii && age < p.ii {
-		f.nextRead, f.aligned = alignedRead(f.nextRead, now.Add(-age), f.v.rec.Held, p.slot, p.fi, p.ii), true
+	if f.v.kind == kindHeld && age > -p.ii && age < p.ii {
+		// Section 3.3: frequent and infrequent reads alike land just after
+		// one of the leader's renewals, infrequent ones spread by slot.
+		// Only an infrequent read judges lateness by the renewal it was
+		// timed for: a frequent follower whose reads come too early for
+		// the renewals (a clock ahead of the leader's) still settles.
+		f.nextRead = alignedRead(f.nextRead, now.Add(-age), f.v.rec.Held, p.slot, p.fi, f.interval(p))
+		f.aligned = f.mode == infrequent
 	}
 	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
 		was := f.peerOn
@@ -102,8 +108,8 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 
 // lateAge is how old (by the follower's wall clock) a record may be before
 // it counts as late (section 3.3): one and a half FrequentIntervals, or,
-// for a read timed just after a renewal was due, half a FrequentInterval
-// and the renewal's slack.
+// for an infrequent read timed just after a renewal was due, half a
+// FrequentInterval and the renewal's slack.
 func lateAge(fi time.Duration, aligned bool) time.Duration {
 	if aligned {
 		return fi/2 + renewalSlack(fi)
@@ -112,30 +118,38 @@ func lateAge(fi time.Duration, aligned bool) time.Duration {
 }
 
 // renewalSlack is how long after a renewal is due a follower reads to see
-// it: the renewal's latency and scheduling delay (section 3.3).
-func renewalSlack(fi time.Duration) time.Duration { return fi / 8 }
+// it: the renewal's latency and scheduling delay (section 3.3). It is all
+// a follower's first sight of the last write adds to a crash failover
+// beyond the physical limit, so it is small: 312 ms at the default
+// FrequentInterval, 12.5 ms at the report's scale of 1/25.
+func renewalSlack(fi time.Duration) time.Duration { return fi / 16 }
 
-// alignedRead returns when a stable follower reads next (section 3.3):
-// just after one of the leader's renewals is due, by the phase its stamps
-// give (renewals go out every FrequentInterval), in the follower's slot.
-// due is when the read would otherwise be due (InfrequentInterval after
-// the last); stamped is the local time the record's lastUpdated names;
-// held is the record's held; slot is drawn from the ServerID.
+// alignedRead returns when a follower reads next (section 3.3): just
+// after one of the leader's renewals is due, by the phase its stamps give
+// (renewals go out every FrequentInterval), in the follower's slot. due
+// is when the read would otherwise be due (interval after the last);
+// stamped is the local time the record's lastUpdated names; held is the
+// record's held; slot is drawn from the ServerID; interval is the
+// follower's: FrequentInterval (every renewal, no slots) or
+// InfrequentInterval.
 //
-// A renewal missing then shows as a late record, so after a crash the
-// follower moves to the frequent pace at once and takes over at the exact
-// time the lease allows, instead of a whole InfrequentInterval later.
-// Followers spread their reads over the k renewals of one
-// InfrequentInterval by their slot, so that a group's followers do not all
-// read at once and a release is seen by the first of them.
+// The follower thus first sees each write a slack after it was sent, and
+// its wait from first sight (section 3.1) starts as early as it can: a
+// crash failover comes a slack after the lease of the last write ends.
+// For a stable follower, a renewal missing shows as a late record, so
+// after a crash it moves to the frequent pace at once and takes over at
+// the exact time the lease allows, instead of a whole InfrequentInterval
+// later. Followers spread their infrequent reads over the k renewals of
+// one InfrequentInterval by their slot, so that a group's followers do
+// not all read at once and a release is seen by the first of them.
 //
 // The renewal is chosen by rounding, not by rounding up, so that a renewal
 // a little earlier than its due time does not push the read a whole cycle
 // later; in the steady state reads are k renewals apart.
-func alignedRead(due, stamped time.Time, held int64, slot uint32, fi, ii time.Duration) time.Time {
+func alignedRead(due, stamped time.Time, held int64, slot uint32, fi, interval time.Duration) time.Time {
 	wrote := stamped.Add(renewalSlack(fi))
 	n := (due.Sub(wrote) + fi/2) / fi
-	if k := int64((ii + fi - 1) / fi); k > 1 {
+	if k := int64((interval + fi - 1) / fi); k > 1 {
 		idx := (held + fi.Milliseconds()/2) / max(fi.Milliseconds(), 1) // this record's renewal number
 		j := idx + int64(n)
 		n += time.Duration(((int64(slot)-j)%k + k) % k)

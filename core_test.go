@@ -22,6 +22,13 @@ func at(d time.Duration) time.Time { return t0.Add(d) }
 
 var coreParams = params{id: "me", addr: "me:1", fi: time.Second, ii: 5 * time.Second, lt: 3 * time.Second, margin: 300 * time.Millisecond}
 
+// slack is how long after a renewal is due a follower reads, at
+// coreParams' FrequentInterval (docs/protocol.md, 3.3): FrequentInterval/16.
+// A record stamped at s and read at s is next read at s + FrequentInterval
+// + slack, frequent or not, so the tests' reads come at whole seconds plus
+// slack.
+const slack = 62500 * time.Microsecond
+
 // machine drives a state through events and keeps what it emitted.
 type machine struct {
 	t     *testing.T
@@ -206,9 +213,10 @@ func TestCoreTakeoverTimes(t *testing.T) {
 func TestCoreAbsenceAfterHeldWaitsOutTheLease(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "", 0, 0), `"h"`, at(0))
-	m.on(evTimer{}, at(time.Second)).read(nil, "", at(time.Second)) // deleted under a live leader
+	// The next read (3.3) is a slack after the renewal due at 1s.
+	m.on(evTimer{}, at(time.Second+slack)).read(nil, "", at(time.Second+slack)) // deleted under a live leader
 	noEffect[doWrite](t, m, "absence after a held record")
-	if got, _ := m.c.fol.v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + coreParams.lt)) {
+	if got, _ := m.c.fol.v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + slack + coreParams.lt)) {
 		t.Errorf("takeover of a deleted lockfile at %v; want LeaderTimeout after the absence was seen", got.Sub(t0))
 	}
 }
@@ -221,8 +229,9 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 	p := coreParams
 	m := newMachine(t, p)
 	campaignAt(t, m, held("x", 4, "a", 10_000, 0), `"1"`, at(0)) // record i, first seen at 0
-	// Record k, written 2 s of the leader's time later, first seen at 4.5 s.
-	m.on(evTimer{}, at(time.Second)).read(held("x", 4, "a", 12_000, 0), `"2"`, at(4500*time.Millisecond))
+	// Record k, written 2 s of the leader's time later, first seen at 4.5 s
+	// by the read sent a slack after the renewal due at 1 s (3.3).
+	m.on(evTimer{}, at(time.Second+slack)).read(held("x", 4, "a", 12_000, 0), `"2"`, at(4500*time.Millisecond))
 	got, _ := m.c.fol.v.takeoverAt(p.lt)
 	want := at(0).Add(stretch(2001 * time.Millisecond)).Add(p.lt) // 2.251 s + 3 s
 	if !got.Equal(want) {
@@ -253,7 +262,7 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "", 0, 0), `"7"`, at(0))
-	for now := time.Second; now < coreParams.lt; now += time.Second {
+	for now := time.Second + slack; now < coreParams.lt; now += time.Second { // 3.3: a slack after each renewal due
 		m.on(evTimer{}, at(now)).read(held("x", 4, "", 0, 0), `"7"`, at(now))
 	}
 	m.on(evTimer{}, at(coreParams.lt))
@@ -272,13 +281,14 @@ func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "a", 0, 0), `"7"`, at(0))
-	m.on(evTimer{}, at(time.Second)).read(held("y", 4, "b", 0, 0), `"7"`, at(time.Second))
-	if !m.c.fol.v.seenAt.Equal(at(time.Second)) || m.c.fol.v.rec.LeaderID != "y" {
-		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting at 1s of y", m.c.fol.v.seenAt.Sub(t0), m.c.fol.v.rec.LeaderID)
+	// Reads come a slack after each renewal due (3.3).
+	m.on(evTimer{}, at(time.Second+slack)).read(held("y", 4, "b", 0, 0), `"7"`, at(time.Second+slack))
+	if !m.c.fol.v.seenAt.Equal(at(time.Second+slack)) || m.c.fol.v.rec.LeaderID != "y" {
+		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting of y at the read", m.c.fol.v.seenAt.Sub(t0), m.c.fol.v.rec.LeaderID)
 	}
-	m.on(evTimer{}, at(2*time.Second)).read(held("y", 4, "b", 0, 0), `"7"`, at(2*time.Second))
-	if !m.c.fol.v.seenAt.Equal(at(time.Second)) {
-		t.Errorf("same ETag, same bytes: seenAt moved to %v; want 1s", m.c.fol.v.seenAt.Sub(t0))
+	m.on(evTimer{}, at(2*time.Second+slack)).read(held("y", 4, "b", 0, 0), `"7"`, at(2*time.Second+slack))
+	if !m.c.fol.v.seenAt.Equal(at(time.Second + slack)) {
+		t.Errorf("same ETag, same bytes: seenAt moved to %v; want the first read's", m.c.fol.v.seenAt.Sub(t0))
 	}
 }
 
@@ -493,41 +503,54 @@ func TestCoreTermNeverWraps(t *testing.T) {
 }
 
 // TestCoreIntervals: the follower's pace (docs/protocol.md, 4, the
-// follower states, and 3.3): frequent until a leader has renewed steadily
-// for LeaderTimeout, then infrequent reads timed after a renewal, and back
-// to frequent on a late record.
+// follower states, and 3.3): frequent reads a slack after each renewal is
+// due until a leader has renewed steadily for LeaderTimeout, then
+// infrequent reads timed after a renewal, and back to frequent on a late
+// record.
 func TestCoreIntervals(t *testing.T) {
 	p := coreParams
 	m := newMachine(t, p)
-	m.on(evTimer{}, at(0))
-	// A leader renewing every second, read every second: after LT of
-	// steady renewals the follower reads every InfrequentInterval.
-	now := time.Duration(0)
-	for i := int64(0); now <= p.lt; i++ {
-		m.read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
-		now += p.fi
-		m.on(evTimer{}, at(now))
-	}
-	if m.c.fol.mode != infrequent {
-		t.Fatalf("mode after %v of steady renewals = %v; want infrequent", now, m.c.fol.mode)
+	// A leader renewing every second from 400 ms, the follower's first
+	// read at 700 ms: each later frequent read comes a slack after a renewal
+	// is due (3.3), every FrequentInterval, and sees that renewal; after
+	// LT of steady renewals the follower reads every InfrequentInterval.
+	const phase = 400 * time.Millisecond
+	stamp := func(now time.Duration) time.Duration { return (now-phase)/p.fi*p.fi + phase } // the last renewal due by now
+	now, last := 700*time.Millisecond, time.Duration(-1)
+	m.on(evTimer{}, at(now))
+	for m.c.fol.mode != infrequent {
+		if now > p.lt+2*p.fi {
+			t.Fatalf("still %v at %v, after steady renewals since %v", m.c.fol.mode, now, phase)
+		}
+		if last >= 0 {
+			if want := stamp(now) + slack; now != want || now-last > p.fi {
+				t.Errorf("frequent read at %v, %v after the last; want %v, a slack after the renewal due at %v, at most FrequentInterval after the last",
+					now, now-last, want, stamp(now))
+			}
+		}
+		m.read(held("x", 1, "a", int64((stamp(now)-phase)/time.Millisecond), stamp(now)), fmt.Sprintf(`"%d"`, stamp(now)), at(now))
+		last = now
+		for m.c.sh.call.kind != opRead && m.c.fol.mode != infrequent {
+			now = m.wake.Sub(t0)
+			m.on(evTimer{}, at(now))
+		}
 	}
 	// The next read is timed just after one of the leader's renewals is
 	// due (by its stamps, every FrequentInterval), no sooner than
 	// InfrequentInterval after the last read.
-	last := now - p.fi // the read that made the follower infrequent
 	for m.c.sh.call.kind != opRead {
-		now += time.Millisecond
+		now = m.wake.Sub(t0)
 		m.on(evTimer{}, at(now))
 	}
 	if gap := now - last; gap < p.ii || gap >= p.ii+time.Duration(p.ii/p.fi+1)*p.fi {
 		t.Errorf("infrequent read %v after the last; want at least InfrequentInterval and less than one more cycle", gap)
 	}
-	if phase := (now - renewalSlack(p.fi)) % p.fi; phase != 0 {
-		t.Errorf("infrequent read %v after a renewal was due; want %v", phase+renewalSlack(p.fi), renewalSlack(p.fi))
+	if got := now - stamp(now); got != slack {
+		t.Errorf("infrequent read %v after a renewal was due; want %v", got, slack)
 	}
 	// The renewal due just before that read is missing: the record is late
 	// by the hint, and the follower reads every FrequentInterval again.
-	m.read(held("x", 1, "a", 99_000, now-renewalSlack(p.fi)-p.fi), `"late"`, at(now))
+	m.read(held("x", 1, "a", 99_000, now-slack-p.fi), `"late"`, at(now))
 	if m.c.fol.mode != frequent {
 		t.Errorf("mode after a late-looking record = %v; want frequent", m.c.fol.mode)
 	}
@@ -543,11 +566,13 @@ func TestCorePeerReports(t *testing.T) {
 		m.on(evCampaign{id: 1, lease: "l1"}, at(0))
 		now := time.Duration(0)
 		for i := int64(0); m.c.fol.mode != peerWatch; i++ {
-			m.read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
+			// Renewal i is due at i s; after the first, the follower reads
+			// a slack after each (3.3).
+			m.read(held("x", 1, "a", i*1000, time.Duration(i)*p.fi), fmt.Sprintf(`"%d"`, i), at(now))
 			if m.c.fol.mode == peerWatch {
 				break
 			}
-			now += p.fi
+			now = time.Duration(i+1)*p.fi + slack
 			m.on(evTimer{}, at(now))
 		}
 		mustEffect[doPeer](t, m, "steady leader in peer mode")
@@ -677,9 +702,10 @@ func TestCoreAdoptsATakeoverThatLanded(t *testing.T) {
 	}
 }
 
-// TestCoreAlignedRead checks the timing of a stable follower's reads
+// TestCoreAlignedRead checks the timing of a follower's reads
 // (docs/protocol.md, 3.3) on the pure helper: FrequentInterval 1s,
-// InfrequentInterval 5s (k = 5 renewals a cycle), slack 125 ms.
+// InfrequentInterval 5s (k = 5 renewals a cycle), slack 62.5 ms. A
+// frequent read is the case ii = FrequentInterval (k = 1).
 func TestCoreAlignedRead(t *testing.T) {
 	const fi, ii = time.Second, 5 * time.Second
 	ms := time.Millisecond
@@ -692,14 +718,19 @@ func TestCoreAlignedRead(t *testing.T) {
 		ii      time.Duration
 		want    time.Duration
 	}{
-		{"3.3 infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + 125*ms},
-		{"3.3 the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + 125*ms},
-		{"3.3 renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + 125*ms},
-		{"3.3 a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + 125*ms},
-		{"3.3 due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + 125*ms},
-		{"3.3 due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + 125*ms},
-		{"3.3 one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + 125*ms},
-		{"3.3 the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 425*ms},
+		{"3.3 infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + slack},
+		{"3.3 the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + slack},
+		{"3.3 renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + slack},
+		{"3.3 a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + slack},
+		{"3.3 due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + slack},
+		{"3.3 due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + slack},
+		{"3.3 one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + slack},
+		{"3.3 the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 300*ms + slack},
+		{"3.3 frequent read (k = 1): a slack after the next renewal, for a record read as it was stamped", time.Second, 0, 0, 0, fi, time.Second + slack},
+		{"3.3 frequent read: a record read before the midpoint of its cycle is read again a slack after the next renewal, before due", 1400 * ms, 0, 0, 0, fi, time.Second + slack},
+		{"3.3 frequent read: a record read past the midpoint of its cycle is read again after the renewal after next, later than due", 1700 * ms, 0, 0, 0, fi, 2*time.Second + slack},
+		{"3.3 frequent read: the phase comes from the stamp (renewals due at 300 ms), and slots play no part", 2 * time.Second, 300 * ms, 0, 5, fi, 2*time.Second + 300*ms + slack},
+		{"3.3 frequent read: a dead leader's phase is kept, one read every FrequentInterval", 5*time.Second + slack, 0, 0, 0, fi, 5*time.Second + slack},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -722,7 +753,7 @@ func TestCoreLateRecord(t *testing.T) {
 		want    time.Duration
 	}{
 		{"3.3 a record older than one and a half FrequentIntervals is late", false, 1500 * time.Millisecond},
-		{"3.3 at a read timed after a renewal, older than half a FrequentInterval and the slack is late", true, 625 * time.Millisecond},
+		{"3.3 at an infrequent read timed after a renewal, older than half a FrequentInterval and the slack is late", true, 562500 * time.Microsecond},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -778,19 +809,20 @@ func TestCoreRolesDoNotOverlap(t *testing.T) {
 func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, heldTTL("x", 4, "a", 0, 0, 20*time.Second), `"a"`, at(0))
-	m.on(evTimer{}, at(time.Second))
+	first := time.Second + slack // the next read, a slack after the renewal due at 1s (3.3)
+	m.on(evTimer{}, at(first))
 	v1 := Record{LeaderID: "y", LastUpdated: at(time.Second)}.encode() // the original s3lect took over
-	m.read(v1, `"b"`, at(time.Second))
-	for now := 2 * time.Second; now < time.Second+20*time.Second; now += time.Second {
+	m.read(v1, `"b"`, at(first))
+	for now := 2 * time.Second; now < first+20*time.Second; now += time.Second {
 		m.on(evTimer{}, at(now))
 		if m.c.sh.call.kind == opRead {
 			m.read(v1, `"b"`, at(now))
 		}
 		noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a record without ttl, having seen a 20s lease", now-time.Second))
 	}
-	m.on(evTimer{}, at(21*time.Second))
+	m.on(evTimer{}, at(first+20*time.Second))
 	if m.c.sh.call.kind == opRead {
-		m.read(v1, `"b"`, at(21*time.Second))
+		m.read(v1, `"b"`, at(first+20*time.Second))
 	}
 	mustEffect[doWrite](t, m, "20s after first seeing the record without ttl")
 }
@@ -945,11 +977,12 @@ func TestCoreForeignRecordsCountedAndLoggedOnce(t *testing.T) {
 	}
 	m.on(evTimer{}, at(0)).read(orig(0), `"1"`, at(0))
 	tally()
-	m.on(evTimer{}, at(time.Second)).read(orig(0), `"1"`, at(time.Second)) // the same record again
+	// Reads come a slack after each renewal due (3.3).
+	m.on(evTimer{}, at(time.Second+slack)).read(orig(0), `"1"`, at(time.Second+slack)) // the same record again
 	tally()
-	m.on(evTimer{}, at(2*time.Second)).read(orig(time.Second), `"2"`, at(2*time.Second))
+	m.on(evTimer{}, at(2*time.Second+slack)).read(orig(time.Second), `"2"`, at(2*time.Second+slack))
 	tally()
-	m.on(evTimer{}, at(3*time.Second)).read(held("x", 1, "a", 0, 3*time.Second), `"3"`, at(3*time.Second))
+	m.on(evTimer{}, at(3*time.Second+slack)).read(held("x", 1, "a", 0, 3*time.Second), `"3"`, at(3*time.Second+slack))
 	tally()
 	st := mustEffect[doStatus](t, m, "a step").st
 	if st.foreign != 2 || logged != 1 {
@@ -967,9 +1000,9 @@ func TestCoreLeaderTrustedUntil(t *testing.T) {
 		t.Errorf("frequent follower trusts the leader until %v; want the takeover time %v", st.until.Sub(t0), coreParams.lt)
 	}
 	now := time.Duration(0)
-	for i := int64(1); m.c.fol.mode != infrequent; i++ {
-		now += coreParams.fi
-		m.on(evTimer{}, at(now)).read(held("x", 1, "a", i*1000, now), fmt.Sprintf(`"%d"`, i), at(now))
+	for i := int64(1); m.c.fol.mode != infrequent; i++ { // renewal i is read a slack after it is due (3.3)
+		now = time.Duration(i)*coreParams.fi + slack
+		m.on(evTimer{}, at(now)).read(held("x", 1, "a", i*1000, now-slack), fmt.Sprintf(`"%d"`, i), at(now))
 	}
 	st := mustEffect[doStatus](t, m, "a stable follower").st
 	if want := m.c.fol.nextRead.Add(3*coreParams.fi + retryWaits); !st.until.Equal(want) {

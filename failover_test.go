@@ -2,7 +2,10 @@ package s3lect
 
 import (
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -136,4 +139,115 @@ func TestStalePeerCannotHoldTheElection(t *testing.T) {
 			t.Errorf("the stale peer was never asked; the test did not test it")
 		}
 	})
+}
+
+// failover is one crash trial's outcome: the times from the dead leader's
+// last write and from the crash to the next leader's Campaign returning.
+type failover struct{ fromWrite, fromCrash time.Duration }
+
+// crashFailovers runs trials crash failovers of a group of three in
+// virtual time, each in its own bubble. Every store call takes latency.
+// The followers start together at a random phase of the leader's first
+// renewal cycle. With stable set, the leader is struck at a random point
+// of an InfrequentInterval once they have settled. Without it, it is
+// struck while they are still frequent: three FrequentIntervals after
+// they started plus a random part of one but its last sixteenth. By then
+// they have read a renewal (the leadership's first record is stamped
+// after the term object's write while its renewals are due from that
+// write's send, so a read timed by its stamp comes one store call late),
+// and they have not yet watched the leadership for LeaderTimeout (which
+// must be at least four FrequentIntervals).
+func crashFailovers(t *testing.T, fi, ii, lt, latency time.Duration, stable bool, trials int, seed uint64) []failover {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	random := func(d time.Duration) time.Duration { return time.Duration(rng.Int64N(int64(d))) }
+	var out []failover
+	for range trials {
+		start, strike := random(fi), 2*lt+2*ii+random(ii)
+		if !stable {
+			strike = 3*fi + random(fi-fi/16)
+			if 4*fi > lt {
+				t.Fatalf("LeaderTimeout %v is less than four FrequentIntervals: the followers may turn infrequent before the strike", lt)
+			}
+		}
+		synctest.Test(t, func(t *testing.T) {
+			mem := memstore.New()
+			won := make(chan won, 3)
+			mk := func(id string) *node {
+				fs := newFaultStore(mem)
+				fs.set(func(f *faultStore) { f.latency = latency })
+				cfg := testConfig(fs, id)
+				cfg.FrequentInterval, cfg.InfrequentInterval, cfg.LeaderTimeout = fi, ii, lt
+				e, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { e.Close() })
+				n := &node{id: id, fs: fs, e: e}
+				n.campaign(t.Context(), won)
+				return n
+			}
+			mk("a")
+			old := mustWin(t, won)
+			time.Sleep(start)
+			mk("b")
+			mk("c")
+			time.Sleep(strike)
+			crash := time.Now()
+			old.n.fs.set(func(f *faultStore) { f.failAll = true }) // its calls fail from now on; no goodbye
+			w := mustWin(t, won)
+			out = append(out, failover{fromWrite: w.at.Sub(lastPut(old.n).at), fromCrash: w.at.Sub(crash)})
+
+		})
+	}
+	return out
+}
+
+// TestCrashFailoverAtTheRenewalPhase: a follower reads a slack after each
+// of the leader's renewals is due, frequent or infrequent alike
+// (docs/protocol.md, 3.3), so it first sees the dead leader's last write
+// a slack after it was sent and takes over a slack after the lease from
+// that write has run out (3.1), plus the takeover's four store calls (the
+// read at the takeover time, the term object's read and write, the
+// lockfile's write). Never sooner than the lease allows. In virtual time
+// with FrequentInterval 5 s and 20 ms per store call, over crashes at
+// random phases; the p50 of crash-to-takeover is logged against the
+// physical limit, LeaderTimeout - FrequentInterval/2.
+func TestCrashFailoverAtTheRenewalPhase(t *testing.T) {
+	const fi, latency = 5 * time.Second, 20 * time.Millisecond
+	slack := renewalSlack(fi)
+	for _, tc := range []struct {
+		name   string
+		ii, lt time.Duration
+		stable bool
+	}{
+		{"3.3 frequent followers, joined at random phases, still frequent (LeaderTimeout 20 s)", 30 * time.Second, 20 * time.Second, false},
+		{"3.3 stable followers with InfrequentInterval = FrequentInterval (LeaderTimeout 15 s)", fi, 15 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lt := tc.lt
+			trials := crashFailovers(t, fi, tc.ii, lt, latency, tc.stable, 60, 19)
+			var xs []float64
+			for i, f := range trials {
+				if f.fromWrite < lt {
+					t.Errorf("trial %d: takeover %v after the dead leader's last write; its lease ran %v", i, f.fromWrite, lt)
+				}
+				if want := lt + slack + 4*latency; f.fromWrite > want {
+					t.Errorf("trial %d: takeover %v after the dead leader's last write; want at most LeaderTimeout + slack + 4 store calls = %v",
+						i, f.fromWrite, want)
+				}
+				xs = append(xs, float64(f.fromCrash)/float64(lt))
+			}
+			t.Logf("crash to takeover over LeaderTimeout, %d trials: p50 %.3f p95 %.3f max %.3f (limit at p50: %.3f)",
+				len(xs), quantile(xs, .5), quantile(xs, .95), quantile(xs, 1), float64(lt-fi/2)/float64(lt))
+		})
+	}
+}
+
+// quantile returns the q quantile of xs by the nearest rank.
+func quantile(xs []float64, q float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
 }

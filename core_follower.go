@@ -21,16 +21,18 @@ func (m mode) String() string { return modeNames[m] }
 // follower is the state of an elector that does not hold a leadership. A
 // new one is made when a leadership ends; none exists while one is held.
 type follower struct {
-	v          view      // its knowledge of the lockfile
-	mode       mode      // how it watches
-	nextRead   time.Time // the next storage read is due then (zero: now)
-	readErr    error     // the last read's failure, nil after a success
-	stale      bool      // the view is known to be out of date: no takeover before the next read
-	aligned    bool      // the next read is an infrequent one timed just after one of the leader's renewals is due
-	stable     leaseKey  // the leadership seen renewing since stableAt
-	stableAt   time.Time //
-	peerNoETag bool      // the leader's peer answers carry no ETag (the original s3lect)
-	peerOn     peerKey   // the poller's target while it has one
+	v          view          // its knowledge of the lockfile
+	mode       mode          // how it watches
+	nextRead   time.Time     // the next storage read is due then (zero: now)
+	readErr    error         // the last read's failure, nil after a success
+	stale      bool          // the view is known to be out of date: no takeover before the next read
+	aligned    bool          // the next read is an infrequent one timed just after one of the leader's renewals is due
+	timedFor   time.Time     // the time alignedRead gave the next read (zero: none); a read sent for it was timed
+	lag        time.Duration // how much later than the slack timed reads go, learned from renewals they came too early for
+	stable     leaseKey      // the leadership seen renewing since stableAt
+	stableAt   time.Time     //
+	peerNoETag bool          // the leader's peer answers carry no ETag (the original s3lect)
+	peerOn     peerKey       // the poller's target while it has one
 }
 
 // peerKey names the poller's target: a leadership at an address.
@@ -77,20 +79,25 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 	// change when the follower reads, never let it take over sooner.
 	age := now.Sub(f.v.rec.LastUpdated)
 	late := age > lateAge(p.fi, f.aligned)
+	if f.v.kind == kindHeld && fresh && !f.timedFor.IsZero() && f.timedFor.Equal(f.nextRead) {
+		f.lag = nextLag(f.lag, age, p.fi)
+	}
 	if f.v.kind == kindHeld && fresh && !late && now.Sub(f.stableAt) >= p.lt {
 		f.mode = infrequent
 	} else {
 		f.mode = frequent
 	}
-	f.nextRead, f.aligned = sent.Add(f.interval(p)), false
-	if f.v.kind == kindHeld && age > -p.ii && age < p.ii {
+	f.nextRead, f.aligned, f.timedFor = sent.Add(f.interval(p)), false, time.Time{}
+	if w := max(p.ii, p.lt); f.v.kind == kindHeld && age > -w && age < w {
 		// Section 3.3: frequent and infrequent reads alike land just after
-		// one of the leader's renewals, infrequent ones spread by slot.
-		// Only an infrequent read judges lateness by the renewal it was
-		// timed for: a frequent follower whose reads come too early for
-		// the renewals (a clock ahead of the leader's) still settles.
-		f.nextRead = alignedRead(f.nextRead, now.Add(-age), f.v.rec.Held, p.slot, p.fi, f.interval(p))
-		f.aligned = f.mode == infrequent
+		// one of the leader's renewals (the slack and the lag after the
+		// stamp's phase), infrequent ones spread by slot. Stamps more
+		// than a lease or an InfrequentInterval off the follower's clock
+		// time nothing. Only an infrequent read judges lateness by the
+		// renewal it was timed for: a frequent follower whose reads come
+		// too early for the renewals still settles.
+		f.nextRead = alignedRead(f.nextRead, now.Add(-age).Add(f.lag), f.v.rec.Held, p.slot, p.fi, f.interval(p))
+		f.aligned, f.timedFor = f.mode == infrequent, f.nextRead
 	}
 	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
 		was := f.peerOn
@@ -118,11 +125,30 @@ func lateAge(fi time.Duration, aligned bool) time.Duration {
 }
 
 // renewalSlack is how long after a renewal is due a follower reads to see
-// it: the renewal's latency and scheduling delay (section 3.3). It is all
-// a follower's first sight of the last write adds to a crash failover
-// beyond the physical limit, so it is small: 312 ms at the default
-// FrequentInterval, 12.5 ms at the report's scale of 1/25.
+// it: the renewal's latency and scheduling delay (section 3.3). With the
+// lag (nextLag), it is all a follower's first sight of the last write
+// adds to a crash failover beyond the physical limit, so it is small:
+// 312 ms at the default FrequentInterval, 12.5 ms at the report's scale
+// of 1/25; a slower store teaches the follower a lag.
 func renewalSlack(fi time.Duration) time.Duration { return fi / 16 }
+
+// nextLag returns a follower's lag after one of its timed reads returned
+// a new record of age age (section 3.3). A record older than an infrequent
+// timed read's lateness bound is the renewal before the one the read was
+// timed for, which had not landed yet (a slow write, or a clock ahead of
+// the leader's): the read came too early, so reads go later, by the slack
+// and twice the lag so far, up to a quarter of FrequentInterval. A read
+// that found its renewal shrinks the lag by a thirty-second, so that a
+// slow spell is not paid for ever (and the lag is found again, at the
+// cost of one read too early in about twenty-five). Only new records
+// count: after a crash the same record is read again and again, and that
+// teaches nothing.
+func nextLag(lag, age, fi time.Duration) time.Duration {
+	if age > lateAge(fi, true) {
+		return min(2*lag+renewalSlack(fi), fi/4)
+	}
+	return lag - lag/32
+}
 
 // alignedRead returns when a follower reads next (section 3.3): just
 // after one of the leader's renewals is due, by the phase its stamps give

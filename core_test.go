@@ -281,12 +281,13 @@ func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, held("x", 4, "a", 0, 0), `"7"`, at(0))
-	// Reads come a slack after each renewal due (3.3).
-	m.on(evTimer{}, at(time.Second+slack)).read(held("y", 4, "b", 0, 0), `"7"`, at(time.Second+slack))
+	// Reads come a slack after each renewal due (3.3); the other bytes
+	// were written at 1s.
+	m.on(evTimer{}, at(time.Second+slack)).read(held("y", 4, "b", 0, time.Second), `"7"`, at(time.Second+slack))
 	if !m.c.fol.v.seenAt.Equal(at(time.Second+slack)) || m.c.fol.v.rec.LeaderID != "y" {
 		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting of y at the read", m.c.fol.v.seenAt.Sub(t0), m.c.fol.v.rec.LeaderID)
 	}
-	m.on(evTimer{}, at(2*time.Second+slack)).read(held("y", 4, "b", 0, 0), `"7"`, at(2*time.Second+slack))
+	m.on(evTimer{}, at(2*time.Second+slack)).read(held("y", 4, "b", 0, time.Second), `"7"`, at(2*time.Second+slack))
 	if !m.c.fol.v.seenAt.Equal(at(time.Second + slack)) {
 		t.Errorf("same ETag, same bytes: seenAt moved to %v; want the first read's", m.c.fol.v.seenAt.Sub(t0))
 	}
@@ -743,6 +744,83 @@ func TestCoreAlignedRead(t *testing.T) {
 	}
 }
 
+// TestCoreReadLag checks how a follower's timed reads learn to come later
+// when renewals land later than the slack after their stamps
+// (docs/protocol.md, 3.3, the lag): FrequentInterval 1s, slack 62.5 ms, a
+// timed read's lateness bound 562.5 ms.
+func TestCoreReadLag(t *testing.T) {
+	const fi = time.Second
+	ms := time.Millisecond
+	cases := []struct {
+		name     string
+		lag, age time.Duration
+		want     time.Duration
+	}{
+		{"3.3 a timed read that found its renewal keeps no lag", 0, 80 * ms, 0},
+		{"3.3 a timed read that found the renewal before its own came too early: the slack is added", 0, fi + 80*ms, slack},
+		{"3.3 another read too early: twice the lag and the slack", slack, fi + 150*ms, 3 * slack},
+		{"3.3 the lag stops at a quarter of FrequentInterval", 200 * ms, fi + 500*ms, fi / 4},
+		{"3.3 a read that found its renewal shrinks the lag by a thirty-second", 320 * ms, 400 * ms, 310 * ms},
+		{"3.3 the bound is the infrequent timed read's lateness: at it, a hit", 32 * ms, 562500 * time.Microsecond, 31 * ms},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nextLag(tc.lag, tc.age, fi); got != tc.want {
+				t.Errorf("nextLag(%v, age %v) = %v; want %v", tc.lag, tc.age, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCoreSlowWritesMoveReadsLater: a leader renews every second, but each
+// renewal becomes visible only 200 ms after its stamp, later than the
+// slack (a slow store, or a follower's clock ahead of the leader's). The
+// follower's timed reads find the renewal before the one they were timed
+// for, learn a lag (docs/protocol.md, 3.3), and from then on find each
+// renewal after it landed, but for a rare read where the shrinking lag is
+// tried; the reads come no closer together than before.
+func TestCoreSlowWritesMoveReadsLater(t *testing.T) {
+	p := coreParams
+	const landing = 200 * time.Millisecond
+	visible := func(now time.Duration) int64 { return int64((now - landing) / p.fi) } // the last renewal landed by now
+	m := newMachine(t, p)
+	now := 1500 * time.Millisecond
+	m.on(evTimer{}, at(now))
+	var misses []int
+	last := now
+	for i := 0; i < 60; i++ {
+		r := visible(now)
+		if age := now - time.Duration(r)*p.fi; i > 0 && age > p.fi/2 {
+			misses = append(misses, i)
+		}
+		m.read(held("x", 1, "a", r*1000, time.Duration(r)*p.fi), fmt.Sprintf(`"%d"`, r), at(now))
+		for m.c.sh.call.kind != opRead {
+			now = m.wake.Sub(t0)
+			m.on(evTimer{}, at(now))
+		}
+		if i > 0 && now-last < p.fi-p.fi/64 {
+			t.Errorf("read %d came %v after the last; want about FrequentInterval", i+1, now-last)
+		}
+		last = now
+	}
+	t.Logf("reads that found the renewal before the one they were timed for: %v; lag %v", misses, m.c.fol.lag)
+	if len(misses) == 0 || misses[0] > 3 {
+		t.Fatalf("misses %v; want the first timed reads to come too early", misses)
+	}
+	late := 0
+	for _, i := range misses {
+		if i > 5 { // learnt by then
+			late++
+		}
+	}
+	if late > 55/15 {
+		t.Errorf("%d of the last 55 reads came before their renewal landed (%v); want at most one in fifteen, where the shrinking lag is tried", late, misses)
+	}
+	if m.c.fol.lag > p.fi/4 {
+		t.Errorf("lag %v; want at most a quarter of FrequentInterval", m.c.fol.lag)
+	}
+}
+
 // TestCoreLateRecord checks when a record counts as late (docs/protocol.md,
 // 3.3), which sends a follower to the frequent pace.
 func TestCoreLateRecord(t *testing.T) {
@@ -980,7 +1058,7 @@ func TestCoreForeignRecordsCountedAndLoggedOnce(t *testing.T) {
 	// Reads come a slack after each renewal due (3.3).
 	m.on(evTimer{}, at(time.Second+slack)).read(orig(0), `"1"`, at(time.Second+slack)) // the same record again
 	tally()
-	m.on(evTimer{}, at(2*time.Second+slack)).read(orig(time.Second), `"2"`, at(2*time.Second+slack))
+	m.on(evTimer{}, at(2*time.Second+slack)).read(orig(2*time.Second), `"2"`, at(2*time.Second+slack))
 	tally()
 	m.on(evTimer{}, at(3*time.Second+slack)).read(held("x", 1, "a", 0, 3*time.Second), `"3"`, at(3*time.Second+slack))
 	tally()

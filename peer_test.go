@@ -32,8 +32,7 @@ const (
 // peerNode is an elector in peer mode serving its endpoint on loopback.
 type peerNode struct {
 	id      string
-	counter *store.Counter
-	fs      *faultStore
+	fs      *faultStore // its store, which logs every call
 	e       *Elector
 	stop    context.CancelFunc
 	stopped chan struct{}
@@ -46,9 +45,9 @@ func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *p
 		t.Fatal(err)
 	}
 	fs := newFaultStore(mem)
-	n := &peerNode{id: id, fs: fs, counter: store.NewCounter(fs), stopped: make(chan struct{})}
+	n := &peerNode{id: id, fs: fs, stopped: make(chan struct{})}
 	e, err := New(ElectorConfig{
-		Store: n.counter, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
+		Store: fs, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
 		PeerMode: true, PeerTLS: pki.ClientTLS(), PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
 	})
@@ -107,23 +106,22 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 
 	// Stable: followers ask the leader, never the store.
 	time.Sleep(4 * peerLT)
-	before := map[string]store.Counts{}
+	type calls struct{ gets, puts int }
+	before := map[string]calls{}
 	for _, n := range nodes {
-		before[n.id] = n.counter.Counts()
+		before[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
 	}
 	const window = 2 * time.Second
 	time.Sleep(window)
 	for _, n := range nodes {
-		d := n.counter.Counts()
-		d.Gets -= before[n.id].Gets
-		d.Puts -= before[n.id].Puts
-		t.Logf("%s in %v of stable state: %d GET, %d PUT", n.id, window, d.Gets, d.Puts)
+		gets, puts := n.fs.count("get")-before[n.id].gets, n.fs.count("put")-before[n.id].puts
+		t.Logf("%s in %v of stable state: %d GET, %d PUT", n.id, window, gets, puts)
 		if n == first.n {
-			if want := int64(window / peerFI); d.Gets != 0 || d.Puts < want-2 || d.Puts > want+2 {
-				t.Errorf("leader made %d GET and %d PUT; want 0 GET and one PUT per FrequentInterval (%d)", d.Gets, d.Puts, want)
+			if want := int(window / peerFI); gets != 0 || puts < want-2 || puts > want+2 {
+				t.Errorf("leader made %d GET and %d PUT; want 0 GET and one PUT per FrequentInterval (%d)", gets, puts, want)
 			}
-		} else if d.Gets != 0 || d.Puts != 0 {
-			t.Errorf("stable follower %s made %d GET and %d PUT; want none", n.id, d.Gets, d.Puts)
+		} else if gets != 0 || puts != 0 {
+			t.Errorf("stable follower %s made %d GET and %d PUT; want none", n.id, gets, puts)
 		}
 	}
 

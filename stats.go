@@ -3,6 +3,7 @@ package s3lect
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -42,12 +43,15 @@ type Stats struct {
 	// Campaign ended) and "other".
 	Ended map[string]uint64
 
-	// StoreRequests counts store calls, one per attempt (retries count
-	// again), by operation ("get", "put") and result: "ok", "not_found",
-	// "precondition_failed", "timeout" (the attempt's deadline passed),
-	// "canceled" (the call was cut short on purpose), "permanent" (a
-	// failure the store marks as not worth retrying) and "error".
-	StoreRequests map[StoreRequest]uint64
+	// StoreRequests counts the elector's store calls, one per attempt
+	// (retries count again), by operation ("get", "put"), then by result:
+	// "ok", "not_found", "precondition_failed", "timeout" (the attempt's
+	// deadline passed), "canceled" (the call was cut short on purpose),
+	// "permanent" (a failure the store marks as not worth retrying) and
+	// "error": StoreRequests["put"]["ok"] counts the writes the store
+	// accepted. Every call the elector makes to its Store is counted, so
+	// the sum over results is what the store billed this elector.
+	StoreRequests map[string]map[string]uint64
 
 	// PeerRequests counts a follower's questions to the leader in
 	// PeerMode (each with its retries), by result: "ok", "timeout",
@@ -68,12 +72,6 @@ type Stats struct {
 	// mixed group, safe only as docs/protocol.md, section 1.2, says; the
 	// elector logs the first one.
 	ForeignRecords uint64
-}
-
-// StoreRequest is a key of Stats.StoreRequests.
-type StoreRequest struct {
-	Op     string // "get" or "put"
-	Result string
 }
 
 // Stats returns a snapshot of the elector's state and counters. It does not
@@ -103,7 +101,7 @@ type recorder struct {
 	mu    sync.Mutex
 	nWon  uint64
 	ends  map[string]uint64
-	store map[StoreRequest]uint64
+	store map[string]map[string]uint64 // op -> result -> count
 	peer  map[string]uint64
 }
 
@@ -124,9 +122,12 @@ func (r *recorder) storeCall(op string, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.store == nil {
-		r.store = map[StoreRequest]uint64{}
+		r.store = map[string]map[string]uint64{}
 	}
-	r.store[StoreRequest{op, res}]++
+	if r.store[op] == nil {
+		r.store[op] = map[string]uint64{}
+	}
+	r.store[op][res]++
 }
 
 // peerCall counts one question to the leader, with its retries.
@@ -187,12 +188,12 @@ func (r *recorder) ended(cause error) {
 func (r *recorder) counters() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := Stats{Won: r.nWon, Ended: map[string]uint64{}, StoreRequests: map[StoreRequest]uint64{}, PeerRequests: map[string]uint64{}}
+	s := Stats{Won: r.nWon, Ended: map[string]uint64{}, StoreRequests: map[string]map[string]uint64{}, PeerRequests: map[string]uint64{}}
 	for k, v := range r.ends {
 		s.Ended[k] = v
 	}
-	for k, v := range r.store {
-		s.StoreRequests[k] = v
+	for op, byResult := range r.store {
+		s.StoreRequests[op] = maps.Clone(byResult)
 	}
 	for k, v := range r.peer {
 		s.PeerRequests[k] = v

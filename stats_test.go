@@ -20,7 +20,7 @@ func TestStatsFollowAnElection(t *testing.T) {
 		if !sa.Leading || sa.Term != w.l.Term() || sa.Mode != "leader" || sa.Won != 1 {
 			t.Errorf("leader Stats = Leading %v Term %d Mode %q Won %d; want true %d leader 1", sa.Leading, sa.Term, sa.Mode, sa.Won, w.l.Term())
 		}
-		if puts := sa.StoreRequests[StoreRequest{"put", "ok"}]; puts != uint64(a.fs.count("put")) {
+		if puts := sa.StoreRequests["put"]["ok"]; puts != uint64(a.fs.count("put")) {
 			t.Errorf("leader put/ok = %d; want the %d puts its store saw", puts, a.fs.count("put"))
 		}
 		if age := time.Since(sa.LastRenewal); age < 0 || age > testFI {
@@ -29,7 +29,7 @@ func TestStatsFollowAnElection(t *testing.T) {
 		if sb.Leading || sb.Term != w.l.Term() || sb.Mode != "infrequent" || sb.Won != 0 || !sb.LastRenewal.IsZero() {
 			t.Errorf("follower Stats = %+v; want a follower in infrequent mode that knows term %d", sb, w.l.Term())
 		}
-		if got := sb.StoreRequests[StoreRequest{"get", "ok"}]; got == 0 || sb.LastRead.IsZero() {
+		if got := sb.StoreRequests["get"]["ok"]; got == 0 || sb.LastRead.IsZero() {
 			t.Errorf("follower get/ok = %d, LastRead %v; want reads counted", got, sb.LastRead)
 		}
 
@@ -41,8 +41,18 @@ func TestStatsFollowAnElection(t *testing.T) {
 				failed++
 			}
 		}
-		if got := b.e.Stats().StoreRequests[StoreRequest{"get", "error"}]; got == 0 || got != uint64(failed) {
+		sb = b.e.Stats()
+		if got := sb.StoreRequests["get"]["error"]; got == 0 || got != uint64(failed) {
 			t.Errorf("follower get/error = %d; want the %d failed gets its store saw", got, failed)
+		}
+		for _, op := range []string{"get", "put"} {
+			var sum uint64
+			for _, n := range sb.StoreRequests[op] {
+				sum += n
+			}
+			if sum != uint64(b.fs.count(op)) {
+				t.Errorf("follower %s calls = %d over %v; want the %d its store saw", op, sum, sb.StoreRequests[op], b.fs.count(op))
+			}
 		}
 		b.fs.set(func(f *faultStore) { f.failAll = false })
 
@@ -80,8 +90,8 @@ func TestStatsClassifies(t *testing.T) {
 	}
 	s := r.counters()
 	for _, res := range []string{"ok", "not_found", "precondition_failed", "timeout", "canceled", "permanent", "error"} {
-		if s.StoreRequests[StoreRequest{"get", res}] != 1 {
-			t.Errorf("StoreRequests[get %s] = %d; want 1 (all: %v)", res, s.StoreRequests[StoreRequest{"get", res}], s.StoreRequests)
+		if s.StoreRequests["get"][res] != 1 {
+			t.Errorf("StoreRequests[get %s] = %d; want 1 (all: %v)", res, s.StoreRequests["get"][res], s.StoreRequests)
 		}
 	}
 	if s.PeerRequests["ok"] != 1 || s.PeerRequests["timeout"] != 1 {

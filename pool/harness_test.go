@@ -56,7 +56,7 @@ type group struct {
 	t       testing.TB
 	speed   time.Duration // the default intervals are divided by this
 	shards  []string
-	counter *store.Counter
+	mem     store.Store
 	workers []*worker
 
 	mu      sync.Mutex
@@ -85,7 +85,7 @@ func newGroup(t testing.TB, workers, shards int) *group { return newGroupAt(t, w
 
 // newGroupAt is newGroup with every default interval divided by speed.
 func newGroupAt(t testing.TB, workers, shards, speed int) *group {
-	g := &group{t: t, counter: store.NewCounter(memstore.New()), live: map[string]*held{}, endedAt: map[string]time.Time{},
+	g := &group{t: t, mem: memstore.New(), live: map[string]*held{}, endedAt: map[string]time.Time{},
 		speed: time.Duration(speed), terms: map[string]uint64{}}
 	for i := range shards {
 		g.shards = append(g.shards, fmt.Sprintf("shard-%02d", i))
@@ -98,7 +98,7 @@ func newGroupAt(t testing.TB, workers, shards, speed int) *group {
 
 // add starts a worker.
 func (g *group) add(id string) *worker {
-	w := &worker{id: id, st: &crashStore{Store: g.counter}, done: make(chan struct{})}
+	w := &worker{id: id, st: &crashStore{Store: g.mem}, done: make(chan struct{})}
 	p, err := New(Config{
 		Store: w.st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet,
 		FrequentInterval: testFI / g.speed, LeaderTimeout: testLT / g.speed,

@@ -169,8 +169,10 @@ func (d *electorDescs) collect(ch chan<- prometheus.Metric, now time.Time) {
 	for cause, n := range s.Ended {
 		counter(d.ends, n, cause)
 	}
-	for k, n := range s.StoreRequests {
-		counter(d.store, n, k.Op, k.Result)
+	for op, byResult := range s.StoreRequests {
+		for res, n := range byResult {
+			counter(d.store, n, op, res)
+		}
 	}
 	for res, n := range s.PeerRequests {
 		counter(d.peer, n, res)

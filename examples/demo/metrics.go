@@ -89,9 +89,10 @@ func writeMetrics(w io.Writer, electors []*s3lect.Elector, now time.Time) {
 		}
 	})
 	family("s3lect_store_requests_total", "counter", "Store call attempts, by operation and result.", func(s s3lect.Stats, put func(float64, ...string)) {
-		byName := func(a, b s3lect.StoreRequest) int { return strings.Compare(a.Op+" "+a.Result, b.Op+" "+b.Result) }
-		for _, k := range slices.SortedFunc(maps.Keys(s.StoreRequests), byName) {
-			put(float64(s.StoreRequests[k]), "op", k.Op, "result", k.Result)
+		for _, op := range slices.Sorted(maps.Keys(s.StoreRequests)) {
+			for _, res := range slices.Sorted(maps.Keys(s.StoreRequests[op])) {
+				put(float64(s.StoreRequests[op][res]), "op", op, "result", res)
+			}
 		}
 	})
 	family("s3lect_renewal_age_seconds", "gauge", "While leading: seconds since the last successful write was sent.", func(s s3lect.Stats, put func(float64, ...string)) {

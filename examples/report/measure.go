@@ -475,7 +475,6 @@ func (r rates) monthly(n int) float64 {
 // requests over window and returns the rates scaled to the defaults.
 func cost(ctx context.Context, newStore func() store.Store, n, k int, window time.Duration) (rates, error) {
 	key := fmt.Sprintf("measure/cost-%d-%d.json", n, time.Now().UnixNano())
-	counters := make([]*store.Counter, n)
 	electors := make([]*s3lect.Elector, n)
 	var campaigns sync.WaitGroup
 	defer func() {
@@ -487,8 +486,7 @@ func cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 		campaigns.Wait()
 	}()
 	for i := range n {
-		counters[i] = store.NewCounter(newStore())
-		e, err := s3lect.New(config(counters[i], key, fmt.Sprint("i", i), k))
+		e, err := s3lect.New(config(newStore(), key, fmt.Sprint("i", i), k))
 		if err != nil {
 			return rates{}, err
 		}
@@ -498,17 +496,17 @@ func cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 	}
 	_, _, lt := scaled(k)
 	time.Sleep(6 * lt) // settle into the infrequent interval
-	before := make([]store.Counts, n)
-	for i, c := range counters {
-		before[i] = c.Counts()
+	before := make([]calls, n)
+	for i, e := range electors {
+		before[i] = storeCalls(e)
 	}
 	time.Sleep(window)
-	perHour := func(d int64) float64 { return float64(d) / window.Hours() / float64(k) }
+	perHour := func(d uint64) float64 { return float64(d) / window.Hours() / float64(k) }
 	var r rates
-	for i, c := range counters {
-		now := c.Counts()
-		gets, puts := perHour(now.Gets-before[i].Gets), perHour(now.Puts-before[i].Puts)
-		if ch, ok := <-electors[i].Changes(); ok && ch.IsLeader {
+	for i, e := range electors {
+		now := storeCalls(e)
+		gets, puts := perHour(now.gets-before[i].gets), perHour(now.puts-before[i].puts)
+		if ch, ok := <-e.Changes(); ok && ch.IsLeader {
 			r.leaderGET, r.leaderPUT = gets, puts
 		} else {
 			r.followerGET += gets / float64(n-1)
@@ -516,6 +514,24 @@ func cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 		}
 	}
 	return r, nil
+}
+
+// calls counts store calls, every attempt whatever its outcome.
+type calls struct{ gets, puts uint64 }
+
+// storeCalls returns the store calls electors have made so far, from
+// their Stats: every call an elector makes to its store is counted there.
+func storeCalls(electors ...*s3lect.Elector) (c calls) {
+	for _, e := range electors {
+		s := e.Stats()
+		for _, n := range s.StoreRequests["get"] {
+			c.gets += n
+		}
+		for _, n := range s.StoreRequests["put"] {
+			c.puts += n
+		}
+	}
+	return c
 }
 
 // usage is what many electors in one process cost at steady state.
@@ -536,7 +552,7 @@ const perElectorLimit = 32 << 10
 // per lockfile, as a worker pool of n/lockfiles workers with one elector
 // per shard would be), lets them settle, and measures them over window.
 func pool(ctx context.Context, n, lockfiles, k int, window time.Duration) (usage, error) {
-	mem := store.NewCounter(memstore.New())
+	mem := memstore.New()
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -560,15 +576,15 @@ func pool(ctx context.Context, n, lockfiles, k int, window time.Duration) (usage
 	}
 	_, _, lt := scaled(k)
 	time.Sleep(6 * lt)
-	c0, cpu0, t0 := mem.Counts(), cpuTime(), time.Now()
+	c0, cpu0, t0 := storeCalls(electors...), cpuTime(), time.Now()
 	time.Sleep(window)
-	c1, cpu1, elapsed := mem.Counts(), cpuTime(), time.Since(t0)
+	c1, cpu1, elapsed := storeCalls(electors...), cpuTime(), time.Since(t0)
 	u := usage{
 		electors:       n,
 		lockfiles:      lockfiles,
 		goroutines:     float64(runtime.NumGoroutine()-g0) / float64(n),
 		cpu:            (cpu1 - cpu0).Seconds() / elapsed.Seconds(),
-		storeOpsPerSec: float64(c1.Gets+c1.Puts-c0.Gets-c0.Puts) / elapsed.Seconds(),
+		storeOpsPerSec: float64(c1.gets+c1.puts-c0.gets-c0.puts) / elapsed.Seconds(),
 		rssBytes:       rss(),
 	}
 	runtime.GC()

@@ -85,13 +85,13 @@ var errSurvivorLost = errors.New("a survivor's session was lost during the trial
 //
 // Each worker gets a store of its own from newStore, as a process would
 // (on S3, its own client and connections), and all are counted together.
-func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, measure func(counts func() store.Counts, ws []*shardWorker) error) (time.Duration, error) {
+func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, measure func(counts func() calls, ws []*shardWorker) error) (time.Duration, error) {
 	fi, _, lt := scaled(k)
-	var counters []*store.Counter
-	counts := func() (sum store.Counts) {
-		for _, c := range counters {
-			n := c.Counts()
-			sum.Gets, sum.Puts = sum.Gets+n.Gets, sum.Puts+n.Puts
+	var ws []*shardWorker
+	counts := func() (sum calls) { // every store call attempt of every worker
+		for _, w := range ws {
+			s := w.p.Stats()
+			sum.gets, sum.puts = sum.gets+s.Gets, sum.puts+s.Puts
 		}
 		return sum
 	}
@@ -101,7 +101,6 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		names[i] = fmt.Sprintf("shard-%04d", i)
 	}
 	ref := &shardReferee{live: map[string]shardHolder{}, dead: map[string]bool{}}
-	var ws []*shardWorker
 	defer func() {
 		for _, w := range ws {
 			w.stop()
@@ -111,9 +110,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		}
 	}()
 	for i := range workers {
-		counter := store.NewCounter(newStore())
-		counters = append(counters, counter)
-		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(counter), done: make(chan struct{})}
+		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{})}
 		p, err := shardpool.New(shardpool.Config{Store: w.conn, Prefix: prefix, ID: w.id, Shards: names,
 			FrequentInterval: fi, LeaderTimeout: lt, Logger: shardLog,
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
@@ -200,14 +197,14 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k, tri
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
-	measure := func(counts func() store.Counts, ws []*shardWorker) error {
+	measure := func(counts func() calls, ws []*shardWorker) error {
 		time.Sleep(2 * fi) // the early renewals of the last claims are over
 		c0, t0 := counts(), time.Now()
 		time.Sleep(window)
 		c1, elapsed := counts(), time.Since(t0)
 		intervals := float64(elapsed) / float64(fi)
-		r.putsPerFI = float64(c1.Puts-c0.Puts) / intervals
-		r.getsPerFI = float64(c1.Gets-c0.Gets) / intervals
+		r.putsPerFI = float64(c1.puts-c0.puts) / intervals
+		r.getsPerFI = float64(c1.gets-c0.gets) / intervals
 		r.goroutines = float64(runtime.NumGoroutine()-g0) / float64(n)
 		runtime.GC()
 		var after runtime.MemStats

@@ -30,7 +30,6 @@ import (
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/pool"
-	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/faultstore"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -57,8 +56,11 @@ type result struct {
 	reqsPerSec  float64        // store requests per shard per second while the pool was steady
 	settled     map[string]int // shards per worker before the kill
 	survivors   map[string]int // shards per worker at the end
-	steadyCalls store.Counts   // the store calls of the steady window
+	steadyCalls calls          // the store calls of the steady window
 }
+
+// calls counts store call attempts, whatever their outcome.
+type calls struct{ Gets, Puts uint64 }
 
 // referee watches every shard's work, as the shards' users would.
 type referee struct {
@@ -113,7 +115,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	fi := s3lect.DefaultFrequentInterval / time.Duration(speed)
 	lt := s3lect.DefaultLeaderTimeout / time.Duration(speed)
 	res := result{lt: lt}
-	counter := store.NewCounter(memstore.New())
+	mem := memstore.New()
 	ref := &referee{live: map[string]*lease{}, endedAt: map[string]time.Time{}}
 	var names []string
 	for i := range nShards {
@@ -125,6 +127,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	}
 	ids := make([]string, nWorkers)
 	conns := make([]*faultstore.Store, nWorkers)
+	pools := make([]*pool.Pool, nWorkers)
 	stops := make([]context.CancelFunc, nWorkers)
 	var wg sync.WaitGroup
 	defer func() {
@@ -137,7 +140,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	}()
 	for n := range nWorkers {
 		id := fmt.Sprintf("w%d", n+1)
-		conn := faultstore.New(counter)
+		conn := faultstore.New(mem)
 		p, err := pool.New(pool.Config{
 			Store: conn, Prefix: "pool/", ID: id, Shards: names,
 			FrequentInterval: fi, LeaderTimeout: lt, Logger: slog.New(slog.DiscardHandler),
@@ -151,7 +154,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 			return result{}, err
 		}
 		wctx, stop := context.WithCancel(ctx)
-		ids[n], conns[n], stops[n] = id, conn, stop
+		ids[n], conns[n], pools[n], stops[n] = id, conn, p, stop
 		wg.Go(func() { p.Run(wctx) })
 	}
 
@@ -193,10 +196,20 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	say("%d workers start together over %d shards (LeaderTimeout %v)", nWorkers, nShards, lt)
 	res.spread = watch(4*lt, ids, start)
 	res.settled = ref.counts()
-	before := counter.Counts()
+	// Each pool's Stats counts its store calls; summed, they are every
+	// call the store saw.
+	storeCalls := func() (c calls) {
+		for _, p := range pools {
+			s := p.Stats()
+			c.Gets, c.Puts = c.Gets+s.Gets, c.Puts+s.Puts
+		}
+		return c
+	}
+	before := storeCalls()
 	steady := time.Now()
 	watch(2*lt, ids, start)
-	res.steadyCalls = sub(counter.Counts(), before)
+	now := storeCalls()
+	res.steadyCalls = calls{Gets: now.Gets - before.Gets, Puts: now.Puts - before.Puts}
 	res.reqsPerSec = float64(res.steadyCalls.Gets+res.steadyCalls.Puts) / float64(nShards) / time.Since(steady).Seconds()
 
 	victim := rand.IntN(nWorkers)
@@ -229,9 +242,4 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	say("store requests per shard per second while steady: %.3f (%d gets, %d puts over %d shards in %v)",
 		res.reqsPerSec, res.steadyCalls.Gets, res.steadyCalls.Puts, nShards, (2 * lt).Round(time.Millisecond))
 	return res, nil
-}
-
-func sub(a, b store.Counts) store.Counts {
-	return store.Counts{Gets: a.Gets - b.Gets, Puts: a.Puts - b.Puts, PreconditionFailed: a.PreconditionFailed - b.PreconditionFailed,
-		NotFound: a.NotFound - b.NotFound, Failures: a.Failures - b.Failures}
 }

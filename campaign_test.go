@@ -28,7 +28,7 @@ func TestCampaignRightAfterDone(t *testing.T) {
 		}
 		for trial := range 300 {
 			go l.Resign(context.Background())
-			<-l.Done()
+			<-l.Context().Done()
 			next, err := n.e.Campaign(t.Context())
 			if err != nil {
 				t.Fatalf("trial %d: Campaign() right after Done = %v; want a leadership", trial, err)

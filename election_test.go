@@ -298,7 +298,7 @@ func TestRenewalPreconditionFailed(t *testing.T) {
 		time.Sleep(testFI / 2)
 		mem.Set(testKey, []byte(`{"leaderID":"intruder","leaderAddr":"","lastUpdated":"2026-01-01T00:00:00Z","term":9}`))
 		renewal := w.at.Add(testFI)
-		<-w.l.Done()
+		<-w.l.Context().Done()
 		synctest.Wait() // let the AfterFunc record the time
 		if cause := context.Cause(w.l.Context()); !errors.Is(cause, ErrLeadershipLost) {
 			t.Errorf("cause = %v; want ErrLeadershipLost", cause)
@@ -326,7 +326,7 @@ func TestRenewalRetriesThenExpires(t *testing.T) {
 				time.Sleep(testFI / 2)
 				last := lastPut(a)
 				a.fs.set(tc.fault)
-				<-w.l.Done()
+				<-w.l.Context().Done()
 				synctest.Wait()
 				if cause := context.Cause(w.l.Context()); !errors.Is(cause, ErrLeaseExpired) {
 					t.Errorf("cause = %v; want ErrLeaseExpired", cause)

@@ -117,9 +117,6 @@ func (l *Leadership) expired() bool {
 		l.e.wall().UnixNano() >= l.wallDeadline.Load()
 }
 
-// Done is shorthand for Context().Done().
-func (l *Leadership) Done() <-chan struct{} { return l.ctx.Done() }
-
 // Term returns the leadership's fencing token: higher than every term
 // before it on this lockfile, and never held by another leadership. That
 // holds across records written without terms (the original s3lect) and

@@ -132,7 +132,7 @@ func TestLossIsShownWhenObserved(t *testing.T) {
 			t.Fatal(err)
 		}
 		mem.Set(testKey, Record{LeaderID: "intruder", LastUpdated: time.Now(), Term: 99}.encode())
-		<-lead.Done()
+		<-lead.Context().Done()
 		if code := serveOnce(e, "/health/leadership"); code == 200 {
 			t.Fatalf("trial %d: peer handler right after the loss was observed = 200; want 503", i)
 		}

@@ -47,7 +47,7 @@ func TestRollingConfigChangeKeepsOneLeader(t *testing.T) {
 		if w.n != b {
 			t.Fatalf("winner %s; want new", w.n.id)
 		}
-		<-old.l.Done()
+		<-old.l.Context().Done()
 		t.Logf("won at +%v, old ended at +%v, cause %v", w.at.Sub(last.at), ended().Sub(last.at), context.Cause(old.l.Context()))
 		if end := ended(); w.at.Before(end) {
 			t.Errorf("new won %v after the old leader's last write, while the old leader's context stayed live until %v after it",

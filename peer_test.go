@@ -674,7 +674,7 @@ func TestStaleLeaderAnswers503(t *testing.T) {
 	fs := newFaultStore(memstore.New())
 	e, lead := leadAlone(t, fs)
 	fs.set(func(f *faultStore) { f.blackhole = true })
-	<-lead.Done()
+	<-lead.Context().Done()
 	rec := httptest.NewRecorder()
 	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", DefaultPeerHealthPath, nil))
 	if rec.Code != http.StatusServiceUnavailable {

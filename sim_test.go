@@ -515,13 +515,13 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				})
 				hold := time.NewTimer(time.Duration(hr.Int64N(int64(20 * time.Second))))
 				select {
-				case <-l.Done():
+				case <-l.Context().Done():
 				case <-ctx.Done():
 				case <-hold.C:
 					if faulty() && hr.IntN(2) == 0 {
 						l.Resign(ctx)
 					} else {
-						<-l.Done() // hold until lost or stopped
+						<-l.Context().Done() // hold until lost or stopped
 					}
 				}
 				hold.Stop()

@@ -68,7 +68,7 @@ func TestStatsFollowAnElection(t *testing.T) {
 			t.Fatal(err)
 		}
 		mem.Set(testKey, []byte(`{"leaderID":"intruder","leaderAddr":"","lastUpdated":"2026-01-01T00:00:00Z","term":99}`))
-		<-l.Done()
+		<-l.Context().Done()
 		synctest.Wait()
 		for l.e.Stats().Ended["lost"] != 1 {
 			time.Sleep(time.Millisecond)

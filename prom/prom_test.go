@@ -123,7 +123,7 @@ func TestScrapeFollowsFailover(t *testing.T) {
 		go func() {
 			for ctx.Err() == nil {
 				if l, err := e.Campaign(ctx); err == nil {
-					<-l.Done()
+					<-l.Context().Done()
 				}
 			}
 		}()

@@ -63,7 +63,7 @@ func TestStepDownInVirtualTime(t *testing.T) {
 			t.Errorf("stepDown wrote %+v over %+v; want a's ID, term and ttl, held 0, a new lease, a later lastUpdated", written, old)
 		}
 
-		<-lead.Done()
+		<-lead.Context().Done()
 		ended := time.Now()
 		if cause := context.Cause(lead.Context()); !errors.Is(cause, s3lect.ErrLeadershipLost) {
 			t.Errorf("a's leadership ended with %v; want ErrLeadershipLost", cause)

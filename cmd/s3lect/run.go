@@ -414,7 +414,7 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 			r.printf("the command did not exit within -grace %v; killing its process group", r.o.grace)
 		case sig := <-r.sigs:
 			r.printf("%v again: killing the command's process group", sig)
-		case <-lead.Done():
+		case <-lead.Context().Done():
 			r.lost(lead, g)
 			return g.status, false
 		}
@@ -422,7 +422,7 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 		r.release(lead)
 		return g.status, false
 
-	case <-lead.Done():
+	case <-lead.Context().Done():
 		r.lost(lead, g)
 		return exitLost, true
 	}

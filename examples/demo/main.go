@@ -295,7 +295,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 				}
 				tl.add(c.id, "lead", lead.Term(), "became leader, term %d", lead.Term())
 				wins <- win{c, lead, time.Now()}
-				<-lead.Done()
+				<-lead.Context().Done()
 				tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
 				if c.conn.IsCut() {
 					return

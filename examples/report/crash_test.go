@@ -79,7 +79,7 @@ func TestKillIsACrash(t *testing.T) {
 	if _, _, err := p.st.Get(ctx, "crash.json"); !errors.Is(err, faultstore.ErrCut) {
 		t.Errorf("store call of the killed process = %v; want ErrCut", err)
 	}
-	<-lead.Done() // its own clock fences it; it cannot release
+	<-lead.Context().Done() // its own clock fences it; it cannot release
 	data, _, err := mem.Get(ctx, "crash.json")
 	if err != nil {
 		t.Fatal(err)

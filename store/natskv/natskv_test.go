@@ -192,7 +192,7 @@ func (r *recorder) campaignLoop(ctx context.Context, e *s3lect.Elector, id strin
 			r.spans = append(r.spans, s)
 			r.mu.Unlock()
 			r.wins <- s
-			<-lead.Done()
+			<-lead.Context().Done()
 			r.mu.Lock()
 			s.end = time.Now()
 			r.mu.Unlock()

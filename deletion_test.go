@@ -69,7 +69,7 @@ func TestRecreatedLockfileWaitsOutATakeoverSeenInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		out := make(chan won, 2)
-		termKey := testKey + TermSuffix
+		termKey := testKey + termSuffix
 
 		// Both read the lockfile absent at +0; C raises the term object at
 		// +0 and creates the lockfile at +200ms; D reads the term object at
@@ -129,7 +129,7 @@ func TestTermObjectTTLNeverFalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		out, outB := make(chan won, 2), make(chan won, 1)
-		termKey := testKey + TermSuffix
+		termKey := testKey + termSuffix
 		x := Record{LeaderID: "a", LeaderAddr: "a:1", LastUpdated: time.Now().UTC(), Term: 1,
 			Lease: "00000000000000aa", TTL: 15000}
 		mem.Set(testKey, x.encode())

@@ -120,7 +120,7 @@ func (l *Leadership) expired() bool {
 // Term returns the leadership's fencing token: higher than every term
 // before it on this lockfile, and never held by another leadership. That
 // holds across records written without terms (the original s3lect) and
-// deleted lockfiles, thanks to the term object (LockfilePath+TermSuffix).
+// deleted lockfiles, thanks to the term object (LockfilePath + ".term").
 // It does not hold if the term object is deleted (or lost by the store)
 // while the lockfile's term is also lost, deleted or overwritten by a
 // writer without terms: a takeover then knows only the terms its own

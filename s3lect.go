@@ -21,7 +21,7 @@
 //     leadership passes to a holder (or back to the same holder after it
 //     lost it) and never repeats, also across records written without
 //     terms (the original s3lect) and a deleted lockfile: a second object
-//     next to the lockfile, LockfilePath+TermSuffix, keeps the highest
+//     next to the lockfile, LockfilePath + ".term", keeps the highest
 //     term used. Terms can repeat only if that object is deleted too (or
 //     lost by the store) while the lockfile's term is also lost, or if
 //     someone forges a term. A resource that remembers the highest term
@@ -203,13 +203,14 @@ type ElectorConfig struct {
 // maxKeyLen is the longest object key S3 (and the other stores) accept.
 const maxKeyLen = 1024
 
-// TermSuffix is appended to LockfilePath to name the lockfile's term
+// termSuffix is appended to LockfilePath to name the lockfile's term
 // object: the highest term any takeover of the lockfile has used, kept so
 // that terms never repeat even when the lockfile is deleted or written by
 // a writer without terms (docs/protocol.md, 1.1). Electors read and write
 // it, with conditional writes, only when they take over; it needs the
-// same permissions as the lockfile.
-const TermSuffix = ".term"
+// same permissions as the lockfile. The package doc and docs/stores.md
+// name it as LockfilePath + ".term", which is part of the wire format.
+const termSuffix = ".term"
 
 // withDefaults returns cfg with every zero field set to its default.
 func (cfg ElectorConfig) withDefaults() ElectorConfig {
@@ -248,9 +249,9 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LockfilePath is empty")
 	case strings.ContainsRune(cfg.LockfilePath, 0):
 		return bad("LockfilePath %q contains a NUL byte, which no object store accepts in a key", cfg.LockfilePath)
-	case len(cfg.LockfilePath)+len(TermSuffix) > maxKeyLen:
+	case len(cfg.LockfilePath)+len(termSuffix) > maxKeyLen:
 		return bad("LockfilePath is %d bytes long; object stores accept keys of at most %d bytes, and the term object's key adds %d (%q)",
-			len(cfg.LockfilePath), maxKeyLen, len(TermSuffix), TermSuffix)
+			len(cfg.LockfilePath), maxKeyLen, len(termSuffix), termSuffix)
 	case !utf8.ValidString(cfg.LockfilePath):
 		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":
@@ -331,7 +332,7 @@ type Elector struct {
 	cfg     ElectorConfig
 	owned   store.Store // the store New built from Bucket, released by Close
 	key     string
-	termKey string // the term high-water mark: key + TermSuffix
+	termKey string // the term high-water mark: key + termSuffix
 	log     *slog.Logger
 	margin  time.Duration // the leader's safety margin: LeaderTimeout / 10
 
@@ -406,7 +407,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		cfg:         cfg,
 		owned:       owned,
 		key:         cfg.LockfilePath,
-		termKey:     cfg.LockfilePath + TermSuffix,
+		termKey:     cfg.LockfilePath + termSuffix,
 		log:         cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
 		margin:      cfg.LeaderTimeout / 10,
 		ctx:         ctx,

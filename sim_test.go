@@ -743,7 +743,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					_, _, err := mem.Get(context.Background(), key)
 					return err == nil
 				}
-				lock, term := exists(testKey), exists(testKey+TermSuffix)
+				lock, term := exists(testKey), exists(testKey+termSuffix)
 				delLock, delTerm := what != 1, what != 0
 				// The term object is deleted only with no lease live: no
 				// leadership reported live, and no write of either object
@@ -770,7 +770,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					}
 				}
 				if delTerm && term {
-					mem.Delete(testKey + TermSuffix)
+					mem.Delete(testKey + termSuffix)
 					counts.add("term object deleted")
 					if simDebug {
 						fmt.Println(time.Now().Format("05.000"), "DELETE term object")

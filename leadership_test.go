@@ -23,7 +23,7 @@ import (
 // follower would (a plain GET), and returns the status and the record.
 func peerGet(t *testing.T, c *http.Client, addr string) (int, Record) {
 	t.Helper()
-	resp, err := c.Get("https://" + addr + DefaultPeerHealthPath)
+	resp, err := c.Get("https://" + addr + defaultPeerHealthPath)
 	if err != nil {
 		t.Fatalf("GET peer endpoint: %v", err)
 	}

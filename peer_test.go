@@ -320,7 +320,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 		srv := httptest.NewServer(e.PeerHandler())
 		defer srv.Close()
 		get := func() (int, map[string]any) {
-			resp, err := http.Get(srv.URL + DefaultPeerHealthPath) // a plain GET, as the original does
+			resp, err := http.Get(srv.URL + defaultPeerHealthPath) // a plain GET, as the original does
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -483,7 +483,7 @@ func TestPeerLongPoll(t *testing.T) {
 	_, etag := lastWrite(lead)
 	get := func(query string) (int, peerRecord, time.Duration) {
 		start := time.Now()
-		resp, err := srv.Client().Get(srv.URL + DefaultPeerHealthPath + query)
+		resp, err := srv.Client().Get(srv.URL + defaultPeerHealthPath + query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -587,7 +587,7 @@ func TestServePeers(t *testing.T) {
 		_, etag := lastWrite(e.snap.Load().lead)
 		got := make(chan int, 1)
 		go func() {
-			resp, err := (&http.Client{Transport: tr}).Get("https://" + ln.Addr().String() + DefaultPeerHealthPath + "?etag=" + url.QueryEscape(etag) + "&wait=50s")
+			resp, err := (&http.Client{Transport: tr}).Get("https://" + ln.Addr().String() + defaultPeerHealthPath + "?etag=" + url.QueryEscape(etag) + "&wait=50s")
 			if err != nil {
 				got <- 0
 				return
@@ -620,7 +620,7 @@ func TestServePeers(t *testing.T) {
 		_, etag := lastWrite(e.snap.Load().lead)
 		got := make(chan error, 1)
 		go func() {
-			resp, err := (&http.Client{Transport: tr}).Get("https://" + inner.Addr().String() + DefaultPeerHealthPath + "?etag=" + url.QueryEscape(etag) + "&wait=50s")
+			resp, err := (&http.Client{Transport: tr}).Get("https://" + inner.Addr().String() + defaultPeerHealthPath + "?etag=" + url.QueryEscape(etag) + "&wait=50s")
 			if err == nil {
 				resp.Body.Close()
 			}
@@ -676,7 +676,7 @@ func TestStaleLeaderAnswers503(t *testing.T) {
 	fs.set(func(f *faultStore) { f.blackhole = true })
 	<-lead.Context().Done()
 	rec := httptest.NewRecorder()
-	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", DefaultPeerHealthPath, nil))
+	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", defaultPeerHealthPath, nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("after its lease expired the ex-leader answered %d; want 503", rec.Code)
 	}

@@ -73,13 +73,19 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// Defaults for the zero values of ElectorConfig.
+// Defaults for the zero values of ElectorConfig's intervals, exported
+// for programs that scale them.
 const (
 	DefaultFrequentInterval   = 5 * time.Second
 	DefaultInfrequentInterval = 30 * time.Second
 	DefaultLeaderTimeout      = 15 * time.Second
-	DefaultPeerTimeout        = 3 * time.Second
-	DefaultPeerHealthPath     = "/health/leadership"
+)
+
+// Defaults of the peer settings, stated in their fields' docs. The path is
+// the original s3lect's, which its followers ask.
+const (
+	defaultPeerTimeout    = 3 * time.Second
+	defaultPeerHealthPath = "/health/leadership"
 )
 
 var (
@@ -222,10 +228,10 @@ func (cfg ElectorConfig) withDefaults() ElectorConfig {
 	def(&cfg.FrequentInterval, DefaultFrequentInterval)
 	def(&cfg.InfrequentInterval, DefaultInfrequentInterval)
 	def(&cfg.LeaderTimeout, DefaultLeaderTimeout)
-	def(&cfg.PeerTimeout, DefaultPeerTimeout)
+	def(&cfg.PeerTimeout, defaultPeerTimeout)
 	def(&cfg.PeerWait, cfg.LeaderTimeout/2)
 	if cfg.PeerHealthPath == "" {
-		cfg.PeerHealthPath = DefaultPeerHealthPath
+		cfg.PeerHealthPath = defaultPeerHealthPath
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -50,7 +50,7 @@ func TestKillIsACrash(t *testing.T) {
 	}
 	answers := make(chan answer, 1)
 	go func() {
-		url := fmt.Sprintf("https://%s%s?etag=%s&wait=1m", p.ln.Addr(), s3lect.DefaultPeerHealthPath, etag)
+		url := fmt.Sprintf("https://%s/health/leadership?etag=%s&wait=1m", p.ln.Addr(), etag)
 		resp, err := client.Get(url)
 		if err != nil {
 			answers <- answer{err: err}
@@ -96,7 +96,7 @@ func TestKillIsACrash(t *testing.T) {
 // leaderETag asks the leader for its record and returns the ETag in it.
 func leaderETag(t *testing.T, client *http.Client, p *process) string {
 	t.Helper()
-	resp, err := client.Get(fmt.Sprintf("https://%s%s", p.ln.Addr(), s3lect.DefaultPeerHealthPath))
+	resp, err := client.Get(fmt.Sprintf("https://%s/health/leadership", p.ln.Addr()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -86,5 +86,5 @@ func Example_peerMode() {
 		PeerMode: true, ServerAddr: "10.0.1.42:8443", // where followers reach this instance
 		PeerTLS: &tls.Config{RootCAs: peersCA}, // add Certificates for mutual TLS
 	})
-	go s3lect.ServePeers(ctx, ln, e.PeerHandler(), serverTLS) // or mount e.PeerHandler() in your own mux
+	go s3lect.ServePeers(ctx, ln, s3lect.PeerHandler(e), serverTLS) // or mount s3lect.PeerHandler(e) in your own mux
 }

@@ -78,7 +78,7 @@ func peerGroup(t *testing.T, net *simPeers) (a, b *node, lead won, out chan won)
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close() })
-		net.add(cfg.ServerAddr, e.PeerHandler())
+		net.add(cfg.ServerAddr, PeerHandler(e))
 		return &node{id: id, fs: fs, e: e}
 	}
 	a = mk("a")

@@ -70,7 +70,7 @@ func TestResignReturnsOnlyOnceThePeerEndpointSaysSo(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
+	go func() { served <- ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()) }()
 	defer func() {
 		e.Close()
 		stop()
@@ -147,7 +147,7 @@ func TestLossIsShownWhenObserved(t *testing.T) {
 // serveOnce asks e's peer handler in-process and returns the status.
 func serveOnce(e *Elector, target string) int {
 	rec := httptest.NewRecorder()
-	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+	PeerHandler(e).ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
 	return rec.Code
 }
 

@@ -59,7 +59,7 @@ func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *p
 	n.stop = cancel
 	go func() {
 		defer close(n.stopped)
-		if err := ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()); err != nil {
+		if err := ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()); err != nil {
 			t.Errorf("ServePeers(%s) = %v", id, err)
 		}
 	}()
@@ -317,7 +317,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer e.Close()
-		srv := httptest.NewServer(e.PeerHandler())
+		srv := httptest.NewServer(PeerHandler(e))
 		defer srv.Close()
 		get := func() (int, map[string]any) {
 			resp, err := http.Get(srv.URL + defaultPeerHealthPath) // a plain GET, as the original does
@@ -407,54 +407,45 @@ func TestPeerWireCompatibility(t *testing.T) {
 	})
 }
 
-func TestPeerHandlerAndMux(t *testing.T) {
+func TestPeerHandlerRoutesByLockfile(t *testing.T) {
 	mem := memstore.New()
-	mk := func(key string) (*Elector, *Leadership) {
+	mk := func(key string) *Elector {
 		e, err := New(ElectorConfig{Store: mem, LockfilePath: key, ServerID: "w", Logger: quietLogger})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close() })
-		l, err := e.Campaign(t.Context())
-		if err != nil {
+		if _, err := e.Campaign(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		return e, l
+		return e
 	}
-	e1, _ := mk("shards/1.json")
-	e2, _ := mk("shards/2.json")
-	var mux PeerMux
-	mux.Add(e1)
-	do := func(h http.Handler, target string) (int, string) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
-		return rec.Code, rec.Body.String()
-	}
+	e1, e2 := mk("shards/1.json"), mk("shards/2.json")
+	one, two := PeerHandler(e1), PeerHandler(e1, e2)
 	cases := []struct {
-		name, target string
-		setup        func()
-		wantCode     int
-		wantIn       string
+		name     string
+		h        http.Handler
+		target   string
+		wantCode int
+		wantIn   string
 	}{
-		{"OneElectorPlainPath", "/health/leadership", nil, 200, `"shards/`[:0] + `"term":1`},
-		{"WrongPath", "/other", nil, 404, ""},
-		{"BadWait", "/health/leadership?wait=soon", nil, 400, "wait"},
-		{"Routed", "/health/leadership?lockfile=shards/2.json", func() { mux.Add(e2) }, 200, `"term":1`},
-		{"AmbiguousPlainPath", "/health/leadership", nil, 400, "lockfile"},
-		{"UnknownLockfile", "/health/leadership?lockfile=shards/9.json", nil, 404, ""},
-		{"Removed", "/health/leadership?lockfile=shards/2.json", func() { mux.Remove(e2) }, 404, ""},
+		// The original s3lect's followers send no lockfile parameter.
+		{"OneElectorPlainPath", one, "/health/leadership", 200, `"term":1`},
+		{"OneElectorNamed", one, "/health/leadership?lockfile=shards/1.json", 200, `"term":1`},
+		{"OneElectorOtherLockfile", one, "/health/leadership?lockfile=shards/2.json", 404, "lockfile"},
+		{"WrongPath", one, "/other", 404, ""},
+		{"BadWait", one, "/health/leadership?wait=soon", 400, "wait"},
+		{"Routed", two, "/health/leadership?lockfile=shards/2.json", 200, `"term":1`},
+		{"AmbiguousPlainPath", two, "/health/leadership", 400, "lockfile"},
+		{"UnknownLockfile", two, "/health/leadership?lockfile=shards/9.json", 404, "lockfile"},
+		{"NoElectors", PeerHandler(), "/health/leadership", 404, ""},
 	}
 	for _, tc := range cases {
-		if tc.setup != nil {
-			tc.setup()
-		}
-		code, body := do(&mux, tc.target)
-		if code != tc.wantCode || !strings.Contains(body, tc.wantIn) {
+		rec := httptest.NewRecorder()
+		tc.h.ServeHTTP(rec, httptest.NewRequest("GET", tc.target, nil))
+		if code, body := rec.Code, rec.Body.String(); code != tc.wantCode || !strings.Contains(body, tc.wantIn) {
 			t.Errorf("%s: GET %s = %d %q; want %d containing %q", tc.name, tc.target, code, body, tc.wantCode, tc.wantIn)
 		}
-	}
-	if code, _ := do(e1.PeerHandler(), "/health/leadership?lockfile=shards/2.json"); code != 404 {
-		t.Errorf("single handler asked for another lockfile: %d; want 404", code)
 	}
 }
 
@@ -477,7 +468,7 @@ func leadAlone(t *testing.T, st store.Store) (*Elector, *Leadership) {
 
 func TestPeerLongPoll(t *testing.T) {
 	e, lead := leadAlone(t, memstore.New())
-	srv := httptest.NewServer(e.PeerHandler())
+	srv := httptest.NewServer(PeerHandler(e))
 	defer srv.Close()
 	defer srv.CloseClientConnections()
 	_, etag := lastWrite(lead)
@@ -581,7 +572,7 @@ func TestServePeers(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
-		go func() { served <- ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()) }()
+		go func() { served <- ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()) }()
 		tr := &http.Transport{TLSClientConfig: pki.ClientTLS()}
 		defer tr.CloseIdleConnections()
 		_, etag := lastWrite(e.snap.Load().lead)
@@ -614,7 +605,7 @@ func TestServePeers(t *testing.T) {
 		}
 		ln := &failingListener{Listener: inner, fail: make(chan struct{})}
 		served := make(chan error, 1)
-		go func() { served <- ServePeers(t.Context(), ln, e.PeerHandler(), pki.ServerTLS()) }()
+		go func() { served <- ServePeers(t.Context(), ln, PeerHandler(e), pki.ServerTLS()) }()
 		tr := &http.Transport{TLSClientConfig: pki.ClientTLS()}
 		defer tr.CloseIdleConnections()
 		_, etag := lastWrite(e.snap.Load().lead)
@@ -676,7 +667,7 @@ func TestStaleLeaderAnswers503(t *testing.T) {
 	fs.set(func(f *faultStore) { f.blackhole = true })
 	<-lead.Context().Done()
 	rec := httptest.NewRecorder()
-	e.PeerHandler().ServeHTTP(rec, httptest.NewRequest("GET", defaultPeerHealthPath, nil))
+	PeerHandler(e).ServeHTTP(rec, httptest.NewRequest("GET", defaultPeerHealthPath, nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("after its lease expired the ex-leader answered %d; want 503", rec.Code)
 	}

@@ -10,7 +10,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -25,20 +24,54 @@ type peerRecord struct {
 	ETag string `json:"etag,omitempty"`
 }
 
-// PeerHandler serves this elector's leadership health at PeerHealthPath:
-// 200 with the lockfile record as JSON (leaderID, leaderAddr, lastUpdated,
-// term, and the current etag) while this elector leads and its lease is
-// live by its own clock; 503 otherwise. It is a plain GET, so the original
-// s3lect's followers can read it.
+// PeerHandler serves the leadership health of electors at their
+// PeerHealthPath: for each, 200 with the lockfile record as JSON
+// (leaderID, leaderAddr, lastUpdated, term, and the current etag) while
+// that elector leads and its lease is live by its own clock; 503
+// otherwise. It is a plain GET, so the original s3lect's followers can
+// read it.
 //
-// Query parameters, all optional: lockfile (answer 404 unless it names this
-// elector's LockfilePath), etag and wait (a duration, at most a minute):
-// when the leader's current ETag equals etag, the answer waits until the
-// ETag changes, the leadership ends (after its release is written), or
-// wait runs out.
+// Query parameters, all optional: lockfile names the elector (404 when
+// none given here has that LockfilePath), etag and wait (a duration, at
+// most a minute): when the leader's current ETag equals etag, the answer
+// waits until the ETag changes, the leadership ends (after its release is
+// written), or wait runs out. This package's followers always name the
+// lockfile, so electors of many lockfiles (a worker pool with an elector
+// per shard) share one server: a request without lockfile reaches the
+// only elector when there is exactly one, as the original s3lect's
+// followers expect, and gets 400 when there are several. Of electors
+// given for the same lockfile, the last one serves it.
 //
 // Mount it in your own mux, or serve it with ServePeers.
-func (e *Elector) PeerHandler() http.Handler { return http.HandlerFunc(e.servePeer) }
+func PeerHandler(electors ...*Elector) http.Handler {
+	byKey := make(map[string]*Elector, len(electors))
+	for _, e := range electors {
+		byKey[e.key] = e
+	}
+	var only *Elector
+	if len(byKey) == 1 {
+		for _, e := range byKey {
+			only = e
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lf := r.URL.Query().Get("lockfile")
+		e := byKey[lf]
+		if lf == "" {
+			e = only
+		}
+		switch {
+		case e != nil:
+			e.servePeer(w, r)
+		case lf == "" && len(byKey) > 1:
+			http.Error(w, "several electors are served here: name one with ?lockfile=", http.StatusBadRequest)
+		case lf != "":
+			http.Error(w, "no elector for that lockfile here", http.StatusNotFound)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
 
 func (e *Elector) servePeer(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != e.cfg.PeerHealthPath {
@@ -50,11 +83,7 @@ func (e *Elector) servePeer(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
-	q := r.URL.Query()
-	if lf := q.Get("lockfile"); lf != "" && lf != e.key {
-		http.Error(w, "no elector for that lockfile here", http.StatusNotFound)
-		return
-	}
+	q := r.URL.Query() // PeerHandler has routed the lockfile parameter here
 	var wait time.Duration
 	if s := q.Get("wait"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -110,58 +139,6 @@ func (e *Elector) servePeer(w http.ResponseWriter, r *http.Request) {
 func notLeader(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
 	http.Error(w, "not the leader", http.StatusServiceUnavailable)
-}
-
-// PeerMux serves the peer endpoints of many electors, one per lockfile, on
-// one server: a worker pool with an elector per shard needs one port, not
-// one per shard. Requests name their elector with the lockfile query
-// parameter, as this package's followers always do; a request without it
-// reaches the only elector, when there is exactly one. The zero value is
-// ready to use.
-type PeerMux struct {
-	mu       sync.RWMutex
-	electors map[string]*Elector
-}
-
-// Add routes e's lockfile to e, replacing any elector added for it before.
-func (m *PeerMux) Add(e *Elector) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.electors == nil {
-		m.electors = make(map[string]*Elector)
-	}
-	m.electors[e.key] = e
-}
-
-// Remove stops routing to e.
-func (m *PeerMux) Remove(e *Elector) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.electors[e.key] == e {
-		delete(m.electors, e.key)
-	}
-}
-
-// ServeHTTP implements http.Handler.
-func (m *PeerMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	lf := r.URL.Query().Get("lockfile")
-	m.mu.RLock()
-	e := m.electors[lf]
-	if lf == "" && len(m.electors) == 1 {
-		for _, only := range m.electors {
-			e = only
-		}
-	}
-	n := len(m.electors)
-	m.mu.RUnlock()
-	switch {
-	case e != nil:
-		e.servePeer(w, r)
-	case lf == "" && n > 1:
-		http.Error(w, "several electors are served here: name one with ?lockfile=", http.StatusBadRequest)
-	default:
-		http.NotFound(w, r)
-	}
 }
 
 // ServePeers serves h over HTTPS on ln until ctx ends. cfg must hold the

@@ -437,7 +437,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		// Each incarnation's clock runs at its own rate, within 5%.
 		e.rate = 0.95 + 0.1*nr.Float64()
 		if v.peer {
-			peers.add(cfg.ServerAddr, e.PeerHandler())
+			peers.add(cfg.ServerAddr, PeerHandler(e))
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		n := &simNode{id: id, addr: cfg.ServerAddr, st: st, e: e, cancel: cancel, done: make(chan struct{})}

@@ -6,7 +6,7 @@
 //	pki, err := devtls.New()
 //	...
 //	cfg.PeerTLS = pki.ClientTLS()                              // followers
-//	go s3lect.ServePeers(ctx, ln, e.PeerHandler(), pki.ServerTLS()) // every candidate
+//	go s3lect.ServePeers(ctx, ln, s3lect.PeerHandler(e), pki.ServerTLS()) // every candidate
 //
 // Its keys live only in memory. Never use it outside tests: production
 // peers need certificates from your own authority.

@@ -172,7 +172,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		pctx, pstop := context.WithCancel(context.Background())
 		served := make(chan error, 1)
-		go func() { served <- s3lect.ServePeers(pctx, ln, e.PeerHandler(), serverTLS) }()
+		go func() { served <- s3lect.ServePeers(pctx, ln, s3lect.PeerHandler(e), serverTLS) }()
 		defer func() { pstop(); <-served }()
 	}
 

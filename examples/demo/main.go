@@ -275,7 +275,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		sctx, stop := context.WithCancel(ctx)
 		c.stop = stop
 		if c.ln != nil {
-			go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, e.PeerHandler(), pki.ServerTLS()) }()
+			go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, s3lect.PeerHandler(e), pki.ServerTLS()) }()
 		} else {
 			close(c.served)
 		}

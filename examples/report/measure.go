@@ -195,7 +195,7 @@ func startProcess(ctx context.Context, pki *devtls.PKI, inner store.Store, cfg s
 	}
 	sctx, stop := context.WithCancel(ctx)
 	p.stop = stop
-	go func() { defer close(p.served); s3lect.ServePeers(sctx, p.ln, p.e.PeerHandler(), pki.ServerTLS()) }()
+	go func() { defer close(p.served); s3lect.ServePeers(sctx, p.ln, s3lect.PeerHandler(p.e), pki.ServerTLS()) }()
 	return p, nil
 }
 

@@ -32,8 +32,8 @@ func FuzzParseRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		rec, err := ParseRecord(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidRecord) {
-				t.Fatalf("ParseRecord error %v does not wrap ErrInvalidRecord", err)
+			if !errors.Is(err, errInvalidRecord) {
+				t.Fatalf("ParseRecord error %v does not wrap errInvalidRecord", err)
 			}
 			if !strings.HasPrefix(err.Error(), "s3lect: ") {
 				t.Fatalf("ParseRecord error %q is not prefixed s3lect:", err)

@@ -45,10 +45,11 @@ func (r Record) encode() []byte {
 }
 
 // ParseRecord decodes a lockfile. It accepts the original s3lect's records
-// (no term: term 0) and ignores unknown fields. It rejects, with an error
-// wrapping ErrInvalidRecord that says why, content larger than
-// store.MaxObjectSize, anything but one JSON object, fields of the wrong
-// type, and a record without leaderID or lastUpdated.
+// (no term: term 0) and ignores unknown fields. It rejects content larger
+// than store.MaxObjectSize, anything but one JSON object, fields of the
+// wrong type, and a record without leaderID or lastUpdated, with an error
+// that says why ("s3lect: invalid lockfile record: ..."): any error it
+// returns means the content is not a valid record.
 func ParseRecord(data []byte) (Record, error) {
 	w, err := parseWire(data)
 	if err != nil {
@@ -60,26 +61,26 @@ func ParseRecord(data []byte) (Record, error) {
 func parseWire(data []byte) (wireRecord, error) {
 	var w wireRecord
 	if len(data) > store.MaxObjectSize {
-		return w, fmt.Errorf("%w: %d bytes, more than the %d allowed", ErrInvalidRecord, len(data), store.MaxObjectSize)
+		return w, fmt.Errorf("%w: %d bytes, more than the %d allowed", errInvalidRecord, len(data), store.MaxObjectSize)
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return w, fmt.Errorf("%w: not a JSON object", ErrInvalidRecord)
+		return w, fmt.Errorf("%w: not a JSON object", errInvalidRecord)
 	}
 	if err := json.Unmarshal(trimmed, &w); err != nil {
-		return w, fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+		return w, fmt.Errorf("%w: %v", errInvalidRecord, err)
 	}
 	switch {
 	case w.LeaderID == nil || *w.LeaderID == "":
-		return w, fmt.Errorf("%w: leaderID is missing or empty", ErrInvalidRecord)
+		return w, fmt.Errorf("%w: leaderID is missing or empty", errInvalidRecord)
 	case w.LastUpdated == nil:
-		return w, fmt.Errorf("%w: lastUpdated is missing", ErrInvalidRecord)
+		return w, fmt.Errorf("%w: lastUpdated is missing", errInvalidRecord)
 	case w.Held < 0:
-		return w, fmt.Errorf("%w: held is negative (%d)", ErrInvalidRecord, w.Held)
+		return w, fmt.Errorf("%w: held is negative (%d)", errInvalidRecord, w.Held)
 	case w.TTL < 0:
-		return w, fmt.Errorf("%w: ttl is negative (%d)", ErrInvalidRecord, w.TTL)
+		return w, fmt.Errorf("%w: ttl is negative (%d)", errInvalidRecord, w.TTL)
 	case len(w.Lease) > maxLease:
-		return w, fmt.Errorf("%w: lease is longer than %d bytes", ErrInvalidRecord, maxLease)
+		return w, fmt.Errorf("%w: lease is longer than %d bytes", errInvalidRecord, maxLease)
 	}
 	return w, nil
 }

@@ -107,11 +107,13 @@ var (
 	// ErrCampaigning is returned by Campaign while another Campaign call on
 	// the same Elector is waiting or its Leadership is still live.
 	ErrCampaigning = errors.New("s3lect: elector is already campaigning or leading")
-
-	// ErrInvalidRecord wraps every reason a lockfile's content is not a
-	// valid record.
-	ErrInvalidRecord = errors.New("s3lect: invalid lockfile record")
 )
+
+// errInvalidRecord wraps every reason a lockfile's content is not a valid
+// record. Only ParseRecord returns it, and every error ParseRecord
+// returns wraps it, so callers need no sentinel: an error from
+// ParseRecord is the answer.
+var errInvalidRecord = errors.New("s3lect: invalid lockfile record")
 
 // ElectorConfig configures an Elector. Zero values mean the defaults.
 type ElectorConfig struct {

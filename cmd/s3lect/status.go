@@ -90,7 +90,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 		rep := statusReport{Lockfile: st.where}
 		rec, found, err := readLockfile(rctx, st.st, st.key)
 		switch {
-		case errors.Is(err, s3lect.ErrInvalidRecord):
+		case err != nil && found: // the content is not a valid record
 			rep.State, rep.Problem = "unreadable", err.Error()
 			return rep, nil
 		case err != nil:
@@ -280,7 +280,8 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 // readLockfile reads the lockfile once, retrying a failed read twice (after
 // 100 ms and 1 s, the library's retry policy), and returns its record;
 // found is false when there is no lockfile. Content that is not a valid
-// record gives an error wrapping s3lect.ErrInvalidRecord.
+// record gives found true with ParseRecord's error; every other error
+// comes with found false.
 func readLockfile(ctx context.Context, st store.Store, key string) (rec s3lect.Record, found bool, err error) {
 	var data []byte
 	for _, pause := range []time.Duration{0, 100 * time.Millisecond, time.Second} {
@@ -314,7 +315,7 @@ func vacancy(ctx context.Context, st store.Store, key string) (why, was string) 
 	defer cancel()
 	rec, found, err := readLockfile(rctx, st, key)
 	switch {
-	case errors.Is(err, s3lect.ErrInvalidRecord):
+	case err != nil && found: // the content is not a valid record
 		return "unreadable", ""
 	case err != nil:
 		return "", "" // the next change says what the store does

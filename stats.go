@@ -19,16 +19,13 @@ type Stats struct {
 	Lockfile string
 	ServerID string
 
-	// Leading reports whether this elector holds a live leadership, as its
-	// Changes announce it.
-	Leading bool
-
-	// Term is the term of the leader this elector knows of (its own when
-	// Leading), 0 when it knows of none.
+	// Term is the term of the leader this elector knows of (its own while
+	// it leads), 0 when it knows of none.
 	Term uint64
 
-	// Mode is how the elector works now: "leader" while it holds a
-	// leadership, or how it watches the lockfile as a follower:
+	// Mode is how the elector works now: "leader" exactly while it holds
+	// a live leadership (by its own clock, as its Changes announce it), or
+	// how it watches the lockfile as a follower:
 	// "frequent" (leadership changing or unknown), "infrequent" (a steady
 	// leader) or "peer" (asking the leader over HTTPS). "" before the
 	// elector has started.
@@ -81,12 +78,15 @@ func (e *Elector) Stats() Stats {
 	s := e.stats.counters()
 	s.Lockfile, s.ServerID = e.key, e.cfg.ServerID
 	snap := e.snap.Load()
-	s.Leading = snap.leading()
-	if s.Leading || !snap.change.IsLeader {
+	leading := snap.leading()
+	if leading || !snap.change.IsLeader {
 		s.Term = snap.change.Leader.Term
 	}
 	s.Mode, s.LastRenewal, s.LastRead, s.ForeignRecords = snap.mode, snap.lastWrite, snap.lastRead, snap.foreign
-	if snap.change.IsLeader && !s.Leading {
+	switch {
+	case leading:
+		s.Mode = "leader"
+	case snap.change.IsLeader || s.Mode == "leader":
 		s.Mode = frequent.String() // ended; the run loop has not taken it in yet
 	}
 	return s

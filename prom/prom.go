@@ -160,7 +160,7 @@ func (d *electorDescs) collect(ch chan<- prometheus.Metric, now time.Time) {
 	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
 	}
-	gauge(d.leader, b2f(s.Leading))
+	gauge(d.leader, b2f(s.Mode == "leader"))
 	gauge(d.term, float64(s.Term))
 	for _, m := range modes {
 		gauge(d.mode, b2f(s.Mode == m), m)
@@ -177,7 +177,7 @@ func (d *electorDescs) collect(ch chan<- prometheus.Metric, now time.Time) {
 	for res, n := range s.PeerRequests {
 		counter(d.peer, n, res)
 	}
-	if s.Leading && !s.LastRenewal.IsZero() {
+	if s.Mode == "leader" && !s.LastRenewal.IsZero() {
 		gauge(d.renewAge, now.Sub(s.LastRenewal).Seconds())
 	}
 	if !s.LastRead.IsZero() {

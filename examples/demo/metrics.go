@@ -70,7 +70,7 @@ func writeMetrics(w io.Writer, electors []*s3lect.Elector, now time.Time) {
 		return 0
 	}
 	family("s3lect_leader", "gauge", "1 while this elector holds the leadership, else 0.", func(s s3lect.Stats, put func(float64, ...string)) {
-		put(b2f(s.Leading))
+		put(b2f(s.Mode == "leader"))
 	})
 	family("s3lect_term", "gauge", "Term of the leader this elector knows of.", func(s s3lect.Stats, put func(float64, ...string)) {
 		put(float64(s.Term))
@@ -96,7 +96,7 @@ func writeMetrics(w io.Writer, electors []*s3lect.Elector, now time.Time) {
 		}
 	})
 	family("s3lect_renewal_age_seconds", "gauge", "While leading: seconds since the last successful write was sent.", func(s s3lect.Stats, put func(float64, ...string)) {
-		if s.Leading && !s.LastRenewal.IsZero() {
+		if s.Mode == "leader" && !s.LastRenewal.IsZero() {
 			put(now.Sub(s.LastRenewal).Seconds())
 		}
 	})

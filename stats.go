@@ -12,8 +12,8 @@ import (
 
 // Stats is a snapshot of one elector's state and counters, for dashboards
 // and health checks. Counters start at zero when the elector is created and
-// only go up. The field set is stable: fields may be added, none removed or
-// changed in meaning.
+// only go up. A field is never changed in meaning; before v1.0.0 one may be
+// removed, and CHANGELOG.md says so (Leading went: Mode says "leader").
 type Stats struct {
 	// Lockfile and ServerID are the elector's LockfilePath and ServerID.
 	Lockfile string

@@ -37,15 +37,18 @@ func checkReport(t *testing.T, out, store string) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
 	}
-	// The shard table's steady state: about one PUT per worker per
-	// FrequentInterval (10 workers), never one per shard (100). The count
-	// is measured over a window, so it may read a little under 10.
+	// The shard table's steady state is one PUT per worker per
+	// FrequentInterval (10 workers), never one per shard (100): exactly so
+	// in virtual time (pool's TestSteadyStateCostIsOneWritePerWorker).
+	// Here, on real timers on a machine that may be busy, a session renewed
+	// late can move a shard and add a write, so this checks only the order
+	// of magnitude.
 	m := regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| ([0-9.]+) \| [0-9.]+ \|`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("report has no shard row for %s:\n%s", store, out)
 	}
-	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 9 || puts > 10.5 {
-		t.Errorf("shard table: %v PUT per FrequentInterval for 10 workers; want about 10 (at most 10.5)", puts)
+	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 9 || puts > 20 {
+		t.Errorf("shard table: %v PUT per FrequentInterval for 10 workers; want about 10, one per worker, not one per shard", puts)
 	}
 }
 

@@ -20,12 +20,15 @@ var errFault = errors.New("injected store error")
 // faultStore is one worker's view of the shared store, with faults the
 // test switches on: holdSession captures the worker's next session write,
 // which lands only when land is closed, and kills the worker at once;
-// failShards makes every write of a shard record fail.
+// failShards makes every write of a shard record fail; blind makes every
+// read of blindKey fail.
 type faultStore struct {
 	store.Store
 	holdSession atomic.Bool
 	failShards  atomic.Bool
 	dead        atomic.Bool
+	blind       atomic.Bool // reads of blindKey fail
+	blindKey    string
 	held        chan struct{} // closed when the session write was captured
 	land        chan struct{}
 	wg          sync.WaitGroup
@@ -34,6 +37,9 @@ type faultStore struct {
 func (f *faultStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if f.dead.Load() {
 		return nil, "", errCrashed
+	}
+	if f.blind.Load() && key == f.blindKey {
+		return nil, "", errFault
 	}
 	return f.Store.Get(ctx, key)
 }

@@ -49,7 +49,8 @@ type peerView struct {
 	session  string
 	runStart time.Time
 	rec      sessionRecord
-	ok       bool // rec is a valid session record of this worker
+	ok       bool  // rec is a valid session record of this worker
+	ttl      int64 // the longest ttl its session records have stated
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
@@ -63,6 +64,7 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 	if etag != "" {
 		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
 			v.rec, v.ok, sess = rec, true, rec.Session
+			v.ttl = max(v.ttl, rec.TTL)
 		}
 	}
 	if !v.read || sess == "" || sess != v.session {
@@ -386,15 +388,24 @@ func (s *loopState) handOver(v view, n int) {
 }
 
 // wanted returns the shards to look at now and how many of them to claim
-// at most: unowned ones in this worker's order, as many as it needs and as
-// many again (others may have claimed some already, unknown to its view),
-// or else at most one that has stayed unowned for LeaderTimeout. (A
+// at most: unowned ones, as many as it needs and as many again (others may
+// have claimed some already, unknown to its view), or else at most one
+// that has stayed unowned for the orphan wait (see orphanWait). (A
 // handful more, not twice as many: at a common start every worker needs
 // many, and a burst of reads would slow the store for every session.)
+//
+// The workers that see the same pool share the unowned shards out without
+// racing: each lists them in the order every worker shares (s.order), and
+// starts at the sum of the deficits of the live workers ranked before it,
+// so that each takes its own run of the list. After a death every
+// survivor sees the same dead worker's shards unowned at about the same
+// moment, and each claims its deficit in one look; a race lost (views
+// that differ) costs one precondition failure and a look further on.
 func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 	p := s.p
-	var cands []string
+	var free []string // unowned in this worker's view, in the shared order
 	var orphan string
+	orphanWait := s.orphanWait(v)
 	for _, name := range s.order {
 		if s.mine[name] != nil {
 			s.shard(name).candSince = time.Time{}
@@ -415,11 +426,8 @@ func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 		if sv.candSince.IsZero() {
 			sv.candSince = now
 		}
-		if now.Before(sv.notBefore) {
-			continue
-		}
-		cands = append(cands, name)
-		if orphan == "" && !now.Before(sv.candSince.Add(p.lt)) {
+		free = append(free, name)
+		if orphan == "" && !now.Before(sv.notBefore) && !now.Before(sv.candSince.Add(orphanWait)) {
 			orphan = name
 		}
 	}
@@ -429,18 +437,41 @@ func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
 		}
 		return []string{orphan}, 1
 	}
-	// The workers see about the same candidates in the same order (s.order
-	// is the same for all): each starts at its own place in the list, by
-	// its rank among the live workers, so that they seldom race for the
-	// same shard.
-	rank := max(slices.Index(v.live, p.cfg.ID), 0)
-	start := rank * len(cands) / max(len(v.live), 1)
-	look := min(need+min(need, 8)+2, len(cands))
+	start := 0
+	for _, id := range v.live {
+		if id == p.cfg.ID {
+			break
+		}
+		start += max(v.targets[id]-v.counts[id], 0)
+	}
+	look := need + min(need, 8) + 2
 	want := make([]string, 0, look)
-	for i := range look {
-		want = append(want, cands[(start+i)%len(cands)])
+	for i := range free {
+		name := free[(start+i)%len(free)]
+		if now.Before(s.shards[name].notBefore) {
+			continue
+		}
+		if want = append(want, name); len(want) == look {
+			break
+		}
 	}
 	return want, need
+}
+
+// orphanWait is how long a shard must stay unowned in this worker's view
+// before it claims the shard whatever its share: the longest lease among
+// the live workers, its own included. A worker with a longer
+// FrequentInterval (a rolling change of configuration) then has had at
+// least two looks at a shard another worker released for it, before that
+// worker may take it back.
+func (s *loopState) orphanWait(v view) time.Duration {
+	d := s.p.lt
+	for _, id := range v.live {
+		if pv := s.peers[id]; id != s.p.cfg.ID && pv != nil && pv.ok {
+			d = wait(d, pv.rec.TTL)
+		}
+	}
+	return d
 }
 
 // readPeers reads the member list, adds this worker to it if missing, and
@@ -545,6 +576,7 @@ type attempt struct {
 	rec    shardRecord
 	term   uint64 // the term to write
 	adopt  bool   // the record names this session already (a claim whose reply was lost)
+	absent bool   // no record: to create, if no session can own the shard (clear)
 	ready  bool
 	result error
 	tag    string
@@ -586,7 +618,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 					continue
 				}
 			}
-			a.term, a.ready = sv.highest+1, true
+			a.term, a.absent = sv.highest+1, true // created only if no session owns it (below)
 			continue
 		}
 		rec, err := parseShard(a.data)
@@ -614,6 +646,18 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 			owners[rec.Owner] = true
 		}
 	}
+	// An absent record is created only if every other member's session
+	// object, read after the record's absence, shows that its session
+	// cannot lead the shard: a deleted record's owner may live on, and
+	// nothing but its session tells (docs/protocol.md, section 10).
+	absent := slices.ContainsFunc(at, func(a attempt) bool { return a.result == nil && a.absent })
+	if absent && !mutNoClearance {
+		for _, w := range s.members {
+			if w != p.cfg.ID {
+				owners[w] = true
+			}
+		}
+	}
 	if len(owners) > 0 {
 		var ws []string
 		for w := range owners {
@@ -631,15 +675,16 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		} else {
 			sent = s.readSessions(ctx, ws)
 		}
+		now := p.now()
 		for i := range at {
 			a := &at[i]
-			if a.result != nil || a.ready || a.rec.Owner == "" {
+			if a.result != nil || a.ready || a.absent || a.rec.Owner == "" {
 				continue
 			}
 			sv := s.shard(a.shard)
 			readAt, ok := sent[a.rec.Owner]
 			if !ok {
-				sv.notBefore = p.now().Add(p.fi)
+				sv.notBefore = now.Add(p.fi)
 				continue
 			}
 			if t := s.over(a.rec, sv, readAt); readAt.Before(t) {
@@ -647,6 +692,21 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 				continue
 			}
 			a.term, a.ready = sv.highest+1, true
+		}
+		for i := range at {
+			a := &at[i]
+			if a.result != nil || !a.absent || mutNoClearance {
+				continue
+			}
+			if ok, retry := s.clear(a.shard, ws, sent, now); !ok {
+				s.shard(a.shard).notBefore = retry
+				a.absent = false
+			}
+		}
+	}
+	for i := range at {
+		if a := &at[i]; a.result == nil && a.absent {
+			a.ready = true
 		}
 	}
 	// Write the claims, the first limit of those ready.
@@ -735,6 +795,50 @@ func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.
 		sv.ownerGone = time.Time{}
 		return pv.runStart.Add(lt) // another session (or none) has held the object since
 	}
+}
+
+// clear reports whether no session of the workers ws can lead shard,
+// whose record this worker found absent, by their session objects as read
+// by the reads sent at sent (sent after that absence was seen); if not,
+// it returns when to look again. A worker is clear when its object holds
+// a session record released, or one that does not list the shard; or
+// one that lists it but is over by the takeover rule (unchanged for its
+// lease); or no session record (absent, or not the pool's) for the
+// longest lease its records have stated. A worker whose read failed is
+// not clear.
+func (s *loopState) clear(shard string, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
+	p := s.p
+	ok, retry := true, now
+	for _, w := range ws {
+		pv := s.peers[w]
+		readAt, read := sent[w]
+		if !read || pv == nil {
+			return false, later(retry, now.Add(p.fi))
+		}
+		var over time.Time // the worker is clear for reads sent from then on
+		switch {
+		case pv.ok && pv.rec.Released:
+			continue
+		case pv.ok:
+			if _, listed := pv.rec.Shards[shard]; !listed {
+				continue
+			}
+			over = pv.seenAt.Add(wait(p.lt, pv.ttl))
+		default:
+			over = pv.runStart.Add(wait(p.lt, pv.ttl))
+		}
+		if readAt.Before(over) {
+			ok, retry = false, later(retry, over)
+		}
+	}
+	return ok, retry
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // won turns a successful claim into a leadership, if the session it names

@@ -10,8 +10,9 @@ package pool
 //
 //	go test -tags s3lect_mutations -run TestShardSimulation -sim.mutate=NAME ./pool
 const (
-	mutNoMargin  = false // the session lease runs the whole LeaderTimeout
-	mutLateReply = false // a renewal whose reply came after the lease's end still extends it
-	mutNoReread  = false // a takeover trusts the owner's session object as read before the shard record
-	mutNoTTL     = false // a takeover waits its own LeaderTimeout, not the owner's when longer
+	mutNoMargin    = false // the session lease runs the whole LeaderTimeout
+	mutLateReply   = false // a renewal whose reply came after the lease's end still extends it
+	mutNoReread    = false // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL       = false // a takeover waits its own LeaderTimeout, not the owner's when longer
+	mutNoClearance = false // an absent shard record is created without reading every member's session first
 )

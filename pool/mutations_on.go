@@ -6,8 +6,9 @@ package pool
 // -sim.mutate flag. Only a test binary built with -tags s3lect_mutations
 // has them.
 var (
-	mutNoMargin  bool // the session lease runs the whole LeaderTimeout
-	mutLateReply bool // a renewal whose reply came after the lease's end still extends it
-	mutNoReread  bool // a takeover trusts the owner's session object as read before the shard record
-	mutNoTTL     bool // a takeover waits its own LeaderTimeout, not the owner's when longer
+	mutNoMargin    bool // the session lease runs the whole LeaderTimeout
+	mutLateReply   bool // a renewal whose reply came after the lease's end still extends it
+	mutNoReread    bool // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL       bool // a takeover waits its own LeaderTimeout, not the owner's when longer
+	mutNoClearance bool // an absent shard record is created without reading every member's session first
 )

@@ -17,7 +17,10 @@
 // # Guarantees
 //
 //   - At most one live leadership per shard, as long as no shard record
-//     is deleted while the pool runs: a shard's Leadership Context
+//     is deleted within about a FrequentInterval of its owner's claim
+//     (before the owner's session lists the shard; an absent record is
+//     created only when every other worker's session shows it cannot
+//     lead the shard): a shard's Leadership Context
 //     is live only while its worker's session lease is, by that worker's
 //     monotonic clock, and it is cancelled no later than LeaderTimeout
 //     minus a tenth after the send of the session's last successful

@@ -316,11 +316,13 @@ func (s *loopState) tick(ctx context.Context) {
 		}
 	}
 	s.compact()
-	// Wake when a live worker's session could next be found dead, or a
-	// shard waited on may be taken.
+	// Wake when a worker live in this look's view could next be found
+	// dead, or a shard waited on may be taken. A session that ran out
+	// while this look went on (its reads and claims take time) is looked
+	// at again at once, not at the next interval.
 	now = p.now()
-	for wid, pv := range s.peers {
-		if wid != p.cfg.ID && pv.live(now, p.lt) {
+	for _, wid := range v.live {
+		if pv := s.peers[wid]; wid != p.cfg.ID && pv != nil {
 			s.next = earliest(s.next, pv.seenAt.Add(wait(p.lt, pv.rec.TTL)))
 		}
 	}

@@ -140,7 +140,7 @@ func renewalSlack(fi time.Duration) time.Duration { return fi / 16 }
 // and twice the lag so far, up to a quarter of FrequentInterval. A read
 // that found its renewal shrinks the lag by a thirty-second, so that a
 // slow spell is not paid for ever (and the lag is found again, at the
-// cost of one read too early in about twenty-five). Only new records
+// cost of one read too early in about twenty). Only new records
 // count: after a crash the same record is read again and again, and that
 // teaches nothing.
 func nextLag(lag, age, fi time.Duration) time.Duration {

@@ -16,6 +16,9 @@ func TestStatsFollowAnElection(t *testing.T) {
 		b := newNode(t, mem, "b")
 		b.e.Changes()
 		time.Sleep(2 * testLT) // a renews; b settles into infrequent reads
+		// A renewal is due at this very instant: let every call made now
+		// return and be counted before comparing with the store's log.
+		synctest.Wait()
 		sa, sb := a.e.Stats(), b.e.Stats()
 		if sa.Term != w.l.Term() || sa.Mode != "leader" || sa.Won != 1 {
 			t.Errorf("leader Stats = Term %d Mode %q Won %d; want %d leader 1", sa.Term, sa.Mode, sa.Won, w.l.Term())
@@ -35,6 +38,7 @@ func TestStatsFollowAnElection(t *testing.T) {
 
 		b.fs.set(func(f *faultStore) { f.failAll = true })
 		time.Sleep(testII + 2*time.Second)
+		synctest.Wait()
 		failed := 0
 		for _, c := range b.fs.log() {
 			if c.op == "get" && c.err != nil {

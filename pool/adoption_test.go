@@ -69,6 +69,62 @@ type started struct {
 	l    *s3lect.Leadership
 }
 
+// faultPools runs workers over one shared store, each on a faultStore of
+// its own, and sends every leadership that starts to leads, named by
+// name(worker, shard).
+type faultPools struct {
+	t        *testing.T
+	mem      *memstore.Store
+	shards   []string
+	blindKey string
+	name     func(worker, shard string) string
+	leads    chan started
+	stores   map[string]*faultStore
+	cancels  []context.CancelFunc
+	dones    []chan struct{}
+}
+
+func newFaultPools(t *testing.T, shards []string, name func(worker, shard string) string) *faultPools {
+	return &faultPools{t: t, mem: memstore.New(), shards: shards, name: name,
+		leads: make(chan started, 16), stores: map[string]*faultStore{}}
+}
+
+// start runs worker id's pool until stop.
+func (fp *faultPools) start(id string) {
+	fs := &faultStore{Store: fp.mem, held: make(chan struct{}), land: make(chan struct{}), blindKey: fp.blindKey}
+	fp.stores[id] = fs
+	p, err := New(Config{Store: fs, Prefix: "pool/", ID: id, Shards: fp.shards, Logger: quiet,
+		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
+			fp.leads <- started{fp.name(id, shard), l.Term(), l}
+			<-ctx.Done()
+		}})
+	if err != nil {
+		fp.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	fp.cancels, fp.dones = append(fp.cancels, cancel), append(fp.dones, done)
+}
+
+// stop lands every write still held, then ends every pool and waits.
+func (fp *faultPools) stop() {
+	for _, fs := range fp.stores {
+		select {
+		case <-fs.land:
+		default:
+			close(fs.land)
+		}
+		fs.wg.Wait()
+	}
+	for _, c := range fp.cancels {
+		c()
+	}
+	for _, d := range fp.dones {
+		<-d
+	}
+}
+
 // TestAdoptionNeverRepeatsATerm: a worker whose release failed, and that
 // then forgot the shard because a dead worker's late-landing session
 // write still listed it, must not adopt its own old claim as a new
@@ -76,43 +132,9 @@ type started struct {
 // repeat").
 func TestAdoptionNeverRepeatsATerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		leads := make(chan started, 16)
-		stores := map[string]*faultStore{}
-		var cancels []context.CancelFunc
-		var dones []chan struct{}
-		start := func(id string) {
-			fs := &faultStore{Store: mem, held: make(chan struct{}), land: make(chan struct{})}
-			stores[id] = fs
-			p, err := New(Config{Store: fs, Prefix: "pool/", ID: id, Shards: []string{"s"}, Logger: quiet,
-				Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
-					leads <- started{id, l.Term(), l}
-					<-ctx.Done()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			cancels, dones = append(cancels, cancel), append(dones, done)
-		}
-		defer func() {
-			for _, fs := range stores {
-				select {
-				case <-fs.land:
-				default:
-					close(fs.land)
-				}
-				fs.wg.Wait()
-			}
-			for _, c := range cancels {
-				c()
-			}
-			for _, d := range dones {
-				<-d
-			}
-		}()
+		fp := newFaultPools(t, []string{"s"}, func(worker, _ string) string { return worker })
+		defer fp.stop()
+		leads, stores, start := fp.leads, fp.stores, fp.start
 		next := func(within time.Duration) started {
 			t.Helper()
 			select {

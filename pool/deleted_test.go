@@ -1,14 +1,10 @@
 package pool
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/store/memstore"
 )
 
 // TestDeletedShardRecordUnderALiveOwner: a shard record deleted while its
@@ -18,35 +14,10 @@ import (
 // only that terms can restart after a deletion.
 func TestDeletedShardRecordUnderALiveOwner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		leads := make(chan started, 16)
-		stores := map[string]*faultStore{}
-		var cancels []context.CancelFunc
-		var dones []chan struct{}
-		start := func(id string) {
-			fs := &faultStore{Store: mem, held: make(chan struct{}), land: make(chan struct{}), blindKey: "pool/sessions/w2.json"}
-			stores[id] = fs
-			p, err := New(Config{Store: fs, Prefix: "pool/", ID: id, Shards: []string{"s0", "s1"}, Logger: quiet,
-				Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
-					leads <- started{id + "/" + shard, l.Term(), l}
-					<-ctx.Done()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			cancels, dones = append(cancels, cancel), append(dones, done)
-		}
-		defer func() {
-			for _, c := range cancels {
-				c()
-			}
-			for _, d := range dones {
-				<-d
-			}
-		}()
+		fp := newFaultPools(t, []string{"s0", "s1"}, func(worker, shard string) string { return worker + "/" + shard })
+		fp.blindKey = "pool/sessions/w2.json"
+		defer fp.stop()
+		mem, leads, stores, start := fp.mem, fp.leads, fp.stores, fp.start
 		start("w1")
 		start("w2")
 		time.Sleep(3 * testLT)

@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,9 +47,10 @@ type options struct {
 	window    time.Duration // for the cost and resource measurements
 	groups    []int
 	electors  int
-	shardK    int  // the shard table's scale
-	shardOnly bool // only the shard table
-	noMemory  bool // with a bucket: skip the failover rows on the in-memory store
+	shardK    int    // the shard table's scale
+	shardOnly bool   // only the shard table
+	noMemory  bool   // with a bucket: skip the failover rows on the in-memory store
+	mode      string // when set, only the failover rows of the mode so named
 }
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
+	flag.StringVar(&o.mode, "mode", "", "measure only the failover rows of this mode (e.g. \"storage, InfrequentInterval = FrequentInterval\"), nothing else")
 	flag.IntVar(&o.trials, "trials", 15, "failover trials per mode and event")
 	flag.DurationVar(&o.window, "window", 12*time.Second, "measurement window for requests and resources")
 	flag.Parse()
@@ -71,6 +74,13 @@ func main() {
 func run(ctx context.Context, o options, w io.Writer) error {
 	if o.scale < 1 || o.trials < 1 || o.shardK < 1 {
 		return fmt.Errorf("-scale, -shard-scale and -trials must be at least 1")
+	}
+	if o.mode != "" && !slices.ContainsFunc(modes, func(m mode) bool { return m.name == o.mode }) {
+		var names []string
+		for _, m := range modes {
+			names = append(names, fmt.Sprintf("%q", m.name))
+		}
+		return fmt.Errorf("-mode %q: no such row; the modes are %s", o.mode, strings.Join(names, ", "))
 	}
 	stores, closeStores, err := openStores(ctx, o)
 	if err != nil {
@@ -104,6 +114,9 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, st := range stores {
 		for _, m := range modes {
+			if o.mode != "" && m.name != o.mode {
+				continue
+			}
 			for _, crash := range []bool{true, false} {
 				if !crash && m.noHandover {
 					continue
@@ -131,6 +144,9 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		}
 	}
 
+	if o.mode != "" {
+		return nil
+	}
 	costStore := stores[len(stores)-1]
 	fmt.Fprintf(w, "\n## S3 requests and cost\n\n")
 	fmt.Fprintf(w, "On %s. Storage mode, requests per hour at the default intervals (measured over %v at 1/%d scale), monthly cost at S3 Standard prices ($0.005 per 1,000 PUT, $0.0004 per 1,000 GET, %d hours). Peer mode removes the followers' GETs.\n\n", costStore.name, o.window, o.scale, hoursPerMonth)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"regexp"
 	"strconv"
 	"strings"
@@ -84,5 +85,35 @@ func TestNoMemstoreNeedsBucket(t *testing.T) {
 	o.noMemory = true
 	if err := run(context.Background(), o, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "-no-memstore needs -bucket") {
 		t.Errorf("run(-no-memstore without -bucket) = %v; want an error naming -bucket", err)
+	}
+}
+
+func TestModeMeasuresOneRow(t *testing.T) {
+	o := quick()
+	o.mode = "storage, InfrequentInterval = FrequentInterval"
+	var out bytes.Buffer
+	if err := run(context.Background(), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| memstore | ") {
+			rows++
+			if !strings.HasPrefix(line, "| memstore | "+o.mode+" | ") {
+				t.Errorf("-mode %q measured another row: %s", o.mode, line)
+			}
+		}
+	}
+	if rows != 2 || strings.Contains(out.String(), "## S3 requests") || strings.Contains(out.String(), "shards on") {
+		t.Errorf("-mode %q: want its crash and handover rows only, got %d rows:\n%s", o.mode, rows, out.String())
+	}
+}
+
+func TestModeUnknownNamesTheModes(t *testing.T) {
+	o := quick()
+	o.mode = "storage, typo"
+	err := run(context.Background(), o, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"peer + long-poll"`) {
+		t.Errorf("run with an unknown -mode: error %v; want one listing the modes", err)
 	}
 }

@@ -17,7 +17,7 @@ func TestSteadyStateCostIsOneWritePerWorker(t *testing.T) {
 		g := newGroup(t, 10, 1000)
 		defer g.stop()
 		time.Sleep(4*testLT + testFI/3) // spread and settled; windows off the renewals' phase
-		if c := g.counts(); !within(c, ids(g), 100, 100, 1000) {
+		if c := g.counts(); !within(c, g.ids(nil), 100, 100, 1000) {
 			t.Fatalf("after 4 × LeaderTimeout: %s; want 100 shards on each worker", spread(c))
 		}
 		const intervals = 40
@@ -38,15 +38,6 @@ func TestSteadyStateCostIsOneWritePerWorker(t *testing.T) {
 		}
 		g.check(t)
 	})
-}
-
-// ids lists the group's workers.
-func ids(g *group) []string {
-	var out []string
-	for _, w := range g.workers {
-		out = append(out, w.id)
-	}
-	return out
 }
 
 type callCount struct{ gets, puts uint64 }

@@ -96,6 +96,17 @@ func newGroupAt(t testing.TB, workers, shards, speed int) *group {
 	return g
 }
 
+// ids lists the IDs of the group's workers other than except (nil: all).
+func (g *group) ids(except *worker) []string {
+	var out []string
+	for _, w := range g.workers {
+		if w != except {
+			out = append(out, w.id)
+		}
+	}
+	return out
+}
+
 // add starts a worker.
 func (g *group) add(id string) *worker {
 	w := &worker{id: id, st: &crashStore{Store: g.mem}, done: make(chan struct{})}

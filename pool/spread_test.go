@@ -33,12 +33,7 @@ func TestSpreadAfterEveryDeath(t *testing.T) {
 					dead := g.workers[victim]
 					dead.st.dead.Store(true)
 					killed := time.Now()
-					var survivors []string
-					for _, id := range ids {
-						if id != dead.id {
-							survivors = append(survivors, id)
-						}
-					}
+					survivors := g.ids(dead)
 					var ledAgain time.Duration
 					for time.Since(killed) < 2*testLT {
 						time.Sleep(100 * time.Millisecond)
@@ -142,12 +137,7 @@ func TestThousandShardsOnTenWorkers(t *testing.T) {
 				defer g.stop()
 				time.Sleep(4*testLT + time.Duration(phase)*testFI/phases)
 				dead := g.workers[phase%10]
-				var survivors []string
-				for _, w := range g.workers {
-					if w != dead {
-						survivors = append(survivors, w.id)
-					}
-				}
+				survivors := g.ids(dead)
 				dead.st.dead.Store(true)
 				killed := time.Now()
 				var ledAgain time.Duration

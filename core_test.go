@@ -169,16 +169,16 @@ func TestCoreTakeoverTimes(t *testing.T) {
 		etag string
 		want time.Duration // when the takeover write is sent, after the first read at 0
 	}{
-		{"4 takeover: an absence never preceded by a record is created at once", nil, "", 0},
-		{"1 a released record (lastUpdated zero) with ttl is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a", TTL: 3000}.encode(), `"r"`, 0},
-		{"3.1 a record without a lease waits LeaderTimeout of observed silence", held("x", 4, "", 0, 0), `"h"`, lt},
-		{"3.2 a record with a lease seen once waits LeaderTimeout, as 3.1", held("x", 4, "a", 9000, 0), `"h"`, lt},
-		{"3.1 the record's lease: a longer ttl is waited out", heldTTL("x", 4, "a", 9000, 0, 15*time.Second), `"h"`, 15 * time.Second},
-		{"3.1 the record's lease: a shorter ttl waits the follower's own LeaderTimeout", heldTTL("x", 4, "a", 9000, 0, time.Second), `"h"`, lt},
-		{"3.1 a record without ttl (the original s3lect) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0)}.encode(), `"o"`, noTTLLease},
-		{"3.1 a record without ttl (version 2) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0), Term: 4, Lease: "a", Held: 9000}.encode(), `"v"`, noTTLLease},
-		{"3.1 a release without ttl may follow an unsafe takeover: the lease assumed", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, noTTLLease},
-		{"1 unreadable content is a holder that never renews and states no lease", []byte("not json"), `"c"`, noTTLLease},
+		{"T1 (4) takeover: an absence never preceded by a record is created at once", nil, "", 0},
+		{"T2 (1) a released record (lastUpdated zero) with ttl is taken over at once", Record{LeaderID: "x", Term: 4, Lease: "a", TTL: 3000}.encode(), `"r"`, 0},
+		{"T3 (3.1) a record without a lease waits LeaderTimeout of observed silence", held("x", 4, "", 0, 0), `"h"`, lt},
+		{"T5 (3.2) a record with a lease seen once waits LeaderTimeout, as 3.1", held("x", 4, "a", 9000, 0), `"h"`, lt},
+		{"T3 (3.1) the record's lease: a longer ttl is waited out", heldTTL("x", 4, "a", 9000, 0, 15*time.Second), `"h"`, 15 * time.Second},
+		{"T3 (3.1) the record's lease: a shorter ttl waits the follower's own LeaderTimeout", heldTTL("x", 4, "a", 9000, 0, time.Second), `"h"`, lt},
+		{"T4 (3.1) a record without ttl (the original s3lect) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0)}.encode(), `"o"`, noTTLLease},
+		{"T4 (3.1) a record without ttl (version 2) waits the lease assumed for it", Record{LeaderID: "x", LastUpdated: at(0), Term: 4, Lease: "a", Held: 9000}.encode(), `"v"`, noTTLLease},
+		{"T4 (3.1) a release without ttl may follow an unsafe takeover: the lease assumed", Record{LeaderID: "x", Term: 4, Lease: "a"}.encode(), `"r"`, noTTLLease},
+		{"T4 (1) unreadable content is a holder that never renews and states no lease", []byte("not json"), `"c"`, noTTLLease},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -319,7 +319,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		}
 		return m
 	}
-	t.Run("4 leader renews with one If-Match PUT carrying held (3.2), its lease from the send (3.1)", func(t *testing.T) {
+	t.Run("L1 L2 (4) leader renews with one If-Match PUT carrying held (3.2), its lease from the send (3.1)", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi))
 		w := mustEffect[doWrite](t, m, "renewal")
@@ -337,7 +337,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("deadline after renewal %v; want from the renewal's send", r.deadline.Sub(t0))
 		}
 	})
-	t.Run("4 leader: precondition failed on a round's first attempt is lost, nothing written", func(t *testing.T) {
+	t.Run("L3 (4) leader: precondition failed on a round's first attempt is lost, nothing written", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi))
 		if e := mustEffect[doEnd](t, m, "412"); !errors.Is(e.cause, ErrLeadershipLost) {
@@ -347,7 +347,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		mustEffect[doExited](t, m, "lost leadership")
 		mustEffect[doRead](t, m, "lost leadership: see who")
 	})
-	t.Run("4 leader: retries exhausted is expired, record left as it is", func(t *testing.T) {
+	t.Run("L5 (4) leader: retries exhausted is expired, record left as it is", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
 		if e := mustEffect[doEnd](t, m, "failed renewal"); !errors.Is(e.cause, ErrLeaseExpired) {
@@ -358,7 +358,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.c.fol.v.kind)
 		}
 	})
-	t.Run("4 ex-leader: its own last acknowledged write is taken over at once, anyone else's waited out", func(t *testing.T) {
+	t.Run("T8 E5 (4) ex-leader: its own last acknowledged write is taken over at once, anyone else's waited out", func(t *testing.T) {
 		// docs/protocol.md, section 4: the lockfile still holds exactly
 		// the ex-leader's last acknowledged write, so nobody has written
 		// since, and its own leadership is over.
@@ -392,7 +392,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		m.read(held("x", 2, "b", 0, p.fi), `"d"`, m.c.sh.call.sent)
 		noEffect[doWrite](t, m, "another elector's record")
 	})
-	t.Run("3.1 leader: the lease deadline ends the leadership", func(t *testing.T) {
+	t.Run("L6 (3.1) leader: the lease deadline ends the leadership", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)) // renewal sent, reply never comes
 		m.on(evTimer{}, at(p.lt-p.margin))
@@ -400,7 +400,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Fatalf("cause %v; want ErrLeaseExpired", e.cause)
 		}
 	})
-	t.Run("4 leader: Resign releases with lastUpdated zero, same term", func(t *testing.T) {
+	t.Run("L7 E1 E2 (4) leader: Resign releases with lastUpdated zero, same term", func(t *testing.T) {
 		m := win(t)
 		m.on(evLeadDone{ErrResigned}, at(500*time.Millisecond))
 		w := mustEffect[doWrite](t, m, "resign")
@@ -416,7 +416,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("view after release = %v; want vacant", m.c.fol.v.kind)
 		}
 	})
-	t.Run("4 leader: a release after an unsure renewal goes over it if it landed", func(t *testing.T) {
+	t.Run("E1 (4) leader: a release after an unsure renewal goes over it if it landed", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi))
 		renewal := mustEffect[doWrite](t, m, "renewal")
@@ -427,7 +427,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Fatalf("release = %+v; want it to go over the unsure renewal if that landed", w)
 		}
 	})
-	t.Run("4 Campaign again after Done waits for the release, then a fresh read", func(t *testing.T) {
+	t.Run("C2 C3 (4) Campaign again after Done waits for the release, then a fresh read", func(t *testing.T) {
 		m := win(t)
 		m.on(evCampaign{id: 2, lease: "l2"}, at(200*time.Millisecond))
 		if a := mustEffect[doAnswer](t, m, "campaign while leading"); a.err != ErrCampaigning {
@@ -579,7 +579,7 @@ func TestCorePeerReports(t *testing.T) {
 		mustEffect[doPeer](t, m, "steady leader in peer mode")
 		return m, now
 	}
-	t.Run("5 an answer with a new ETag and more held is a sighting", func(t *testing.T) {
+	t.Run("F11 (5) an answer with a new ETag and more held is a sighting", func(t *testing.T) {
 		m, now := steady(t)
 		rec, _ := ParseRecord(held("x", 1, "a", 99_000, now))
 		m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: `"p"`, at: at(now + 2*time.Second)}, at(now+2*time.Second))
@@ -588,7 +588,7 @@ func TestCorePeerReports(t *testing.T) {
 		}
 		noEffect[doRead](t, m, "honest peer")
 	})
-	t.Run("5 a stale peer cannot hold the election past the takeover time (9, 8)", func(t *testing.T) {
+	t.Run("F14 (5) a stale peer cannot hold the election past the takeover time (9, 8)", func(t *testing.T) {
 		m, now := steady(t)
 		rec := m.c.fol.v.rec
 		deadline, _ := m.c.fol.v.takeoverAt(m.c.sh.lease(m.c.fol.v))
@@ -604,7 +604,7 @@ func TestCorePeerReports(t *testing.T) {
 			t.Fatalf("write %+v; want a takeover", w)
 		}
 	})
-	t.Run("5 an answer without an ETag is a hint: reads go on every InfrequentInterval", func(t *testing.T) {
+	t.Run("F12 (5) an answer without an ETag is a hint: reads go on every InfrequentInterval", func(t *testing.T) {
 		m, now := steady(t)
 		seen := m.c.fol.v.seenAt
 		rec := m.c.fol.v.rec
@@ -615,7 +615,7 @@ func TestCorePeerReports(t *testing.T) {
 		m.on(evTimer{}, at(now+p.ii))
 		mustEffect[doRead](t, m, "no-ETag peer: the store is read every InfrequentInterval")
 	})
-	t.Run("5 a peer failure reads the store at once", func(t *testing.T) {
+	t.Run("F13 (5) a peer failure reads the store at once", func(t *testing.T) {
 		m, now := steady(t)
 		m.on(evPeer{gen: m.c.sh.peerGen, err: errors.New("connection refused"), at: at(now + time.Second)}, at(now+time.Second))
 		mustEffect[doRead](t, m, "peer failure")
@@ -623,7 +623,7 @@ func TestCorePeerReports(t *testing.T) {
 			t.Errorf("mode after a peer failure = %v; want frequent", m.c.fol.mode)
 		}
 	})
-	t.Run("5 a report about a dropped target is ignored", func(t *testing.T) {
+	t.Run("F15 (5) a report about a dropped target is ignored", func(t *testing.T) {
 		m, now := steady(t)
 		m.on(evPeer{gen: m.c.sh.peerGen - 1, err: errors.New("refused")}, at(now+time.Second))
 		noEffect[doRead](t, m, "report about a dropped target")
@@ -639,7 +639,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		mustEffect[doWrite](t, m, "claim")
 		return m
 	}
-	t.Run("4 a Campaign withdrawn during its takeover releases what it won", func(t *testing.T) {
+	t.Run("C19 (4) a Campaign withdrawn during its takeover releases what it won", func(t *testing.T) {
 		m := claim(t)
 		cause := errors.New("caller gave up")
 		m.on(evWithdraw{id: 1, cause: cause}, at(10*time.Millisecond))
@@ -654,13 +654,13 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 			t.Fatalf("answer %v; want the withdrawal's cause", a.err)
 		}
 	})
-	t.Run("4 a Campaign withdrawn during a takeover that loses is answered", func(t *testing.T) {
+	t.Run("C19 (4) a Campaign withdrawn during a takeover that loses is answered", func(t *testing.T) {
 		m := claim(t)
 		m.on(evWithdraw{id: 1, cause: errors.New("gave up")}, at(10*time.Millisecond))
 		m.wrote("", store.ErrPreconditionFailed, at(20*time.Millisecond))
 		mustEffect[doAnswer](t, m, "lost takeover of a withdrawn campaign")
 	})
-	t.Run("4 Close during a takeover releases what it won, then closes", func(t *testing.T) {
+	t.Run("C19 X2 (4) Close during a takeover releases what it won, then closes", func(t *testing.T) {
 		m := claim(t)
 		m.on(evClose{}, at(10*time.Millisecond))
 		noEffect[doClosed](t, m, "close with a takeover in flight")
@@ -674,7 +674,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		}
 		mustEffect[doClosed](t, m, "after the release")
 	})
-	t.Run("2 a result of an earlier store call is ignored", func(t *testing.T) {
+	t.Run("X1 (2) a result of an earlier store call is ignored", func(t *testing.T) {
 		m := claim(t)
 		m.on(evStore{gen: m.c.sh.gen - 1, etag: `"old"`}, at(10*time.Millisecond))
 		noEffect[doLead](t, m, "result of an earlier call")
@@ -719,19 +719,19 @@ func TestCoreAlignedRead(t *testing.T) {
 		ii      time.Duration
 		want    time.Duration
 	}{
-		{"3.3 infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + slack},
-		{"3.3 the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + slack},
-		{"3.3 renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + slack},
-		{"3.3 a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + slack},
-		{"3.3 due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + slack},
-		{"3.3 due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + slack},
-		{"3.3 one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + slack},
-		{"3.3 the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 300*ms + slack},
-		{"3.3 frequent read (k = 1): a slack after the next renewal, for a record read as it was stamped", time.Second, 0, 0, 0, fi, time.Second + slack},
-		{"3.3 frequent read: a record read before the midpoint of its cycle is read again a slack after the next renewal, before due", 1400 * ms, 0, 0, 0, fi, time.Second + slack},
-		{"3.3 frequent read: a record read past the midpoint of its cycle is read again after the renewal after next, later than due", 1700 * ms, 0, 0, 0, fi, 2*time.Second + slack},
-		{"3.3 frequent read: the phase comes from the stamp (renewals due at 300 ms), and slots play no part", 2 * time.Second, 300 * ms, 0, 5, fi, 2*time.Second + 300*ms + slack},
-		{"3.3 frequent read: a dead leader's phase is kept, one read every FrequentInterval", 5*time.Second + slack, 0, 0, 0, fi, 5*time.Second + slack},
+		{"F4 (3.3) infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + slack},
+		{"F4 (3.3) the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + slack},
+		{"F4 (3.3) renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + slack},
+		{"F4 (3.3) a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + slack},
+		{"F4 (3.3) due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + slack},
+		{"F4 (3.3) due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + slack},
+		{"F3 (3.3) one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + slack},
+		{"F4 (3.3) the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 300*ms + slack},
+		{"F3 (3.3) frequent read (k = 1): a slack after the next renewal, for a record read as it was stamped", time.Second, 0, 0, 0, fi, time.Second + slack},
+		{"F3 (3.3) frequent read: a record read before the midpoint of its cycle is read again a slack after the next renewal, before due", 1400 * ms, 0, 0, 0, fi, time.Second + slack},
+		{"F3 (3.3) frequent read: a record read past the midpoint of its cycle is read again after the renewal after next, later than due", 1700 * ms, 0, 0, 0, fi, 2*time.Second + slack},
+		{"F3 (3.3) frequent read: the phase comes from the stamp (renewals due at 300 ms), and slots play no part", 2 * time.Second, 300 * ms, 0, 5, fi, 2*time.Second + 300*ms + slack},
+		{"F3 (3.3) frequent read: a dead leader's phase is kept, one read every FrequentInterval", 5*time.Second + slack, 0, 0, 0, fi, 5*time.Second + slack},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -756,12 +756,12 @@ func TestCoreReadLag(t *testing.T) {
 		lag, age time.Duration
 		want     time.Duration
 	}{
-		{"3.3 a timed read that found its renewal keeps no lag", 0, 80 * ms, 0},
-		{"3.3 a timed read that found the renewal before its own came too early: the slack is added", 0, fi + 80*ms, slack},
-		{"3.3 another read too early: twice the lag and the slack", slack, fi + 150*ms, 3 * slack},
-		{"3.3 the lag stops at a quarter of FrequentInterval", 200 * ms, fi + 500*ms, fi / 4},
-		{"3.3 a read that found its renewal shrinks the lag by a thirty-second", 320 * ms, 400 * ms, 310 * ms},
-		{"3.3 the bound is the infrequent timed read's lateness: at it, a hit", 32 * ms, 562500 * time.Microsecond, 31 * ms},
+		{"F6 (3.3) a timed read that found its renewal keeps no lag", 0, 80 * ms, 0},
+		{"F6 (3.3) a timed read that found the renewal before its own came too early: the slack is added", 0, fi + 80*ms, slack},
+		{"F6 (3.3) another read too early: twice the lag and the slack", slack, fi + 150*ms, 3 * slack},
+		{"F6 (3.3) the lag stops at a quarter of FrequentInterval", 200 * ms, fi + 500*ms, fi / 4},
+		{"F6 (3.3) a read that found its renewal shrinks the lag by a thirty-second", 320 * ms, 400 * ms, 310 * ms},
+		{"F6 (3.3) the bound is the infrequent timed read's lateness: at it, a hit", 32 * ms, 562500 * time.Microsecond, 31 * ms},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -830,8 +830,8 @@ func TestCoreLateRecord(t *testing.T) {
 		aligned bool
 		want    time.Duration
 	}{
-		{"3.3 a record older than one and a half FrequentIntervals is late", false, 1500 * time.Millisecond},
-		{"3.3 at an infrequent read timed after a renewal, older than half a FrequentInterval and the slack is late", true, 562500 * time.Microsecond},
+		{"F3 (3.3) a record older than one and a half FrequentIntervals is late", false, 1500 * time.Millisecond},
+		{"F5 (3.3) at an infrequent read timed after a renewal, older than half a FrequentInterval and the slack is late", true, 562500 * time.Microsecond},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -910,7 +910,7 @@ func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 // writes the lockfile with that term (docs/protocol.md, 1.1).
 func TestCoreTermObject(t *testing.T) {
 	termObj := func(term uint64) []byte { return fmt.Appendf(nil, `{"term":%d,"by":"x","lease":"l"}`, term) }
-	t.Run("1.1 the term object is raised before the takeover, whose term it gives", func(t *testing.T) {
+	t.Run("C8 C10 (1.1) the term object is raised before the takeover, whose term it gives", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
@@ -931,7 +931,7 @@ func TestCoreTermObject(t *testing.T) {
 			t.Fatalf("write %v %s; want the takeover at term 1 with the term object's lease", c.kind, c.data)
 		}
 	})
-	t.Run("1.1 a foreign write without a term: the next term still rises past the term object", func(t *testing.T) {
+	t.Run("C8 (1.1) a foreign write without a term: the next term still rises past the term object", func(t *testing.T) {
 		// Terms 1 and 2 were held; the original s3lect wrote a record
 		// without a term; a freshly started elector must not use 1 again.
 		m := newMachine(t, coreParams)
@@ -954,7 +954,7 @@ func TestCoreTermObject(t *testing.T) {
 			}
 		}
 	})
-	t.Run("4 an absent lockfile beside a term object was deleted: waited out with the lease assumed without ttl (3.1)", func(t *testing.T) {
+	t.Run("T7 C7 (4) an absent lockfile beside a term object was deleted: waited out with the lease assumed without ttl (3.1)", func(t *testing.T) {
 		// A fresh elector finds no lockfile but a term object: the
 		// lockfile was deleted, maybe under a live lease. The term object
 		// states no lease here: the one assumed for records without ttl.
@@ -978,7 +978,7 @@ func TestCoreTermObject(t *testing.T) {
 			t.Fatalf("write %v %s over %q; want a create at term 8", w.kind, w.data, w.ifMatch)
 		}
 	})
-	t.Run("4 a recreated lockfile's leadership is handed out a lease after the create", func(t *testing.T) {
+	t.Run("C14 C22 (4) a recreated lockfile's leadership is handed out a lease after the create", func(t *testing.T) {
 		// A leader whose record was deleted, and that this elector never
 		// saw, may renew until the deletion: its lease can run a lease
 		// past it. The create holds everyone else off; Campaign returns
@@ -1019,7 +1019,7 @@ func TestCoreTermObject(t *testing.T) {
 		}
 		t.Fatal("the leadership was not handed out once the lease had passed")
 	})
-	t.Run("1.1 the term object raised by another first: read the lockfile again", func(t *testing.T) {
+	t.Run("C11 (1.1) the term object raised by another first: read the lockfile again", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
@@ -1028,7 +1028,7 @@ func TestCoreTermObject(t *testing.T) {
 		noEffect[doWrite](t, m, "term object raised by another takeover first")
 		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
 	})
-	t.Run("1.1 a permanent failure on the term object names it", func(t *testing.T) {
+	t.Run("C12 (1.1) a permanent failure on the term object names it", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
@@ -1099,9 +1099,9 @@ func TestCoreOperatorStepDownIsWaitedOut(t *testing.T) {
 		lease string
 		ttl   time.Duration
 	}{
-		{"3.2 a new lease value with held 0 starts a new leadership", "op", 5 * time.Second},
-		{"3.2 the same lease with held 0 is trusted only from its own sighting", "a", 5 * time.Second},
-		{"3.1 a record without ttl is waited out with the lease assumed for it", "op", 0},
+		{"T5 (3.2) a new lease value with held 0 starts a new leadership", "op", 5 * time.Second},
+		{"T5 (3.2) the same lease with held 0 is trusted only from its own sighting", "a", 5 * time.Second},
+		{"T4 (3.1) a record without ttl is waited out with the lease assumed for it", "op", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine(t, coreParams)

@@ -231,9 +231,9 @@ func TestCrashFailoverAtTheRenewalPhase(t *testing.T) {
 		leaderLatency time.Duration
 		stable        bool
 	}{
-		{"3.3 frequent followers, joined at random phases, still frequent (LeaderTimeout 20 s)", 30 * time.Second, 20 * time.Second, latency, false},
-		{"3.3 stable followers with InfrequentInterval = FrequentInterval (LeaderTimeout 15 s)", fi, 15 * time.Second, latency, true},
-		{"3.3 the lag: writes that land later than the slack (InfrequentInterval = FrequentInterval)", fi, 15 * time.Second, 500 * time.Millisecond, true},
+		{"F3 (3.3) frequent followers, joined at random phases, still frequent (LeaderTimeout 20 s)", 30 * time.Second, 20 * time.Second, latency, false},
+		{"F4 (3.3) stable followers with InfrequentInterval = FrequentInterval (LeaderTimeout 15 s)", fi, 15 * time.Second, latency, true},
+		{"F6 (3.3) the lag: writes that land later than the slack (InfrequentInterval = FrequentInterval)", fi, 15 * time.Second, 500 * time.Millisecond, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lt := tc.lt

@@ -11,8 +11,8 @@
 // owner's session object has stayed unchanged for LeaderTimeout (or has
 // named another session for as long), as a follower of a single
 // election does, with If-Match on the shard record and the term raised by
-// one. The protocol and its safety argument are in docs/protocol.md in
-// the repository, section 10.
+// one. The protocol and its safety argument are in docs/pool-protocol.md
+// in the repository.
 //
 // # Guarantees
 //

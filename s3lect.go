@@ -109,12 +109,6 @@ var (
 	ErrCampaigning = errors.New("s3lect: elector is already campaigning or leading")
 )
 
-// errInvalidRecord wraps every reason a lockfile's content is not a valid
-// record. Only ParseRecord returns it, and every error ParseRecord
-// returns wraps it, so callers need no sentinel: an error from
-// ParseRecord is the answer.
-var errInvalidRecord = errors.New("s3lect: invalid lockfile record")
-
 // ElectorConfig configures an Elector. Zero values mean the defaults.
 type ElectorConfig struct {
 	// Store is the coordination store. Set Store, or set Bucket to use S3.
@@ -288,34 +282,6 @@ func (cfg ElectorConfig) validate() error {
 	return nil
 }
 
-// Record is the content of the lockfile, and what the leader's peer
-// endpoint serves. Its JSON form is compatible with the original s3lect.
-type Record struct {
-	LeaderID    string    `json:"leaderID"`
-	LeaderAddr  string    `json:"leaderAddr"`
-	LastUpdated time.Time `json:"lastUpdated"` // the writer's wall clock; zero means released
-	Term        uint64    `json:"term,omitempty"`
-
-	// Lease is a random value drawn once per leadership and kept on all
-	// its writes: it tells leaderships apart even when two processes share
-	// a ServerID, and makes every write's bytes unique.
-	Lease string `json:"lease,omitempty"`
-
-	// Held is the leader's monotonic time, in milliseconds, from the send
-	// of its leadership's first write (its takeover's write of the term
-	// object) to the send of this one. Followers use it to bound when a
-	// silent leader's lease has run out.
-	Held int64 `json:"held,omitempty"`
-
-	// TTL is the writer's LeaderTimeout in milliseconds: how long a
-	// follower waits, at least, before it takes this record over
-	// (docs/protocol.md, 3.1). Writers before protocol version 3 leave it
-	// out; such a record is waited out with the longest lease the reader
-	// can assume: the longest of its own LeaderTimeout, 15 s and the
-	// longest ttl it has seen on the lockfile (ElectorConfig.LeaderTimeout).
-	TTL int64 `json:"ttl,omitempty"`
-}
-
 // Change is what Changes delivers: the leader this elector knows of, and
 // whether it is this elector. Leader.LeaderID is "" when there is no live
 // leader (the lease is vacant, expired or unreadable).
@@ -334,7 +300,7 @@ type Change struct {
 // Store and one process. Once started (by Campaign, Changes or Observe), an
 // elector runs two goroutines: its run loop, which alone owns the election
 // state, and a storage goroutine: the reader (a follower's reads and
-// takeovers) while it follows, the heartbeat (a leader's renewals and
+// takeovers) while it follows, the renewer (a leader's renewals and
 // release) while it leads. In PeerMode a third, the peer poller.
 type Elector struct {
 	cfg     ElectorConfig

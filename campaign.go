@@ -22,7 +22,9 @@ import (
 // this elector waits or its Leadership is live, and an error naming the
 // lockfile when the store fails permanently (a missing bucket, denied
 // access, a store without conditional writes). Campaign may be called
-// again as soon as the previous Leadership's Done channel is closed.
+// again as soon as the previous Leadership's Context is done; it then
+// waits for that leadership's release to be written (or given up) and
+// reads the lockfile afresh before it takes over.
 func (e *Elector) Campaign(ctx context.Context) (*Leadership, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -74,7 +74,7 @@ type view struct {
 	// ttl is the lease the record states (its ttl field), or for an
 	// absence after a held record, that record's; zero when unknown (a
 	// record of a writer before version 3, unreadable content). The
-	// wait is state.lease's.
+	// wait is shared.lease's.
 	ttl time.Duration
 
 	// For the elapsed-time rule (docs/protocol.md, 3.2), on held records

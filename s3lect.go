@@ -14,13 +14,9 @@
 //     over, both measured on the follower's monotonic clock. Wall clocks
 //     may disagree by any amount without breaking this; clock rates need
 //     only agree to within 5%.
-//
-// The protocol, its timing rules and the argument for its safety are in
-// docs/protocol.md in the repository.
-//   - Every leadership has a term, a fencing token that rises each time
-//     leadership passes to a holder (or back to the same holder after it
-//     lost it) and never repeats, also across records written without
-//     terms (the original s3lect) and a deleted lockfile: a second object
+//   - Every leadership has a term, a fencing token higher than every term
+//     before it on the lockfile that never repeats, also across records
+//     written without terms (the original s3lect) and a deleted lockfile: a second object
 //     next to the lockfile, LockfilePath + ".term", keeps the highest
 //     term used. Terms can repeat only if that object is deleted too (or
 //     lost by the store) while the lockfile's term is also lost, or if
@@ -32,6 +28,9 @@
 //     successful write, by its own monotonic clock. A suspended or paused
 //     VM's clock may not count the suspension; Leadership.Context says
 //     exactly what Err then catches.
+//
+// The protocol, its timing rules and the argument for its safety are in
+// docs/protocol.md in the repository.
 //
 // # Non-guarantees
 //
@@ -129,7 +128,9 @@ type ElectorConfig struct {
 
 	// LockfilePath is the object key of the lockfile, for example
 	// "leader/my-group.json". Every instance of one election group uses the
-	// same key. Required.
+	// same key. Required: valid UTF-8 without NUL bytes, and at most 1019
+	// bytes, as the term object's key (LockfilePath + ".term") must fit
+	// the stores' 1024.
 	LockfilePath string
 
 	// ServerID identifies this instance; it must be unique in the group.
@@ -146,7 +147,7 @@ type ElectorConfig struct {
 	FrequentInterval time.Duration
 
 	// InfrequentInterval is how often a follower checks on a leader that
-	// has been renewing steadily. Default 30s; never below
+	// has been renewing steadily. Default 30s; it must not be below
 	// FrequentInterval.
 	InfrequentInterval time.Duration
 
@@ -174,8 +175,8 @@ type ElectorConfig struct {
 	// reading the store.
 	PeerMode bool
 
-	// PeerHealthPath is the HTTP path of the leader's health endpoint.
-	// Default "/health/leadership".
+	// PeerHealthPath is the HTTP path of the leader's health endpoint; it
+	// starts with /. Default "/health/leadership".
 	PeerHealthPath string
 
 	// PeerTimeout bounds one peer request (beyond the time a long-poll
@@ -184,7 +185,7 @@ type ElectorConfig struct {
 
 	// PeerTLS configures followers' HTTPS requests to the leader: RootCAs
 	// to verify it, Certificates for mutual TLS. Nil means the system's
-	// roots. Used with PeerMode, unless PeerClient is set.
+	// roots. Used with PeerMode; set PeerTLS or PeerClient, not both.
 	PeerTLS *tls.Config
 
 	// PeerClient, if set, makes the followers' peer requests instead of a
@@ -194,8 +195,9 @@ type ElectorConfig struct {
 	// PeerWait is how long a follower's peer request may wait at the
 	// leader for its next write (a long-poll), so that followers hear of
 	// every renewal and of a resignation as they happen. Default
-	// LeaderTimeout/2. A negative PeerWait turns long-polling off:
-	// followers then ask once per InfrequentInterval.
+	// LeaderTimeout/2; at most a minute, the longest a leader waits. A
+	// negative PeerWait turns long-polling off: followers then ask once
+	// per InfrequentInterval.
 	PeerWait time.Duration
 
 	// Logger receives the elector's events. Default slog.Default().

@@ -55,12 +55,12 @@ func newMachine(t *testing.T, p params) *machine {
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
 	m.fx, m.wake = m.c.next(ev, now)
-	for k := m.c.sh.call.kind; !m.manualTerm && (k == opTermRead || k == opTermWrite); k = m.c.sh.call.kind {
+	for !m.manualTerm && (calling[doReadTerm](m) || calling[doRaiseTerm](m)) {
 		var r evStore
-		if k == opTermRead {
+		if calling[doReadTerm](m) {
 			r = evStore{gen: m.c.sh.gen, data: m.termData, etag: m.termETag}
 		} else {
-			w := mustEffect[doWrite](m.t, m, "term object write")
+			w := mustEffect[doRaiseTerm](m.t, m, "term object write")
 			if w.ifMatch != m.termETag {
 				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
 			} else {
@@ -71,10 +71,8 @@ func (m *machine) on(ev event, now time.Time) *machine {
 		}
 		var fx []effect
 		for _, f := range m.fx { // the term step's own calls are answered here
-			if r, ok := f.(doRead); ok && r.kind == opTermRead {
-				continue
-			}
-			if w, ok := f.(doWrite); ok && w.kind == opTermWrite {
+			switch f.(type) {
+			case doReadTerm, doRaiseTerm:
 				continue
 			}
 			fx = append(fx, f)
@@ -88,8 +86,8 @@ func (m *machine) on(ev event, now time.Time) *machine {
 // read answers the read in flight with data and etag ("" for absent).
 func (m *machine) read(data []byte, etag string, now time.Time) *machine {
 	m.t.Helper()
-	if m.c.sh.call.kind != opRead {
-		m.t.Fatalf("at %v: read answered, but the call in flight is %v", now.Sub(t0), m.c.sh.call.kind)
+	if !calling[doRead](m) {
+		m.t.Fatalf("at %v: read answered, but the call in flight is %T", now.Sub(t0), m.c.sh.call)
 	}
 	return m.on(evStore{gen: m.c.sh.gen, data: data, etag: etag}, now)
 }
@@ -97,10 +95,28 @@ func (m *machine) read(data []byte, etag string, now time.Time) *machine {
 // wrote answers the write in flight.
 func (m *machine) wrote(etag string, err error, now time.Time) *machine {
 	m.t.Helper()
-	if m.c.sh.call.kind == opNone || m.c.sh.call.kind == opRead {
-		m.t.Fatalf("at %v: write answered, but the call in flight is %v", now.Sub(t0), m.c.sh.call.kind)
+	if !calling[anyWrite](m) {
+		m.t.Fatalf("at %v: write answered, but the call in flight is %T", now.Sub(t0), m.c.sh.call)
 	}
 	return m.on(evStore{gen: m.c.sh.gen, etag: etag, err: err}, now)
+}
+
+// calling reports whether the store call in flight is a T.
+func calling[T storeCall](m *machine) bool { return is[T](m.c.sh.call) }
+
+// anyWrite is a store write of any kind (doRaiseTerm, doClaim, doRenew,
+// doRelease), for a test that wants none at all.
+type anyWrite interface {
+	storeCall
+	written() write
+}
+
+func (w write) written() write { return w }
+
+// is reports whether f is a T.
+func is[T effect](f effect) bool {
+	_, ok := f.(T)
+	return ok
 }
 
 // effect returns the last step's first effect of type T.
@@ -190,14 +206,14 @@ func TestCoreTakeoverTimes(t *testing.T) {
 				if now > 0 {
 					m.on(evTimer{}, at(now))
 				}
-				if m.c.sh.call.kind == opRead { // the store answers at once
+				if calling[doRead](m) { // the store answers at once
 					m.read(tc.data, tc.etag, at(now))
 				}
-				if w, ok := effectOf[doWrite](m); ok {
+				if w, ok := effectOf[anyWrite](m); ok {
 					if now != tc.want {
 						t.Fatalf("takeover sent at %v; want %v", now, tc.want)
 					}
-					if w.kind != opClaim || w.ifMatch != tc.etag {
+					if c, ok := w.(doClaim); !ok || c.ifMatch != tc.etag {
 						t.Fatalf("write = %+v; want a claim over %q", w, tc.etag)
 					}
 					return
@@ -215,8 +231,8 @@ func TestCoreAbsenceAfterHeldWaitsOutTheLease(t *testing.T) {
 	campaignAt(t, m, held("x", 4, "", 0, 0), `"h"`, at(0))
 	// The next read (3.3) is a slack after the renewal due at 1s.
 	m.on(evTimer{}, at(time.Second+slack)).read(nil, "", at(time.Second+slack)) // deleted under a live leader
-	noEffect[doWrite](t, m, "absence after a held record")
-	if got, _ := m.c.fol.v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + slack + coreParams.lt)) {
+	noEffect[anyWrite](t, m, "absence after a held record")
+	if got, _ := m.c.fol().v.takeoverAt(coreParams.lt); !got.Equal(at(time.Second + slack + coreParams.lt)) {
 		t.Errorf("takeover of a deleted lockfile at %v; want LeaderTimeout after the absence was seen", got.Sub(t0))
 	}
 }
@@ -232,7 +248,7 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 	// Record k, written 2 s of the leader's time later, first seen at 4.5 s
 	// by the read sent a slack after the renewal due at 1 s (3.3).
 	m.on(evTimer{}, at(time.Second+slack)).read(held("x", 4, "a", 12_000, 0), `"2"`, at(4500*time.Millisecond))
-	got, _ := m.c.fol.v.takeoverAt(p.lt)
+	got, _ := m.c.fol().v.takeoverAt(p.lt)
 	want := at(0).Add(stretch(2001 * time.Millisecond)).Add(p.lt) // 2.251 s + 3 s
 	if !got.Equal(want) {
 		t.Fatalf("takeoverAt = %v; want %v (not first sight + LT = %v)", got.Sub(t0), want.Sub(t0), (4500*time.Millisecond + p.lt))
@@ -244,12 +260,12 @@ func TestCoreElapsedTimeRule(t *testing.T) {
 	// A leader whose reported time goes backwards (a rewound store, a
 	// liar) is trusted no more than observed silence allows.
 	m.on(evTimer{}, at(5*time.Second)).read(held("x", 4, "a", 11_000, 0), `"3"`, at(5*time.Second))
-	if got, _ := m.c.fol.v.takeoverAt(p.lt); got.Before(at(5*time.Second + p.lt)) {
+	if got, _ := m.c.fol().v.takeoverAt(p.lt); got.Before(at(5*time.Second + p.lt)) {
 		t.Errorf("takeoverAt after held went backwards = %v; want no earlier than first sight + LT", got.Sub(t0))
 	}
 	// Another leadership (a new lease) starts afresh.
 	m.on(evTimer{}, at(6*time.Second)).read(held("x", 4, "b", 50_000, 0), `"4"`, at(6*time.Second))
-	if got, _ := m.c.fol.v.takeoverAt(p.lt); !got.Equal(at(6*time.Second + p.lt)) {
+	if got, _ := m.c.fol().v.takeoverAt(p.lt); !got.Equal(at(6*time.Second + p.lt)) {
 		t.Errorf("takeoverAt of a new leadership = %v; want first sight + LT", got.Sub(t0))
 	}
 }
@@ -266,12 +282,12 @@ func TestCoreTakeoverOnlyOnAFreshRead(t *testing.T) {
 		m.on(evTimer{}, at(now)).read(held("x", 4, "", 0, 0), `"7"`, at(now))
 	}
 	m.on(evTimer{}, at(coreParams.lt))
-	noEffect[doWrite](t, m, "takeover time between reads")
+	noEffect[anyWrite](t, m, "takeover time between reads")
 	mustEffect[doRead](t, m, "takeover time between reads")
 	m.read(held("y", 5, "", 0, 0), `"7"`, at(coreParams.lt)) // the same ETag, other bytes
-	noEffect[doWrite](t, m, "the ETag came back with other bytes")
-	if !m.c.fol.v.seenAt.Equal(at(coreParams.lt)) {
-		t.Errorf("seenAt %v; want a new sighting at the read", m.c.fol.v.seenAt.Sub(t0))
+	noEffect[anyWrite](t, m, "the ETag came back with other bytes")
+	if !m.c.fol().v.seenAt.Equal(at(coreParams.lt)) {
+		t.Errorf("seenAt %v; want a new sighting at the read", m.c.fol().v.seenAt.Sub(t0))
 	}
 }
 
@@ -284,12 +300,12 @@ func TestCoreSightingIsETagAndBytes(t *testing.T) {
 	// Reads come a slack after each renewal due (3.3); the other bytes
 	// were written at 1s.
 	m.on(evTimer{}, at(time.Second+slack)).read(held("y", 4, "b", 0, time.Second), `"7"`, at(time.Second+slack))
-	if !m.c.fol.v.seenAt.Equal(at(time.Second+slack)) || m.c.fol.v.rec.LeaderID != "y" {
-		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting of y at the read", m.c.fol.v.seenAt.Sub(t0), m.c.fol.v.rec.LeaderID)
+	if !m.c.fol().v.seenAt.Equal(at(time.Second+slack)) || m.c.fol().v.rec.LeaderID != "y" {
+		t.Fatalf("same ETag, other bytes: seenAt %v leader %q; want a new sighting of y at the read", m.c.fol().v.seenAt.Sub(t0), m.c.fol().v.rec.LeaderID)
 	}
 	m.on(evTimer{}, at(2*time.Second+slack)).read(held("y", 4, "b", 0, time.Second), `"7"`, at(2*time.Second+slack))
-	if !m.c.fol.v.seenAt.Equal(at(time.Second + slack)) {
-		t.Errorf("same ETag, same bytes: seenAt moved to %v; want the first read's", m.c.fol.v.seenAt.Sub(t0))
+	if !m.c.fol().v.seenAt.Equal(at(time.Second + slack)) {
+		t.Errorf("same ETag, same bytes: seenAt moved to %v; want the first read's", m.c.fol().v.seenAt.Sub(t0))
 	}
 }
 
@@ -300,8 +316,8 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 	win := func(t *testing.T) *machine {
 		m := newMachine(t, p)
 		campaignAt(t, m, nil, "", at(0))
-		w := mustEffect[doWrite](t, m, "claim of an absent lockfile")
-		if w.kind != opClaim || w.ifMatch != "" {
+		w := mustEffect[doClaim](t, m, "claim of an absent lockfile")
+		if w.ifMatch != "" {
 			t.Fatalf("claim = %+v; want a create", w)
 		}
 		rec, _ := ParseRecord(w.data)
@@ -322,10 +338,10 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 	t.Run("L1 L2 (4) leader renews with one If-Match PUT carrying held (3.2), its lease from the send (3.1)", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi))
-		w := mustEffect[doWrite](t, m, "renewal")
+		w := mustEffect[doRenew](t, m, "renewal")
 		noEffect[doRead](t, m, "renewal")
 		rec, _ := ParseRecord(w.data)
-		if w.kind != opRenew || w.ifMatch != `"c"` || rec.Held != 1000 || rec.Term != 1 || rec.Lease != m.lease {
+		if w.ifMatch != `"c"` || rec.Held != 1000 || rec.Term != 1 || rec.Lease != m.lease {
 			t.Fatalf("renewal = %+v %+v; want If-Match \"c\", held 1000, term 1, the claim's lease", w, rec)
 		}
 		if !w.notAfter.Equal(at(p.lt - p.margin)) {
@@ -343,7 +359,7 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		if e := mustEffect[doEnd](t, m, "412"); !errors.Is(e.cause, ErrLeadershipLost) {
 			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
 		}
-		noEffect[doWrite](t, m, "lost leadership") // no release over someone else's record
+		noEffect[anyWrite](t, m, "lost leadership") // no release over someone else's record
 		mustEffect[doExited](t, m, "lost leadership")
 		mustEffect[doRead](t, m, "lost leadership: see who")
 	})
@@ -353,9 +369,9 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		if e := mustEffect[doEnd](t, m, "failed renewal"); !errors.Is(e.cause, ErrLeaseExpired) {
 			t.Fatalf("cause %v; want ErrLeaseExpired", e.cause)
 		}
-		noEffect[doWrite](t, m, "expired leadership")
-		if m.c.fol.v.kind != kindOurs {
-			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.c.fol.v.kind)
+		noEffect[anyWrite](t, m, "expired leadership")
+		if m.c.fol().v.kind != kindOurs {
+			t.Errorf("view after expiry = %v; want our own record, which this elector may take over at once", m.c.fol().v.kind)
 		}
 	})
 	t.Run("T8 E5 (4) ex-leader: its own last acknowledged write is taken over at once, anyone else's waited out", func(t *testing.T) {
@@ -364,20 +380,20 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		// since, and its own leadership is over.
 		m := newMachine(t, p)
 		campaignAt(t, m, nil, "", at(0))
-		last := mustEffect[doWrite](t, m, "claim").data
+		last := mustEffect[doClaim](t, m, "claim").data
 		m.wrote(`"c"`, nil, at(100*time.Millisecond))
 		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
 		mustEffect[doEnd](t, m, "failed renewal")
 		m.on(evLeadDone{ErrLeaseExpired}, at(p.fi+time.Second))
 		m.on(evCampaign{id: 2, lease: "l2"}, at(p.fi+time.Second))
-		if m.c.sh.call.kind != opRead {
+		if !calling[doRead](m) {
 			m.on(evTimer{}, at(p.fi+2*time.Second))
 		}
-		now := m.c.sh.call.sent
+		now := m.c.sh.sent
 		m.read(last, `"c"`, now)
-		w := mustEffect[doWrite](t, m, "its own record, unchanged")
-		if rec, _ := ParseRecord(w.data); w.kind != opClaim || w.ifMatch != `"c"` || rec.Term != 2 {
-			t.Fatalf("write %v %s over %q; want a takeover at term 2 over its own record", w.kind, w.data, w.ifMatch)
+		w := mustEffect[doClaim](t, m, "its own record, unchanged")
+		if rec, _ := ParseRecord(w.data); w.ifMatch != `"c"` || rec.Term != 2 {
+			t.Fatalf("claim %s over %q; want a takeover at term 2 over its own record", w.data, w.ifMatch)
 		}
 		// Someone else's record is waited out in full.
 		m = newMachine(t, p)
@@ -386,11 +402,11 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		m.on(evTimer{}, at(p.fi)).wrote("", errors.New("timeout"), at(p.fi+time.Second))
 		m.on(evLeadDone{ErrLeaseExpired}, at(p.fi+time.Second))
 		m.on(evCampaign{id: 2, lease: "l2"}, at(p.fi+time.Second))
-		if m.c.sh.call.kind != opRead {
+		if !calling[doRead](m) {
 			m.on(evTimer{}, at(p.fi+2*time.Second))
 		}
-		m.read(held("x", 2, "b", 0, p.fi), `"d"`, m.c.sh.call.sent)
-		noEffect[doWrite](t, m, "another elector's record")
+		m.read(held("x", 2, "b", 0, p.fi), `"d"`, m.c.sh.sent)
+		noEffect[anyWrite](t, m, "another elector's record")
 	})
 	t.Run("L6 (3.1) leader: the lease deadline ends the leadership", func(t *testing.T) {
 		m := win(t)
@@ -403,27 +419,27 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 	t.Run("L7 E1 E2 (4) leader: Resign releases with lastUpdated zero, same term", func(t *testing.T) {
 		m := win(t)
 		m.on(evLeadDone{ErrResigned}, at(500*time.Millisecond))
-		w := mustEffect[doWrite](t, m, "resign")
+		w := mustEffect[doRelease](t, m, "resign")
 		rec, _ := ParseRecord(w.data)
-		if w.kind != opRelease || w.ifMatch != `"c"` || !rec.LastUpdated.IsZero() || rec.Term != 1 {
+		if w.ifMatch != `"c"` || !rec.LastUpdated.IsZero() || rec.Term != 1 {
 			t.Fatalf("release = %+v %+v; want lastUpdated zero, same term, over \"c\"", w, rec)
 		}
 		m.wrote(`"r"`, nil, at(600*time.Millisecond))
 		if x := mustEffect[doExited](t, m, "released"); x.err != nil {
 			t.Errorf("exited with %v; want nil", x.err)
 		}
-		if m.c.fol.v.kind != kindVacant {
-			t.Errorf("view after release = %v; want vacant", m.c.fol.v.kind)
+		if m.c.fol().v.kind != kindVacant {
+			t.Errorf("view after release = %v; want vacant", m.c.fol().v.kind)
 		}
 	})
 	t.Run("E1 (4) leader: a release after an unsure renewal goes over it if it landed", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi))
-		renewal := mustEffect[doWrite](t, m, "renewal")
+		renewal := mustEffect[doRenew](t, m, "renewal")
 		m.on(evLeadDone{ErrResigned}, at(p.fi+10*time.Millisecond))
 		m.on(evStore{gen: m.c.sh.gen, err: errors.New("cut"), unsure: true}, at(p.fi+20*time.Millisecond))
-		w := mustEffect[doWrite](t, m, "release")
-		if w.kind != opRelease || string(w.orOver) != string(renewal.data) {
+		w := mustEffect[doRelease](t, m, "release")
+		if string(w.orOver) != string(renewal.data) {
 			t.Fatalf("release = %+v; want it to go over the unsure renewal if that landed", w)
 		}
 	})
@@ -439,9 +455,9 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		m.wrote(`"r"`, nil, at(400*time.Millisecond))
 		mustEffect[doRead](t, m, "campaign after the release: a takeover goes only on a fresh read")
 		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1", TTL: 3000}.encode(), `"r"`, at(410*time.Millisecond))
-		w := mustEffect[doWrite](t, m, "campaign after the release")
+		w := mustEffect[doClaim](t, m, "campaign after the release")
 		rec, _ := ParseRecord(w.data)
-		if w.kind != opClaim || rec.Term != 2 || rec.Lease == m.lease || len(rec.Lease) != 16 {
+		if rec.Term != 2 || rec.Lease == m.lease || len(rec.Lease) != 16 {
 			t.Fatalf("claim = %+v %+v; want term 2 with a new lease", w, rec)
 		}
 	})
@@ -454,14 +470,14 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 func TestCoreEveryTakeoverHasItsOwnLease(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, nil, "", at(0))
-	first, _ := ParseRecord(mustEffect[doWrite](t, m, "first takeover").data)
+	first, _ := ParseRecord(mustEffect[doClaim](t, m, "first takeover").data)
 	m.wrote("", errors.New("timeout"), at(time.Second)) // outcome unknown
 	for now := 2 * time.Second; ; now += time.Second {
 		m.on(evTimer{}, at(now))
-		if m.c.sh.call.kind == opRead {
+		if calling[doRead](m) {
 			m.read(nil, "", at(now))
 		}
-		if w, ok := effectOf[doWrite](m); ok {
+		if w, ok := effectOf[doClaim](m); ok {
 			second, _ := ParseRecord(w.data)
 			if second.Lease == first.Lease {
 				t.Fatalf("second takeover reuses lease %s", first.Lease)
@@ -481,11 +497,11 @@ func TestCoreCorruptLockfileKeepsTermsRising(t *testing.T) {
 	campaignAt(t, m, []byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(0))
 	for now := time.Second; now <= noTTLLease; now += time.Second {
 		m.on(evTimer{}, at(now))
-		if m.c.sh.call.kind == opRead {
+		if calling[doRead](m) {
 			m.read([]byte(`{"term": 41, "leaderID": 7}`), `"x"`, at(now))
 		}
 	}
-	w := mustEffect[doWrite](t, m, "takeover of unreadable content")
+	w := mustEffect[doClaim](t, m, "takeover of unreadable content")
 	if rec, _ := ParseRecord(w.data); rec.Term != 42 || w.ifMatch != `"x"` {
 		t.Fatalf("takeover = term %d over %s; want term 42 over \"x\"", rec.Term, w.ifMatch)
 	}
@@ -500,7 +516,7 @@ func TestCoreTermNeverWraps(t *testing.T) {
 	if a.err == nil || !strings.Contains(a.err.Error(), "cannot be raised") {
 		t.Fatalf("answer %v; want an error saying the term cannot be raised", a.err)
 	}
-	noEffect[doWrite](t, m, "term overflow")
+	noEffect[anyWrite](t, m, "term overflow")
 }
 
 // TestCoreIntervals: the follower's pace (docs/protocol.md, 4, the
@@ -519,9 +535,9 @@ func TestCoreIntervals(t *testing.T) {
 	stamp := func(now time.Duration) time.Duration { return (now-phase)/p.fi*p.fi + phase } // the last renewal due by now
 	now, last := 700*time.Millisecond, time.Duration(-1)
 	m.on(evTimer{}, at(now))
-	for m.c.fol.mode != infrequent {
+	for m.c.fol().mode != infrequent {
 		if now > p.lt+2*p.fi {
-			t.Fatalf("still %v at %v, after steady renewals since %v", m.c.fol.mode, now, phase)
+			t.Fatalf("still %v at %v, after steady renewals since %v", m.c.fol().mode, now, phase)
 		}
 		if last >= 0 {
 			if want := stamp(now) + slack; now != want || now-last > p.fi {
@@ -531,7 +547,7 @@ func TestCoreIntervals(t *testing.T) {
 		}
 		m.read(held("x", 1, "a", int64((stamp(now)-phase)/time.Millisecond), stamp(now)), fmt.Sprintf(`"%d"`, stamp(now)), at(now))
 		last = now
-		for m.c.sh.call.kind != opRead && m.c.fol.mode != infrequent {
+		for !calling[doRead](m) && m.c.fol().mode != infrequent {
 			now = m.wake.Sub(t0)
 			m.on(evTimer{}, at(now))
 		}
@@ -539,7 +555,7 @@ func TestCoreIntervals(t *testing.T) {
 	// The next read is timed just after one of the leader's renewals is
 	// due (by its stamps, every FrequentInterval), no sooner than
 	// InfrequentInterval after the last read.
-	for m.c.sh.call.kind != opRead {
+	for !calling[doRead](m) {
 		now = m.wake.Sub(t0)
 		m.on(evTimer{}, at(now))
 	}
@@ -552,8 +568,8 @@ func TestCoreIntervals(t *testing.T) {
 	// The renewal due just before that read is missing: the record is late
 	// by the hint, and the follower reads every FrequentInterval again.
 	m.read(held("x", 1, "a", 99_000, now-slack-p.fi), `"late"`, at(now))
-	if m.c.fol.mode != frequent {
-		t.Errorf("mode after a late-looking record = %v; want frequent", m.c.fol.mode)
+	if m.c.fol().mode != frequent {
+		t.Errorf("mode after a late-looking record = %v; want frequent", m.c.fol().mode)
 	}
 }
 
@@ -566,11 +582,11 @@ func TestCorePeerReports(t *testing.T) {
 		m := newMachine(t, p)
 		m.on(evCampaign{id: 1, lease: "l1"}, at(0))
 		now := time.Duration(0)
-		for i := int64(0); m.c.fol.mode != peerWatch; i++ {
+		for i := int64(0); m.c.fol().mode != peerWatch; i++ {
 			// Renewal i is due at i s; after the first, the follower reads
 			// a slack after each (3.3).
 			m.read(held("x", 1, "a", i*1000, time.Duration(i)*p.fi), fmt.Sprintf(`"%d"`, i), at(now))
-			if m.c.fol.mode == peerWatch {
+			if m.c.fol().mode == peerWatch {
 				break
 			}
 			now = time.Duration(i+1)*p.fi + slack
@@ -583,34 +599,33 @@ func TestCorePeerReports(t *testing.T) {
 		m, now := steady(t)
 		rec, _ := ParseRecord(held("x", 1, "a", 99_000, now))
 		m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: `"p"`, at: at(now + 2*time.Second)}, at(now+2*time.Second))
-		if m.c.fol.v.etag != `"p"` || !m.c.fol.v.seenAt.Equal(at(now+2*time.Second)) {
-			t.Fatalf("view after a peer answer = %s seen %v; want \"p\" seen when the answer came", m.c.fol.v.etag, m.c.fol.v.seenAt.Sub(t0))
+		if m.c.fol().v.etag != `"p"` || !m.c.fol().v.seenAt.Equal(at(now+2*time.Second)) {
+			t.Fatalf("view after a peer answer = %s seen %v; want \"p\" seen when the answer came", m.c.fol().v.etag, m.c.fol().v.seenAt.Sub(t0))
 		}
 		noEffect[doRead](t, m, "honest peer")
 	})
 	t.Run("F14 (5) a stale peer cannot hold the election past the takeover time (9, 8)", func(t *testing.T) {
 		m, now := steady(t)
-		rec := m.c.fol.v.rec
-		deadline, _ := m.c.fol.v.takeoverAt(m.c.sh.lease(m.c.fol.v))
+		rec := m.c.fol().v.rec
+		deadline, _ := m.c.fol().v.takeoverAt(m.c.sh.lease(m.c.fol().v))
 		for d := now; d < deadline.Sub(t0); d += 100 * time.Millisecond {
-			m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: m.c.fol.v.etag, at: at(d)}, at(d)) // the same record, forever
+			m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, etag: m.c.fol().v.etag, at: at(d)}, at(d)) // the same record, forever
 			noEffect[doRead](t, m, "before the takeover time")
 		}
 		m.on(evTimer{}, deadline)
 		mustEffect[doRead](t, m, "takeover time passed with nothing new heard")
-		m.read(m.c.fol.v.rec.encode(), m.c.fol.v.etag, deadline)
-		w := mustEffect[doWrite](t, m, "same record in the store")
-		if w.kind != opClaim {
-			t.Fatalf("write %+v; want a takeover", w)
+		m.read(m.c.fol().v.rec.encode(), m.c.fol().v.etag, deadline)
+		if w, _ := effectOf[anyWrite](m); !is[doClaim](w) {
+			t.Fatalf("write %T %+v; want a takeover", w, w)
 		}
 	})
 	t.Run("F12 (5) an answer without an ETag is a hint: reads go on every InfrequentInterval", func(t *testing.T) {
 		m, now := steady(t)
-		seen := m.c.fol.v.seenAt
-		rec := m.c.fol.v.rec
+		seen := m.c.fol().v.seenAt
+		rec := m.c.fol().v.rec
 		m.on(evPeer{gen: m.c.sh.peerGen, rec: rec, at: at(now + time.Second)}, at(now+time.Second))
-		if !m.c.fol.v.seenAt.Equal(seen) {
-			t.Fatalf("an answer without an ETag moved the first sight to %v", m.c.fol.v.seenAt.Sub(t0))
+		if !m.c.fol().v.seenAt.Equal(seen) {
+			t.Fatalf("an answer without an ETag moved the first sight to %v", m.c.fol().v.seenAt.Sub(t0))
 		}
 		m.on(evTimer{}, at(now+p.ii))
 		mustEffect[doRead](t, m, "no-ETag peer: the store is read every InfrequentInterval")
@@ -619,8 +634,8 @@ func TestCorePeerReports(t *testing.T) {
 		m, now := steady(t)
 		m.on(evPeer{gen: m.c.sh.peerGen, err: errors.New("connection refused"), at: at(now + time.Second)}, at(now+time.Second))
 		mustEffect[doRead](t, m, "peer failure")
-		if m.c.fol.mode != frequent {
-			t.Errorf("mode after a peer failure = %v; want frequent", m.c.fol.mode)
+		if m.c.fol().mode != frequent {
+			t.Errorf("mode after a peer failure = %v; want frequent", m.c.fol().mode)
 		}
 	})
 	t.Run("F15 (5) a report about a dropped target is ignored", func(t *testing.T) {
@@ -636,7 +651,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 	claim := func(t *testing.T) *machine {
 		m := newMachine(t, coreParams)
 		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doWrite](t, m, "claim")
+		mustEffect[doClaim](t, m, "claim")
 		return m
 	}
 	t.Run("C19 (4) a Campaign withdrawn during its takeover releases what it won", func(t *testing.T) {
@@ -646,7 +661,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		noEffect[doAnswer](t, m, "withdrawal while the takeover is in flight")
 		m.wrote(`"c"`, nil, at(20*time.Millisecond))
 		noEffect[doLead](t, m, "won for a withdrawn campaign")
-		if w := mustEffect[doWrite](t, m, "won for a withdrawn campaign"); w.kind != opRelease {
+		if w := mustEffect[anyWrite](t, m, "won for a withdrawn campaign"); !is[doRelease](w) {
 			t.Fatalf("write %+v; want the release", w)
 		}
 		m.wrote(`"r"`, nil, at(30*time.Millisecond))
@@ -665,7 +680,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		m.on(evClose{}, at(10*time.Millisecond))
 		noEffect[doClosed](t, m, "close with a takeover in flight")
 		m.wrote(`"c"`, nil, at(20*time.Millisecond))
-		if w := mustEffect[doWrite](t, m, "won during Close"); w.kind != opRelease {
+		if w := mustEffect[anyWrite](t, m, "won during Close"); !is[doRelease](w) {
 			t.Fatalf("write %+v; want the release", w)
 		}
 		m.wrote(`"r"`, nil, at(30*time.Millisecond))
@@ -678,8 +693,8 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 		m := claim(t)
 		m.on(evStore{gen: m.c.sh.gen - 1, etag: `"old"`}, at(10*time.Millisecond))
 		noEffect[doLead](t, m, "result of an earlier call")
-		if m.c.sh.call.kind != opClaim {
-			t.Fatalf("call in flight %v; want the claim still", m.c.sh.call.kind)
+		if !calling[doClaim](m) {
+			t.Fatalf("call in flight %T; want the claim still", m.c.sh.call)
 		}
 	})
 }
@@ -690,7 +705,7 @@ func TestCoreWithdrawAndCloseDuringTakeover(t *testing.T) {
 func TestCoreAdoptsATakeoverThatLanded(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, nil, "", at(0))
-	w := mustEffect[doWrite](t, m, "takeover")
+	w := mustEffect[doClaim](t, m, "takeover")
 	m.on(evStore{gen: m.c.sh.gen, err: errors.New("timeout"), unsure: true}, at(time.Second))
 	mustEffect[doRead](t, m, "a takeover with an unknown outcome")
 	m.read(w.data, `"won"`, at(time.Second+10*time.Millisecond))
@@ -698,8 +713,8 @@ func TestCoreAdoptsATakeoverThatLanded(t *testing.T) {
 	if !l.deadline.Equal(at(coreParams.lt - coreParams.margin)) {
 		t.Errorf("deadline %v; want from the takeover's first attempt", l.deadline.Sub(t0))
 	}
-	if m.c.lead.etag != `"won"` {
-		t.Errorf("etag %s; want the one read", m.c.lead.etag)
+	if m.c.lead().etag != `"won"` {
+		t.Errorf("etag %s; want the one read", m.c.lead().etag)
 	}
 }
 
@@ -794,7 +809,7 @@ func TestCoreSlowWritesMoveReadsLater(t *testing.T) {
 			misses = append(misses, i)
 		}
 		m.read(held("x", 1, "a", r*1000, time.Duration(r)*p.fi), fmt.Sprintf(`"%d"`, r), at(now))
-		for m.c.sh.call.kind != opRead {
+		for !calling[doRead](m) {
 			now = m.wake.Sub(t0)
 			m.on(evTimer{}, at(now))
 		}
@@ -803,7 +818,7 @@ func TestCoreSlowWritesMoveReadsLater(t *testing.T) {
 		}
 		last = now
 	}
-	t.Logf("reads that found the renewal before the one they were timed for: %v; lag %v", misses, m.c.fol.lag)
+	t.Logf("reads that found the renewal before the one they were timed for: %v; lag %v", misses, m.c.fol().lag)
 	if len(misses) == 0 || misses[0] > 3 {
 		t.Fatalf("misses %v; want the first timed reads to come too early", misses)
 	}
@@ -816,8 +831,8 @@ func TestCoreSlowWritesMoveReadsLater(t *testing.T) {
 	if late > 55/15 {
 		t.Errorf("%d of the last 55 reads came before their renewal landed (%v); want at most one in fifteen, where the shrinking lag is tried", late, misses)
 	}
-	if m.c.fol.lag > p.fi/4 {
-		t.Errorf("lag %v; want at most a quarter of FrequentInterval", m.c.fol.lag)
+	if m.c.fol().lag > p.fi/4 {
+		t.Errorf("lag %v; want at most a quarter of FrequentInterval", m.c.fol().lag)
 	}
 }
 
@@ -848,23 +863,23 @@ func TestCoreLateRecord(t *testing.T) {
 func TestCoreRolesDoNotOverlap(t *testing.T) {
 	m := newMachine(t, coreParams)
 	campaignAt(t, m, nil, "", at(0))
-	if m.c.fol == nil || m.c.lead != nil {
-		t.Fatalf("while the takeover is in flight: follower %v leader %v; want a follower only", m.c.fol != nil, m.c.lead != nil)
+	if m.c.fol() == nil || m.c.lead() != nil {
+		t.Fatalf("while the takeover is in flight: follower %v leader %v; want a follower only", m.c.fol() != nil, m.c.lead() != nil)
 	}
 	m.wrote(`"c"`, nil, at(10*time.Millisecond))
-	if m.c.fol != nil || m.c.lead == nil {
-		t.Fatalf("after the win: follower %v leader %v; want a leader only", m.c.fol != nil, m.c.lead != nil)
+	if m.c.fol() != nil || m.c.lead() == nil {
+		t.Fatalf("after the win: follower %v leader %v; want a leader only", m.c.fol() != nil, m.c.lead() != nil)
 	}
 	if st := mustEffect[doStatus](t, m, "win"); st.st.mode != "leader" || !st.st.holding || !st.st.change.IsLeader {
 		t.Errorf("status after the win = %+v; want leader, holding, IsLeader", st.st)
 	}
 	m.on(evLeadDone{ErrResigned}, at(20*time.Millisecond))
 	m.wrote(`"r"`, nil, at(30*time.Millisecond))
-	if m.c.fol == nil || m.c.lead != nil {
-		t.Fatalf("after the release: follower %v leader %v; want a follower only", m.c.fol != nil, m.c.lead != nil)
+	if m.c.fol() == nil || m.c.lead() != nil {
+		t.Fatalf("after the release: follower %v leader %v; want a follower only", m.c.fol() != nil, m.c.lead() != nil)
 	}
-	if m.c.fol.v.kind != kindVacant || m.c.fol.mode != frequent {
-		t.Errorf("new follower: view %v mode %v; want the released record, frequent", m.c.fol.v.kind, m.c.fol.mode)
+	if m.c.fol().v.kind != kindVacant || m.c.fol().mode != frequent {
+		t.Errorf("new follower: view %v mode %v; want the released record, frequent", m.c.fol().v.kind, m.c.fol().mode)
 	}
 	// The status that says the leadership is over comes before the
 	// Leadership is told it is over, so that Leader() says so first.
@@ -893,16 +908,16 @@ func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 	m.read(v1, `"b"`, at(first))
 	for now := 2 * time.Second; now < first+20*time.Second; now += time.Second {
 		m.on(evTimer{}, at(now))
-		if m.c.sh.call.kind == opRead {
+		if calling[doRead](m) {
 			m.read(v1, `"b"`, at(now))
 		}
-		noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a record without ttl, having seen a 20s lease", now-time.Second))
+		noEffect[anyWrite](t, m, fmt.Sprintf("%v after first seeing a record without ttl, having seen a 20s lease", now-time.Second))
 	}
 	m.on(evTimer{}, at(first+20*time.Second))
-	if m.c.sh.call.kind == opRead {
+	if calling[doRead](m) {
 		m.read(v1, `"b"`, at(first+20*time.Second))
 	}
-	mustEffect[doWrite](t, m, "20s after first seeing the record without ttl")
+	mustEffect[doClaim](t, m, "20s after first seeing the record without ttl")
 }
 
 // TestCoreTermObject: every takeover reads the term object, raises it over
@@ -914,21 +929,21 @@ func TestCoreTermObject(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
-		r := mustEffect[doRead](t, m, "takeover of an absent lockfile")
-		if r.kind != opTermRead {
-			t.Fatalf("first call of a takeover = %v; want a read of the term object", r.kind)
+		mustEffect[doReadTerm](t, m, "takeover of an absent lockfile")
+		if !calling[doReadTerm](m) {
+			t.Fatalf("first call of a takeover = %T; want a read of the term object", m.c.sh.call)
 		}
-		noEffect[doWrite](t, m, "before the term object is read")
+		noEffect[anyWrite](t, m, "before the term object is read")
 		m.on(evStore{gen: m.c.sh.gen}, at(0)) // absent
-		w := mustEffect[doWrite](t, m, "term object absent")
+		w := mustEffect[doRaiseTerm](t, m, "term object absent")
 		var obj termObject
-		if err := json.Unmarshal(w.data, &obj); err != nil || w.kind != opTermWrite || w.ifMatch != "" || obj.Term != 1 {
-			t.Fatalf("write %v %s over %q; want a create of the term object at term 1", w.kind, w.data, w.ifMatch)
+		if err := json.Unmarshal(w.data, &obj); err != nil || w.ifMatch != "" || obj.Term != 1 {
+			t.Fatalf("raise %s over %q; want a create of the term object at term 1", w.data, w.ifMatch)
 		}
 		m.on(evStore{gen: m.c.sh.gen, etag: `"t1"`}, at(0))
-		c := mustEffect[doWrite](t, m, "term object raised")
-		if rec, _ := ParseRecord(c.data); c.kind != opClaim || rec.Term != 1 || rec.Lease != obj.Lease {
-			t.Fatalf("write %v %s; want the takeover at term 1 with the term object's lease", c.kind, c.data)
+		c := mustEffect[doClaim](t, m, "term object raised")
+		if rec, _ := ParseRecord(c.data); rec.Term != 1 || rec.Lease != obj.Lease {
+			t.Fatalf("claim %s; want the takeover at term 1 with the term object's lease", c.data)
 		}
 	})
 	t.Run("C8 (1.1) a foreign write without a term: the next term still rises past the term object", func(t *testing.T) {
@@ -940,10 +955,10 @@ func TestCoreTermObject(t *testing.T) {
 		campaignAt(t, m, foreign, `"f"`, at(0))
 		for now := time.Second; ; now += time.Second {
 			m.on(evTimer{}, at(now))
-			if m.c.sh.call.kind == opRead {
+			if calling[doRead](m) {
 				m.read(foreign, `"f"`, at(now))
 			}
-			if w, ok := effectOf[doWrite](m); ok {
+			if w, ok := effectOf[doClaim](m); ok {
 				if rec, _ := ParseRecord(w.data); rec.Term != 3 {
 					t.Fatalf("takeover after a foreign write at term %d; want 3, above the term object's 2", rec.Term)
 				}
@@ -961,21 +976,21 @@ func TestCoreTermObject(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.termData, m.termETag = termObj(7), `"t0"`
 		campaignAt(t, m, nil, "", at(0))
-		noEffect[doWrite](t, m, "absent lockfile with a term object")
+		noEffect[anyWrite](t, m, "absent lockfile with a term object")
 		for now := time.Second; now < noTTLLease; now += time.Second {
 			m.on(evTimer{}, at(now))
-			if m.c.sh.call.kind == opRead {
+			if calling[doRead](m) {
 				m.read(nil, "", at(now))
 			}
-			noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing a deleted lockfile", now))
+			noEffect[anyWrite](t, m, fmt.Sprintf("%v after first seeing a deleted lockfile", now))
 		}
 		m.on(evTimer{}, at(noTTLLease))
-		if m.c.sh.call.kind == opRead {
+		if calling[doRead](m) {
 			m.read(nil, "", at(noTTLLease))
 		}
-		w := mustEffect[doWrite](t, m, "the lease assumed for a deleted lockfile has passed")
-		if rec, _ := ParseRecord(w.data); w.kind != opClaim || w.ifMatch != "" || rec.Term != 8 {
-			t.Fatalf("write %v %s over %q; want a create at term 8", w.kind, w.data, w.ifMatch)
+		w := mustEffect[doClaim](t, m, "the lease assumed for a deleted lockfile has passed")
+		if rec, _ := ParseRecord(w.data); w.ifMatch != "" || rec.Term != 8 {
+			t.Fatalf("claim %s over %q; want a create at term 8", w.data, w.ifMatch)
 		}
 	})
 	t.Run("C14 C22 (4) a recreated lockfile's leadership is handed out a lease after the create", func(t *testing.T) {
@@ -989,17 +1004,17 @@ func TestCoreTermObject(t *testing.T) {
 		now := time.Duration(0)
 		for ; ; now += 100 * time.Millisecond {
 			m.on(evTimer{}, at(now))
-			if m.c.sh.call.kind == opRead {
+			if calling[doRead](m) {
 				m.read(nil, "", at(now))
 			}
-			if w, ok := effectOf[doWrite](m); ok && w.kind == opClaim {
+			if _, ok := effectOf[doClaim](m); ok {
 				break
 			}
 		}
 		created := now
 		m.wrote(`"c"`, nil, at(now))
 		for ; now < created+noTTLLease; now += 100 * time.Millisecond {
-			if m.c.sh.call.kind == opRenew {
+			if calling[doRenew](m) {
 				m.wrote(fmt.Sprintf(`"r%d"`, now), nil, at(now))
 			}
 			noEffect[doLead](t, m, fmt.Sprintf("%v after recreating the lockfile", now-created))
@@ -1009,7 +1024,7 @@ func TestCoreTermObject(t *testing.T) {
 			if _, ok := effectOf[doLead](m); ok {
 				return
 			}
-			if m.c.sh.call.kind == opRenew {
+			if calling[doRenew](m) {
 				m.wrote(fmt.Sprintf(`"r%d"`, now), nil, at(now))
 				if _, ok := effectOf[doLead](m); ok {
 					return
@@ -1025,7 +1040,7 @@ func TestCoreTermObject(t *testing.T) {
 		campaignAt(t, m, nil, "", at(0))
 		m.on(evStore{gen: m.c.sh.gen}, at(0))
 		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0))
-		noEffect[doWrite](t, m, "term object raised by another takeover first")
+		noEffect[anyWrite](t, m, "term object raised by another takeover first")
 		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
 	})
 	t.Run("C12 (1.1) a permanent failure on the term object names it", func(t *testing.T) {
@@ -1078,12 +1093,12 @@ func TestCoreLeaderTrustedUntil(t *testing.T) {
 		t.Errorf("frequent follower trusts the leader until %v; want the takeover time %v", st.until.Sub(t0), coreParams.lt)
 	}
 	now := time.Duration(0)
-	for i := int64(1); m.c.fol.mode != infrequent; i++ { // renewal i is read a slack after it is due (3.3)
+	for i := int64(1); m.c.fol().mode != infrequent; i++ { // renewal i is read a slack after it is due (3.3)
 		now = time.Duration(i)*coreParams.fi + slack
 		m.on(evTimer{}, at(now)).read(held("x", 1, "a", i*1000, now-slack), fmt.Sprintf(`"%d"`, i), at(now))
 	}
 	st := mustEffect[doStatus](t, m, "a stable follower").st
-	if want := m.c.fol.nextRead.Add(3*coreParams.fi + retryWaits); !st.until.Equal(want) {
+	if want := m.c.fol().nextRead.Add(3*coreParams.fi + retryWaits); !st.until.Equal(want) {
 		t.Errorf("stable follower trusts the leader until %v; want its next read's end %v", st.until.Sub(t0), want.Sub(t0))
 	}
 }
@@ -1109,13 +1124,13 @@ func TestCoreOperatorStepDownIsWaitedOut(t *testing.T) {
 			now := time.Duration(0)
 			for ; now < 10*time.Second; now += 100 * time.Millisecond { // the leader renews every second, with a 5s lease
 				m.on(evTimer{}, at(now))
-				if m.c.sh.call.kind == opRead {
+				if calling[doRead](m) {
 					i := int64(now / time.Second)
 					m.read(heldTTL("x", 7, "a", i*1000, time.Duration(i)*time.Second, 5*time.Second), fmt.Sprintf(`"%d"`, i), at(now))
 				}
 			}
 			stepDown := heldTTL("x", 7, tc.lease, 0, now, tc.ttl)
-			for m.c.sh.call.kind != opRead {
+			for !calling[doRead](m) {
 				now += 100 * time.Millisecond
 				m.on(evTimer{}, at(now))
 			}
@@ -1127,16 +1142,16 @@ func TestCoreOperatorStepDownIsWaitedOut(t *testing.T) {
 			}
 			for ; now < first+want; now += 100 * time.Millisecond {
 				m.on(evTimer{}, at(now))
-				if m.c.sh.call.kind == opRead {
+				if calling[doRead](m) {
 					m.read(stepDown, `"op"`, at(now))
 				}
-				noEffect[doWrite](t, m, fmt.Sprintf("%v after first seeing the step-down", now-first))
+				noEffect[anyWrite](t, m, fmt.Sprintf("%v after first seeing the step-down", now-first))
 			}
 			m.on(evTimer{}, at(first+want))
-			if m.c.sh.call.kind == opRead {
+			if calling[doRead](m) {
 				m.read(stepDown, `"op"`, at(first+want))
 			}
-			mustEffect[doWrite](t, m, "the step-down's lease has passed")
+			mustEffect[doClaim](t, m, "the step-down's lease has passed")
 		})
 	}
 }

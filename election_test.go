@@ -448,7 +448,7 @@ func TestDeletedLockfileWaitsOutTheLease(t *testing.T) {
 
 // TestContextErrReadsTheClock stands for a process resumed after a pause:
 // the lease deadline has passed but the expiry timer has not run yet.
-// Err must already report the end, and the heartbeat must not write.
+// Err must already report the end, and the leader must not renew.
 func TestContextErrReadsTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, a, w := soleLeader(t)

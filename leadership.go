@@ -131,7 +131,9 @@ func (l *Leadership) Term() uint64 { return l.term }
 // Resign ends the leadership: it cancels Context with ErrResigned first,
 // then the lockfile is released (written with lastUpdated zero) so that a
 // follower takes over at once instead of waiting for LeaderTimeout. It
-// returns when that write is done or has definitely failed. If ctx ends
+// returns when that write is done or has definitely failed: nil, or why it
+// failed (the lockfile then stays held until followers take over after
+// LeaderTimeout). If ctx ends
 // first, Resign returns ctx.Err() and the release goes on in the
 // background. Resign is safe to call more than once and after the
 // leadership ended on its own; it returns nil when there was nothing left

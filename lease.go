@@ -5,9 +5,39 @@ import (
 	"time"
 )
 
-// The lease arithmetic: what a follower knows of the lockfile (its current
-// sighting), and when the rules of docs/protocol.md, sections 3.1 and 3.2,
-// let it take over. record.go holds the wire format.
+// The lease arithmetic: how long a lease is, what a follower knows of the
+// lockfile (its current sighting), and when the rules of
+// docs/protocol.md, sections 3.1 and 3.2, let it take over. record.go
+// holds the wire format.
+
+// noTTLLease is the shortest lease a follower assumes for a record that
+// states none: one written before protocol version 3 (the original
+// s3lect, a version 2 writer during a rolling upgrade), or unreadable
+// content. Both the original s3lect and version 2 default to it
+// (docs/protocol.md, 3.1).
+const noTTLLease = DefaultLeaderTimeout
+
+// ttlMillis is a LeaderTimeout as the record's ttl states it: in whole
+// milliseconds, rounded up so that no follower waits less than the
+// writer's lease.
+func ttlMillis(lt time.Duration) int64 {
+	return int64((lt + time.Millisecond - 1) / time.Millisecond)
+}
+
+// lease returns how long a follower must watch v unchanged before it may
+// take it over (section 3.1): the longer of its own LeaderTimeout and the
+// lease the record states; for a record that states none, the longest
+// lease this elector can assume: its own, noTTLLease, and every lease a
+// record of this lockfile has stated to it.
+func (sh *shared) lease(v view) time.Duration {
+	switch {
+	case mutIgnoreTTL:
+		return sh.p.lt
+	case v.ttl > 0:
+		return max(sh.p.lt, v.ttl)
+	}
+	return max(sh.p.lt, noTTLLease, sh.maxTTL)
+}
 
 // kind classifies what a read of the lockfile found.
 type kind int
@@ -44,7 +74,7 @@ type view struct {
 	// ttl is the lease the record states (its ttl field), or for an
 	// absence after a held record, that record's; zero when unknown (a
 	// record of a writer before version 3, unreadable content). The
-	// wait is state.lease's.
+	// wait is shared.lease's.
 	ttl time.Duration
 
 	// For the elapsed-time rule (docs/protocol.md, 3.2), on held records

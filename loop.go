@@ -13,10 +13,11 @@ import (
 // The run loop is the one goroutine that owns an elector's election state.
 // Everything else talks to it over channels: API calls send requests and
 // wait for answers; the storage goroutines (the reader, for follower
-// reads and takeovers, and the heartbeat, for a leader's renewals and
+// reads and takeovers, and the renewer, for a leader's renewals and
 // release) send results tagged with the generation of the call; the peer
 // poller sends what it heard; a leadership's end arrives from its
-// context. The decisions are core.go's; the loop performs their effects.
+// context. The decisions are the core's (core.go); the loop performs
+// their effects, and keeps no flag of the election's beside the core's.
 
 // request is an API call to the run loop. Each kind is answered on its
 // own channel, which has room for the answer, so the loop never blocks on
@@ -72,7 +73,6 @@ func (r unsubscribeReq) serve(lp *loop) event {
 }
 
 func (closeReq) serve(lp *loop) event {
-	lp.closing = true
 	lp.stopRds()
 	return evClose{}
 }
@@ -98,18 +98,16 @@ type loop struct {
 	e       *Elector
 	c       core
 	status  status // what the core showed last
-	done    bool   // the core has finished Close
-	closing bool   // Close was called
-	failed  error  // a release Close had to write could not be written: Close returns it
+	done    bool   // the core has finished Close (doClosed)
+	failed  error  // and Close returns this
 	camps   map[uint64]*campaignReq
 	lead    *Leadership // the Leadership handed out, until it is over
-	ending  bool        // the core knows lead has ended
 	subs    map[*subscription]struct{}
 	readCtx context.Context // reads; cancelled when Close begins
 	stopRds context.CancelFunc
 	timer   *time.Timer
-	reader  worker // the storage reader: a follower's reads and takeovers
-	beat    worker // the heartbeat: a leader's renewals and release
+	reader  worker // a follower's storage goroutine: its reads and takeovers
+	renewer worker // a leader's storage goroutine: its renewals and release
 }
 
 // run is the elector's run loop. It returns when Close has finished every
@@ -138,22 +136,21 @@ func (e *Elector) run(ctx context.Context) error {
 		case r := <-e.peerReports:
 			ev = evPeer(r)
 		case l := <-e.leadDone:
-			if l != lp.lead || lp.ending {
-				continue // an earlier leadership, or an end the loop already knows
+			if l != lp.lead || !lp.c.leading() {
+				continue // an earlier leadership, or an end the core already knows
 			}
-			ev, lp.ending = evLeadDone{context.Cause(l.ctx)}, true
+			ev = evLeadDone{context.Cause(l.ctx)}
 		case <-lp.timer.C:
 			ev = evTimer{}
 		}
 		if ev == nil {
 			continue
 		}
-		if l := lp.lead; l != nil && !lp.ending && l.ctx.Err() != nil {
+		if l := lp.lead; l != nil && lp.c.leading() && l.ctx.Err() != nil {
 			// The leadership's context ended (Resign, the parent, the
-			// expiry timer) and the loop has not heard yet: take that in
+			// expiry timer) and the core has not heard yet: take that in
 			// first, so that a renewal cut short by it is not read as a
 			// failed one (docs/protocol.md, section 9, 18).
-			lp.ending = true
 			lp.step(evLeadDone{context.Cause(l.ctx)})
 		}
 		lp.step(ev)
@@ -174,26 +171,34 @@ func (lp *loop) step(ev event) {
 	}
 }
 
-func (lp *loop) read(f doRead) {
-	lp.send(&lp.reader, storeOp{ctx: lp.readCtx, gen: f.gen, kind: f.kind})
+func (lp *loop) read(f doRead) { lp.send(lp.readCtx, &lp.reader, f.gen, getReq{lp.e.key}) }
+
+func (lp *loop) readTerm(f doReadTerm) {
+	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{lp.e.termKey})
 }
 
-func (lp *loop) write(f doWrite) {
-	op := storeOp{ctx: lp.e.ctx, gen: f.gen, kind: f.kind, data: f.data, ifMatch: f.ifMatch, orOver: f.orOver, notAfter: f.notAfter}
-	if f.ifMatch != "" {
-		op.over = &f.over
+// A takeover's writes run to their end, under the elector's context, so
+// that their outcome is known.
+
+func (lp *loop) raiseTerm(f doRaiseTerm) {
+	lp.send(lp.e.ctx, &lp.reader, f.gen, putOf(lp.e.termKey, f.write, time.Time{}))
+}
+
+func (lp *loop) claim(f doClaim) {
+	lp.send(lp.e.ctx, &lp.reader, f.gen, putOf(lp.e.key, f.write, time.Time{}))
+}
+
+func (lp *loop) renew(f doRenew) {
+	ctx := lp.e.ctx
+	if lp.lead != nil { // not yet for a recreated lockfile's leadership waiting to be handed out
+		ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
 	}
-	switch f.kind {
-	case opRenew:
-		if lp.lead != nil { // not yet for a recreated lockfile's leadership waiting to be handed out
-			op.ctx = lp.lead.ctx // Resign, the parent and the lease deadline all cut a renewal short
-		}
-		lp.send(&lp.beat, op)
-	case opRelease:
-		lp.send(&lp.beat, op) // under the elector's context: Close cancels it only after the release
-	default:
-		lp.send(&lp.reader, op) // a takeover runs to its end, so that its outcome is known
-	}
+	lp.send(ctx, &lp.renewer, f.gen, putOf(lp.e.key, f.write, f.notAfter))
+}
+
+func (lp *loop) release(f doRelease) {
+	// Under the elector's context: Close cancels it only after the release.
+	lp.send(lp.e.ctx, &lp.renewer, f.gen, releaseReq{putOf(lp.e.key, f.write, time.Time{}), f.orOver})
 }
 
 func (lp *loop) startLead(f doLead) {
@@ -201,7 +206,7 @@ func (lp *loop) startLead(f doLead) {
 	c := lp.camps[f.campID]
 	delete(lp.camps, f.campID)
 	l := newLeadership(e, c.ctx, f.term, f.deadline)
-	lp.lead, lp.ending = l, false
+	lp.lead = l
 	e.stats.won()
 	lp.reader.stop() // a leader reads nothing
 	// Leader() and the peer handler say so before Campaign returns.
@@ -212,17 +217,13 @@ func (lp *loop) startLead(f doLead) {
 func (lp *loop) renewed(f doRenewed) { lp.lead.extend(f.deadline) } // only for a handed leadership
 
 func (lp *loop) endLead(f doEnd) {
-	lp.ending = true
 	if lp.lead != nil {
 		lp.lead.cancel(f.cause)
 	}
 }
 
 func (lp *loop) exited(f doExited) {
-	lp.beat.stop()
-	if f.err != nil && lp.closing && lp.failed == nil {
-		lp.failed = f.err
-	}
+	lp.renewer.stop()
 	l := lp.lead
 	if l == nil {
 		return // won for a Campaign that had given up: never handed out
@@ -271,7 +272,7 @@ func (lp *loop) log(f doLog) {
 	}
 }
 
-func (lp *loop) closed(doClosed) { lp.done = true }
+func (lp *loop) closed(f doClosed) { lp.done, lp.failed = true, f.err }
 
 // newLease draws a leadership's lease value.
 func newLease() string {
@@ -294,33 +295,6 @@ func (e *Elector) ask(ctx context.Context, r request) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// wall is the wall clock Leadership.Err cross-checks (tests move it).
-func (e *Elector) wall() time.Time {
-	if e.wallNow != nil {
-		return e.wallNow()
-	}
-	return time.Now()
-}
-
-// now is the elector's local monotonic time. Tests model a clock that
-// runs fast or slow by setting rate.
-func (e *Elector) now() time.Time {
-	if e.rate == 0 || e.rate == 1 {
-		return time.Now()
-	}
-	real := time.Since(e.base)
-	return e.base.Add(time.Duration(float64(real) * e.rate))
-}
-
-// realUntil returns how long, in real time, until local time t.
-func (e *Elector) realUntil(t time.Time) time.Duration {
-	d := t.Sub(e.now())
-	if e.rate == 0 || e.rate == 1 || d <= 0 {
-		return d
-	}
-	return time.Duration(float64(d) / e.rate)
 }
 
 // ping returns nil once the run loop has answered, or ctx's error. A loop

@@ -3,15 +3,50 @@ package s3lect
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
 )
 
-// The lockfile's wire format (docs/protocol.md, section 1): encoding and
-// decoding a Record, wire-compatible with the original s3lect. lease.go
-// holds what the election makes of a record.
+// The lockfile's wire format (docs/protocol.md, section 1): the Record,
+// its encoding and decoding, wire-compatible with the original s3lect.
+// lease.go holds what the election makes of a record.
+
+// Record is the content of the lockfile, and what the leader's peer
+// endpoint serves. Its JSON form is compatible with the original s3lect.
+type Record struct {
+	LeaderID    string    `json:"leaderID"`
+	LeaderAddr  string    `json:"leaderAddr"`
+	LastUpdated time.Time `json:"lastUpdated"` // the writer's wall clock; zero means released
+	Term        uint64    `json:"term,omitempty"`
+
+	// Lease is a random value drawn once per leadership and kept on all
+	// its writes: it tells leaderships apart even when two processes share
+	// a ServerID, and makes every write's bytes unique.
+	Lease string `json:"lease,omitempty"`
+
+	// Held is the leader's monotonic time, in milliseconds, from the send
+	// of its leadership's first write (its takeover's write of the term
+	// object) to the send of this one. Followers use it to bound when a
+	// silent leader's lease has run out.
+	Held int64 `json:"held,omitempty"`
+
+	// TTL is the writer's LeaderTimeout in milliseconds: how long a
+	// follower waits, at least, before it takes this record over
+	// (docs/protocol.md, 3.1). Writers before protocol version 3 leave it
+	// out; such a record is waited out with the longest lease the reader
+	// can assume: the longest of its own LeaderTimeout, 15 s and the
+	// longest ttl it has seen on the lockfile (ElectorConfig.LeaderTimeout).
+	TTL int64 `json:"ttl,omitempty"`
+}
+
+// errInvalidRecord wraps every reason a lockfile's content is not a valid
+// record. Only ParseRecord returns it, and every error ParseRecord
+// returns wraps it, so callers need no sentinel: an error from
+// ParseRecord is the answer.
+var errInvalidRecord = errors.New("s3lect: invalid lockfile record")
 
 // wireRecord is Record as it is decoded: pointers tell a missing field from
 // a zero one, and ETag carries the peer endpoint's extension.

@@ -14,13 +14,9 @@
 //     over, both measured on the follower's monotonic clock. Wall clocks
 //     may disagree by any amount without breaking this; clock rates need
 //     only agree to within 5%.
-//
-// The protocol, its timing rules and the argument for its safety are in
-// docs/protocol.md in the repository.
-//   - Every leadership has a term, a fencing token that rises each time
-//     leadership passes to a holder (or back to the same holder after it
-//     lost it) and never repeats, also across records written without
-//     terms (the original s3lect) and a deleted lockfile: a second object
+//   - Every leadership has a term, a fencing token higher than every term
+//     before it on the lockfile that never repeats, also across records
+//     written without terms (the original s3lect) and a deleted lockfile: a second object
 //     next to the lockfile, LockfilePath + ".term", keeps the highest
 //     term used. Terms can repeat only if that object is deleted too (or
 //     lost by the store) while the lockfile's term is also lost, or if
@@ -32,6 +28,9 @@
 //     successful write, by its own monotonic clock. A suspended or paused
 //     VM's clock may not count the suspension; Leadership.Context says
 //     exactly what Err then catches.
+//
+// The protocol, its timing rules and the argument for its safety are in
+// docs/protocol.md in the repository.
 //
 // # Non-guarantees
 //
@@ -109,12 +108,6 @@ var (
 	ErrCampaigning = errors.New("s3lect: elector is already campaigning or leading")
 )
 
-// errInvalidRecord wraps every reason a lockfile's content is not a valid
-// record. Only ParseRecord returns it, and every error ParseRecord
-// returns wraps it, so callers need no sentinel: an error from
-// ParseRecord is the answer.
-var errInvalidRecord = errors.New("s3lect: invalid lockfile record")
-
 // ElectorConfig configures an Elector. Zero values mean the defaults.
 type ElectorConfig struct {
 	// Store is the coordination store. Set Store, or set Bucket to use S3.
@@ -135,7 +128,9 @@ type ElectorConfig struct {
 
 	// LockfilePath is the object key of the lockfile, for example
 	// "leader/my-group.json". Every instance of one election group uses the
-	// same key. Required.
+	// same key. Required: valid UTF-8 without NUL bytes, and at most 1019
+	// bytes, as the term object's key (LockfilePath + ".term") must fit
+	// the stores' 1024.
 	LockfilePath string
 
 	// ServerID identifies this instance; it must be unique in the group.
@@ -152,7 +147,7 @@ type ElectorConfig struct {
 	FrequentInterval time.Duration
 
 	// InfrequentInterval is how often a follower checks on a leader that
-	// has been renewing steadily. Default 30s; never below
+	// has been renewing steadily. Default 30s; it must not be below
 	// FrequentInterval.
 	InfrequentInterval time.Duration
 
@@ -180,8 +175,8 @@ type ElectorConfig struct {
 	// reading the store.
 	PeerMode bool
 
-	// PeerHealthPath is the HTTP path of the leader's health endpoint.
-	// Default "/health/leadership".
+	// PeerHealthPath is the HTTP path of the leader's health endpoint; it
+	// starts with /. Default "/health/leadership".
 	PeerHealthPath string
 
 	// PeerTimeout bounds one peer request (beyond the time a long-poll
@@ -190,7 +185,7 @@ type ElectorConfig struct {
 
 	// PeerTLS configures followers' HTTPS requests to the leader: RootCAs
 	// to verify it, Certificates for mutual TLS. Nil means the system's
-	// roots. Used with PeerMode, unless PeerClient is set.
+	// roots. Used with PeerMode; set PeerTLS or PeerClient, not both.
 	PeerTLS *tls.Config
 
 	// PeerClient, if set, makes the followers' peer requests instead of a
@@ -200,8 +195,9 @@ type ElectorConfig struct {
 	// PeerWait is how long a follower's peer request may wait at the
 	// leader for its next write (a long-poll), so that followers hear of
 	// every renewal and of a resignation as they happen. Default
-	// LeaderTimeout/2. A negative PeerWait turns long-polling off:
-	// followers then ask once per InfrequentInterval.
+	// LeaderTimeout/2; at most a minute, the longest a leader waits. A
+	// negative PeerWait turns long-polling off: followers then ask once
+	// per InfrequentInterval.
 	PeerWait time.Duration
 
 	// Logger receives the elector's events. Default slog.Default().
@@ -288,34 +284,6 @@ func (cfg ElectorConfig) validate() error {
 	return nil
 }
 
-// Record is the content of the lockfile, and what the leader's peer
-// endpoint serves. Its JSON form is compatible with the original s3lect.
-type Record struct {
-	LeaderID    string    `json:"leaderID"`
-	LeaderAddr  string    `json:"leaderAddr"`
-	LastUpdated time.Time `json:"lastUpdated"` // the writer's wall clock; zero means released
-	Term        uint64    `json:"term,omitempty"`
-
-	// Lease is a random value drawn once per leadership and kept on all
-	// its writes: it tells leaderships apart even when two processes share
-	// a ServerID, and makes every write's bytes unique.
-	Lease string `json:"lease,omitempty"`
-
-	// Held is the leader's monotonic time, in milliseconds, from the send
-	// of its leadership's first write (its takeover's write of the term
-	// object) to the send of this one. Followers use it to bound when a
-	// silent leader's lease has run out.
-	Held int64 `json:"held,omitempty"`
-
-	// TTL is the writer's LeaderTimeout in milliseconds: how long a
-	// follower waits, at least, before it takes this record over
-	// (docs/protocol.md, 3.1). Writers before protocol version 3 leave it
-	// out; such a record is waited out with the longest lease the reader
-	// can assume: the longest of its own LeaderTimeout, 15 s and the
-	// longest ttl it has seen on the lockfile (ElectorConfig.LeaderTimeout).
-	TTL int64 `json:"ttl,omitempty"`
-}
-
 // Change is what Changes delivers: the leader this elector knows of, and
 // whether it is this elector. Leader.LeaderID is "" when there is no live
 // leader (the lease is vacant, expired or unreadable).
@@ -334,7 +302,7 @@ type Change struct {
 // Store and one process. Once started (by Campaign, Changes or Observe), an
 // elector runs two goroutines: its run loop, which alone owns the election
 // state, and a storage goroutine: the reader (a follower's reads and
-// takeovers) while it follows, the heartbeat (a leader's renewals and
+// takeovers) while it follows, the renewer (a leader's renewals and
 // release) while it leads. In PeerMode a third, the peer poller.
 type Elector struct {
 	cfg     ElectorConfig

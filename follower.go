@@ -1,9 +1,15 @@
 package s3lect
 
-import "time"
+import (
+	"time"
 
-// The follower: how it watches the lockfile, and the arithmetic of when it
-// reads (docs/protocol.md, sections 3 and 4).
+	"github.com/s3lect/s3lect/store"
+)
+
+// The follower's role (docs/protocol.md, sections 3 and 4, the follower
+// states): how it watches the lockfile, what it makes of a read and of a
+// peer's hint, and the arithmetic of when it reads. A campaign takes over
+// from a follower's reads (campaign.go).
 
 // mode is how a follower watches the lockfile.
 type mode int
@@ -39,6 +45,84 @@ type follower struct {
 type peerKey struct {
 	lease leaseKey
 	addr  string
+}
+
+// follow is the follower's step (section 4, the follower states): it
+// announces the leader it knows of, lets a waiting campaign take over when
+// the rules allow (pursue), and reads when a read is due.
+func (c *core) follow(f *follower, now time.Time, readNow bool, emit func(effect)) time.Time {
+	if f.v.kind != kindUnknown || f.readErr != nil {
+		c.sh.announce(Change{Leader: f.watched(now, c.sh.lease(f.v)), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
+	}
+
+	var wake time.Time
+	soonest := func(t time.Time) {
+		// What is due by now is done by now, or waits for an event.
+		if t.After(now) && (wake.IsZero() || t.Before(wake)) {
+			wake = t
+		}
+	}
+	at, ok := f.v.takeoverAt(c.sh.lease(f.v))
+	if ok && f.v.kind == kindHeld && f.mode == frequent {
+		soonest(at) // for a watcher, the observed lease's end
+	}
+	if c.sh.call != nil {
+		return wake
+	}
+	if c.camp.id != 0 && c.pursue(f, now, readNow, soonest, emit) {
+		return wake
+	}
+
+	if f.mode == peerWatch {
+		switch {
+		case ok && f.v.kind == kindHeld && !now.Before(at) && !mutPeerNoCheck:
+			// Section 5: no newer write was heard by the takeover time:
+			// stop believing the peer and read the store.
+			f.mode, f.nextRead, f.peerOn = frequent, now, peerKey{}
+			emit(doPeer{})
+		case f.peerNoETag:
+			// The leader answers without ETags: reads go on at the
+			// infrequent pace.
+		default:
+			if ok && f.v.kind == kindHeld && !mutPeerNoCheck {
+				soonest(at)
+			}
+			return wake // the poller speaks for the leader
+		}
+	}
+	if !now.Before(f.nextRead) {
+		c.sh.send(doRead{c.sh.nextGen()}, now, emit)
+		return wake
+	}
+	soonest(f.nextRead)
+	return wake
+}
+
+func (doRead) done(c *core, ev evStore, sent, now time.Time, emit func(effect)) bool {
+	c.readDone(c.fol(), ev, sent, now, emit)
+	return ev.err == nil
+}
+
+// readDone takes in a follower's read.
+func (c *core) readDone(f *follower, ev evStore, sent, now time.Time, emit func(effect)) {
+	if ev.err != nil {
+		if c.sh.closing {
+			return // Close cut the read short
+		}
+		permanent := store.IsPermanent(ev.err)
+		if permanent && c.camp.id != 0 {
+			emit(doAnswer{c.camp.id, ev.err})
+			c.camp = campaign{}
+		}
+		f.readFailed(c.sh.p, ev.err, permanent, sent)
+		emit(doLog{"reading the lockfile failed", []any{"err", ev.err}})
+		return
+	}
+	c.sh.lastRead = now
+	if c.adoptClaim(ev, now, emit) {
+		return
+	}
+	f.readReturned(&c.sh, ev.data, ev.etag, sent, now, emit)
 }
 
 // readFailed takes in a read that failed, permanently or not.
@@ -221,6 +305,11 @@ func (f *follower) trustedUntil(sh *shared) time.Time {
 		return due
 	}
 	return at
+}
+
+func (f *follower) show(sh *shared, st *status) {
+	st.mode = f.mode.String()
+	st.until = f.trustedUntil(sh)
 }
 
 // heardPeer takes in a report of the peer poller (section 5). An answer

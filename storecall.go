@@ -1,0 +1,239 @@
+package s3lect
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// The store calls: the storage goroutines that perform the run loop's
+// store calls, one at a time, and the calls themselves, get and put of the
+// lockfile or its term object under the retry policy (retry.go). The
+// follower's reader and the leader's renewer are each one goroutine.
+
+// storeOp is a store call for a storage goroutine: its context, the
+// generation its result is tagged with, and what to do.
+type storeOp struct {
+	ctx context.Context
+	gen uint64
+	req storeReq
+}
+
+// storeReq is what a storage goroutine does for one store call. Each kind
+// performs itself.
+type storeReq interface {
+	perform(e *Elector, ctx context.Context) evStore
+}
+
+type (
+	// getReq reads key.
+	getReq struct{ key string }
+	// putReq writes data to key over ifMatch ("" creates), whose content
+	// has the SHA-256 over (nil: unknown). With a non-zero notAfter, no
+	// attempt is sent from then on.
+	putReq struct {
+		key      string
+		data     []byte
+		ifMatch  string
+		over     *[32]byte
+		notAfter time.Time
+	}
+	// releaseReq is a leader's release: a putReq that, if ifMatch is
+	// refused and the lockfile holds orOver, writes over those bytes.
+	releaseReq struct {
+		putReq
+		orOver []byte
+	}
+)
+
+// putOf returns the putReq of the core's write w to key.
+func putOf(key string, w write, notAfter time.Time) putReq {
+	r := putReq{key: key, data: w.data, ifMatch: w.ifMatch, notAfter: notAfter}
+	if w.ifMatch != "" {
+		r.over = &w.over
+	}
+	return r
+}
+
+// worker is a storage goroutine as the run loop sees it.
+type worker struct {
+	ops  chan storeOp  // capacity 1; the loop has at most one call in flight
+	quit chan struct{} // closed to stop the goroutine; nil while none runs
+}
+
+// send hands the call req, numbered gen, to w's goroutine, under ctx,
+// starting one if none runs.
+func (lp *loop) send(ctx context.Context, w *worker, gen uint64, req storeReq) {
+	if w.quit == nil {
+		if w.ops == nil {
+			w.ops = make(chan storeOp, 1)
+		}
+		ops, quit := w.ops, make(chan struct{})
+		w.quit = quit
+		lp.e.g.Go(func() error { return lp.e.serveStore(lp.e.ctx, ops, quit) })
+	}
+	w.ops <- storeOp{ctx: ctx, gen: gen, req: req}
+}
+
+// stop ends w's goroutine once it has returned its last result.
+func (w *worker) stop() {
+	if w.quit != nil {
+		close(w.quit)
+		w.quit = nil
+	}
+}
+
+// serveStore is a storage goroutine: it performs the store calls the run
+// loop hands it, one at a time, under the retry policy, and returns each
+// result tagged with its call's generation. Two run per elector: the
+// reader (a follower's reads and takeovers) and the renewer (a leader's
+// renewals and its release). They share no election state: what
+// they need comes in the call, what they learn goes back in the result.
+//
+// Self-fencing does not depend on them: a timer cancels the leadership's
+// context at the lease deadline (leadership.go), a renewal is sent under
+// that context, and no attempt is sent once the deadline has passed.
+//
+// The run loop starts each when it first needs it and stops it when its
+// role ends (quit), so that a leader runs only its renewer and a
+// follower only its reader: a thousand electors in one process pay for one
+// storage goroutine each.
+func (e *Elector) serveStore(ctx context.Context, ops <-chan storeOp, quit <-chan struct{}) error {
+	for {
+		var op storeOp
+		select {
+		case op = <-ops:
+		case <-quit:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		r := op.req.perform(e, op.ctx)
+		r.gen = op.gen
+		select {
+		case e.results <- r:
+		case <-e.loopDone:
+			return nil
+		}
+	}
+}
+
+func (r getReq) perform(e *Elector, ctx context.Context) (ev evStore) {
+	ev.data, ev.etag, ev.err = e.get(ctx, r.key)
+	return ev
+}
+
+func (r putReq) perform(e *Elector, ctx context.Context) (ev evStore) {
+	if !r.notAfter.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.realUntil(r.notAfter))
+		defer cancel()
+	}
+	ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, r.ifMatch, r.over, r.notAfter)
+	return ev
+}
+
+func (r releaseReq) perform(e *Elector, ctx context.Context) evStore {
+	ev := r.putReq.perform(e, ctx)
+	if errors.Is(ev.err, store.ErrPreconditionFailed) && r.orOver != nil {
+		// A renewal cut off with its outcome unknown may have landed:
+		// if it did, the release goes over it.
+		if got, tag, err := e.get(ctx, r.key); err == nil && bytes.Equal(got, r.orOver) {
+			over := sha256.Sum256(got)
+			ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, tag, &over, r.notAfter)
+		}
+	}
+	return ev
+}
+
+// opError is a store call's failure: the operation and the lockfile, then
+// the store's error. It carries the s3lect: prefix, once.
+type opError struct {
+	op, key string
+	err     error
+}
+
+func (e *opError) Error() string { return fmt.Sprintf("s3lect: %s %q: %v", e.op, e.key, e.err) }
+func (e *opError) Unwrap() error { return e.err }
+
+// get reads the object key (the lockfile or its term object) under the
+// retry policy. An absent object is returned as etag "" and a nil error.
+func (e *Elector) get(ctx context.Context, key string) (data []byte, etag string, err error) {
+	type result struct {
+		data []byte
+		etag string
+	}
+	r, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (result, error) {
+		data, etag, err := e.cfg.Store.Get(ctx, key)
+		e.stats.storeCall("get", err)
+		return result{data, etag}, err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", &opError{"read", key, err}
+	}
+	if r.etag == "" {
+		return nil, "", &opError{"read", key, errors.New("the store returned an object without an ETag")}
+	}
+	return r.data, r.etag, nil
+}
+
+// put writes data to key over etag ("" to create) under the retry policy. With a
+// non-zero notAfter, no attempt is sent once the local clock reaches it.
+//
+// If an attempt fails with its outcome unknown (a timeout, a lost reply)
+// and a later one finds the precondition failed, the earlier attempt may
+// have landed: put reads the lockfile back and, if it holds exactly data,
+// returns its ETag as the write's. No other writer produces our bytes:
+// every record carries a lease value and a stamp no other write has.
+// unsure reports, on failure, that an attempt may have landed.
+//
+// over, when set, is the SHA-256 of the content etag names. Before a retry
+// the lockfile is read: if etag now names other content (a store that
+// rewound and handed the ETag out again), the write is refused as a lost
+// precondition instead of overwriting someone else's record; if it holds
+// exactly data, an earlier attempt landed and is adopted.
+func (e *Elector) put(ctx context.Context, key string, data []byte, etag string, over *[32]byte, notAfter time.Time) (tag string, unsure bool, err error) {
+	attempt := 0
+	tag, err = retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
+		if !notAfter.IsZero() && !e.now().Before(notAfter) {
+			return "", final(context.DeadlineExceeded)
+		}
+		if attempt++; attempt > 1 && over != nil && etag != "" {
+			got, gotTag, err := e.cfg.Store.Get(ctx, key)
+			e.stats.storeCall("get", err)
+			switch {
+			case err != nil && !errors.Is(err, store.ErrNotFound):
+				return "", err
+			case err == nil && bytes.Equal(got, data):
+				return gotTag, nil // an earlier attempt landed
+			case err != nil || gotTag != etag || sha256.Sum256(got) != *over:
+				return "", store.ErrPreconditionFailed
+			}
+		}
+		tag, err := e.cfg.Store.PutIfMatch(ctx, key, data, etag)
+		e.stats.storeCall("put", err)
+		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
+			unsure = true
+		}
+		return tag, err
+	})
+	if err == nil {
+		return tag, false, nil
+	}
+	if errors.Is(err, store.ErrPreconditionFailed) && unsure {
+		got, gotTag, gerr := e.get(ctx, key)
+		if gerr == nil && bytes.Equal(got, data) {
+			e.log.Debug("adopted own write whose reply was lost", "etag", gotTag)
+			return gotTag, false, nil
+		}
+	}
+	return "", unsure, &opError{"write", key, err}
+}

@@ -110,7 +110,7 @@ func (c *core) onWithdraw(ev evWithdraw, emit func(effect)) {
 	if c.camp.id != ev.id {
 		return // answered already
 	}
-	if _, claiming := c.sh.call.(doClaim); claiming {
+	if c.sh.claiming() {
 		c.camp.withdrawn = ev.cause // the write in flight decides (section 4)
 		return
 	}

@@ -1,8 +1,6 @@
 package s3lect
 
-import (
-	"time"
-)
+import "time"
 
 // The core holds the election's decisions: a pure function of the
 // elector's state, one event and the local time, returning the effects to
@@ -110,7 +108,7 @@ func (c *core) onClose(emit func(effect)) {
 	if c.leading() {
 		c.endLead(c.lead(), errCloseResign, emit)
 	}
-	if _, claiming := c.sh.call.(doClaim); c.camp.id != 0 && !claiming {
+	if c.camp.id != 0 && !c.sh.claiming() {
 		emit(doAnswer{c.camp.id, ErrClosed})
 		c.camp = campaign{}
 	}
@@ -157,6 +155,13 @@ func (c *core) act(now time.Time, readNow bool, emit func(effect)) time.Time {
 func (sh *shared) send(call storeCall, now time.Time, emit func(effect)) {
 	sh.call, sh.sent = call, now
 	emit(call)
+}
+
+// claiming reports whether the call in flight is a takeover's write of
+// the lockfile, whose outcome decides a Campaign that gave up (section 4).
+func (sh *shared) claiming() bool {
+	_, ok := sh.call.(doClaim)
+	return ok
 }
 
 // nextGen numbers a new store call.

@@ -52,12 +52,18 @@ func TestFolderKeyRefused(t *testing.T) {
 // retrying for ever.
 func TestNoCredentials(t *testing.T) {
 	s3test.NoCredentials(t)
+	// The three run side by side: each waits a few seconds for the SDK to
+	// give up on the (closed) metadata endpoint.
+	var procs []*proc
 	for _, args := range [][]string{
 		{"run", "-store", "s3://jobs/leader/x.json", "-endpoint", "http://127.0.0.1:1", "--", "true"},
 		{"status", "-store", "s3://jobs/leader/x.json"},
 		{"release", "-store", "s3://jobs/leader/x.json"},
 	} {
-		p := start(t, args...)
+		procs = append(procs, start(t, args...))
+	}
+	for _, p := range procs {
+		args := p.cmd.Args[1:]
 		if code := p.status(t); code != exitRefused {
 			t.Errorf("s3lect %s without credentials exited %d; want %d\n%s", args[0], code, exitRefused, p.stderr.String())
 		}
@@ -103,13 +109,20 @@ func TestRetriedErrorOncePerCause(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_REGION", "us-east-1")
+	// The two run side by side, each failing at its own pace.
+	var procs []*proc
 	for _, args := range [][]string{
 		runArgs(srv.URL, "b", "cli/slow.json", "s", nil, []string{"true"}),
 		{"watch", "-store", "s3://b/cli/slow.json", "-endpoint", srv.URL, "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms"},
 	} {
-		p := start(t, args...)
+		procs = append(procs, start(t, args...))
+	}
+	for _, p := range procs {
 		p.waitLine(t, 10*time.Second, "SlowDown")
-		time.Sleep(3 * time.Second) // about 15 failed reads at the 200ms pace
+	}
+	time.Sleep(3 * time.Second) // about 15 failed reads at the 200ms pace
+	for _, p := range procs {
+		args := p.cmd.Args[1:]
 		if n := strings.Count(p.stderr.String(), "SlowDown"); n != 1 {
 			t.Errorf("s3lect %s printed %d lines for one failure repeated with new request IDs; want 1:\n%s", args[0], n, p.stderr.String())
 		}

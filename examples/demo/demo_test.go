@@ -77,9 +77,17 @@ func runDemo(t *testing.T, o options) string {
 	return out.String()
 }
 
-func TestDemoInMemory(t *testing.T) { runDemo(t, options{}) }
+// The demos that need no environment variables run side by side, each on
+// a store of its own; the others use t.Setenv, which a parallel test
+// cannot.
+
+func TestDemoInMemory(t *testing.T) {
+	t.Parallel()
+	runDemo(t, options{})
+}
 
 func TestDemoPeerMode(t *testing.T) {
+	t.Parallel()
 	out := runDemo(t, options{peer: true})
 	if !strings.Contains(out, "peer mode") {
 		t.Errorf("demo did not say it ran in peer mode:\n%s", out)
@@ -95,6 +103,7 @@ func TestDemoOnMinIO(t *testing.T) {
 }
 
 func TestDemoOnNATS(t *testing.T) {
+	t.Parallel()
 	out := runDemo(t, options{natsURL: natstest.Start(t)})
 	if !strings.Contains(out, "NATS KV") {
 		t.Errorf("demo did not say it ran on NATS:\n%s", out)

@@ -10,7 +10,8 @@
 //
 //	go run ./examples/report -bucket b -path-style > report.md
 //
-// (-no-memstore leaves the in-memory failover rows out.) The bucket must
+// (-no-memstore measures on the bucket alone: it leaves the in-memory
+// failover rows and the in-memory electors table out.) The bucket must
 // exist. A trial whose first leader lost its lease before the strike (a
 // store too slow for the scaled lease) is run again, and counted.
 //
@@ -56,7 +57,7 @@ type options struct {
 func main() {
 	o := options{groups: []int{3, 10, 100}, electors: 1000}
 	flag.StringVar(&o.bucket, "bucket", "", "also measure on this S3 bucket (standard AWS environment); it must exist")
-	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure failover on the bucket only")
+	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure on the bucket only (no in-memory failover rows, no in-memory electors table)")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
@@ -160,6 +161,17 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.1f | $%.2f |\n", n, r.leaderPUT, r.leaderGET, r.followerGET, r.followerPUT, r.monthly(n))
 	}
 
+	if !o.noMemory {
+		if err := electorsTable(ctx, o, w); err != nil {
+			return err
+		}
+	}
+	return shardTable(ctx, o, stores, w)
+}
+
+// electorsTable measures o.electors electors in one process, on the
+// in-memory store.
+func electorsTable(ctx context.Context, o options, w io.Writer) error {
 	fmt.Fprintf(w, "\n## %d electors in one process\n\n", o.electors)
 	fmt.Fprintf(w, "On the in-memory store, at 1/%d scale, measured over %v after settling. Each elector has one goroutine of the caller's calling Campaign, until it leads; goroutines, heap and stacks count it. Heap and stacks are the growth of the live heap and of goroutine stacks, divided by the electors (the budget is %d KiB of heap plus stacks per elector). CPU is in cores; store operations per second are at the scaled intervals (divide by %d for the defaults).\n\n", o.scale, o.window, perElectorLimit>>10, o.scale)
 	fmt.Fprintln(w, "| layout | goroutines per elector | heap per elector | stacks per elector | heap + stacks | process RSS | CPU | store ops/s |")
@@ -183,8 +195,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		fmt.Fprintf(w, "| %s | %.2f | %.1f KiB | %.1f KiB | %.1f KiB (%s %d KiB) | %.0f MiB | %.3f | %.0f |\n", layout.name, u.goroutines,
 			u.heapBytes/1024, u.stackBytes/1024, both/1024, verdict, perElectorLimit>>10, float64(u.rssBytes)/(1<<20), u.cpu, u.storeOpsPerSec)
 	}
-
-	return shardTable(ctx, o, stores, w)
+	return nil
 }
 
 // shardTable measures and prints the table of package pool's shards.

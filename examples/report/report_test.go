@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,25 +16,42 @@ import (
 	"github.com/s3lect/s3lect/internal/s3test"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain points the report's -bucket, which reads the standard AWS
+// environment, at the test's S3 server, so that TestReportOnMinIO can run
+// beside the in-memory report (t.Setenv cannot be used in a parallel
+// test).
+func TestMain(m *testing.M) {
+	if ep := os.Getenv("S3LECT_TEST_S3_ENDPOINT"); ep != "" {
+		os.Setenv("AWS_ENDPOINT_URL_S3", ep)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // quick is a small report: it checks the plumbing, not the figures.
 func quick() options {
 	return options{scale: 50, shardK: 10, trials: 1, window: 2 * time.Second, groups: []int{3}, electors: 100}
 }
 
-func checkReport(t *testing.T, out, store string) {
+// checkReport checks the report's form; electors says whether it holds the
+// in-memory electors table (-no-memstore leaves it out).
+func checkReport(t *testing.T, out, store string, electors bool) {
 	t.Helper()
-	for _, want := range []string{
+	want := []string{
 		"# s3lect benchmark report", "- machine:", "- intervals: the defaults divided by",
 		"How a crash is modelled: A crash is a killed process",
 		"| " + store + " | storage | crash failover |",
 		"| " + store + " | storage, InfrequentInterval = FrequentInterval | graceful handover |",
 		"| " + store + " | peer, no long-poll | graceful handover |", "| " + store + " | peer + long-poll | crash failover |",
 		"| " + store + " | stale peer (peer + long-poll) | last write → takeover |",
-		"| 3 | ", "## 100 electors in one process", "10 workers × 10 shards", "stacks per elector",
-		"## 100 shards on 10 workers (package pool)",
-	} {
+		"| 3 | ", "## 100 shards on 10 workers (package pool)",
+	}
+	table := []string{"## 100 electors in one process", "10 workers × 10 shards", "stacks per elector"}
+	if electors {
+		want = append(want, table...)
+	} else if strings.Contains(out, table[0]) {
+		t.Errorf("report holds the in-memory electors table although -no-memstore leaves it out:\n%s", out)
+	}
+	for _, want := range want {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
@@ -53,25 +71,33 @@ func checkReport(t *testing.T, out, store string) {
 	}
 }
 
+// The two reports run side by side: they wait on real timers (a few
+// percent of a core under -race) and check the report's form, not its
+// figures.
+
 func TestReportInMemory(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	if err := run(context.Background(), quick(), &out); err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, out.String(), "memstore")
+	checkReport(t, out.String(), "memstore", true)
 }
 
 func TestReportOnMinIO(t *testing.T) {
-	t.Setenv("AWS_ENDPOINT_URL_S3", s3test.Endpoint(t))
+	t.Parallel()
+	if ep := s3test.Endpoint(t); os.Getenv("AWS_ENDPOINT_URL_S3") != ep {
+		t.Fatalf("AWS_ENDPOINT_URL_S3 = %q; TestMain sets it to S3LECT_TEST_S3_ENDPOINT %q", os.Getenv("AWS_ENDPOINT_URL_S3"), ep)
+	}
 	o := quick()
 	o.bucket, o.pathStyle = s3test.Bucket(t), true
 	o.scale = 25      // a lease of 600 ms: MinIO under -race on a busy machine can be slower than 1/50 allows
-	o.noMemory = true // TestReportInMemory covers those rows
+	o.noMemory = true // TestReportInMemory covers the in-memory rows and the electors table
 	var out bytes.Buffer
 	if err := run(context.Background(), o, &out); err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, out.String(), "S3")
+	checkReport(t, out.String(), "S3", false)
 	if !strings.Contains(out.String(), "- store: S3 bucket") {
 		t.Errorf("report does not name the bucket:\n%s", out.String())
 	}
@@ -89,6 +115,7 @@ func TestNoMemstoreNeedsBucket(t *testing.T) {
 }
 
 func TestModeMeasuresOneRow(t *testing.T) {
+	t.Parallel()
 	o := quick()
 	o.mode = "storage, InfrequentInterval = FrequentInterval"
 	var out bytes.Buffer

@@ -9,6 +9,12 @@
 // (S3LECT_TEST_MINIO), so that they can restart it. A longer randomized
 // soak runs with -chaos.duration=10m.
 //
+// The three tests run side by side (t.Parallel; .ci/run gives them
+// -parallel 3): each has its own MinIO, lockfile and ledger, and they
+// spend their time waiting on real timers (a few percent of a core each
+// under -race), so they do not compete for what they check. Faults are
+// applied per test, to that test's own proxies, processes and MinIO.
+//
 // The suite is a module of its own (go.mod beside this file, joined to the
 // main module by the repository's go.work), so that toxiproxy and what it
 // pulls in (Prometheus, zerolog, gorilla/mux) never enter the module graph

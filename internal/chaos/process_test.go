@@ -158,6 +158,7 @@ func (n *node) stop() {
 }
 
 func TestProcessFaults(t *testing.T) {
+	t.Parallel() // each has its own MinIO, lockfile and ledger (see doc.go)
 	m := startMinIO(t)
 	led := newLedger()
 	key := "chaos/processes.json"

@@ -125,6 +125,7 @@ var faults = []fault{
 // TestEachFaultOnTheLeader hits the leader with each fault in turn, long
 // enough to cost it the lease, and checks the group through each.
 func TestEachFaultOnTheLeader(t *testing.T) {
+	t.Parallel() // each has its own MinIO, lockfile and ledger (see doc.go)
 	m := startMinIO(t)
 	led := newLedger()
 	nodes := group(t, m, 3, "chaos/each.json", led)
@@ -158,6 +159,7 @@ func TestEachFaultOnTheLeader(t *testing.T) {
 // leader, for -chaos.duration, then heals everything and checks safety
 // and liveness.
 func TestRandomFaults(t *testing.T) {
+	t.Parallel() // each has its own MinIO, lockfile and ledger (see doc.go)
 	m := startMinIO(t)
 	led := newLedger()
 	nodes := group(t, m, 3, "chaos/random.json", led)

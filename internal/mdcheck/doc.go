@@ -1,5 +1,7 @@
-// Package mdcheck holds one test: every ```go block of README.md and
-// docs/*.md is copied from a Go file that the build compiles. The line
+// Package mdcheck checks the Markdown of README.md and docs/*.md: every
+// relative link names a file that exists, and its #fragment a heading of
+// that page (links_test.go); and every ```go block is copied from a Go
+// file that the build compiles. The line
 // right before each block names that file, relative to the repository
 // root:
 //

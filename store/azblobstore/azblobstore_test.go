@@ -12,12 +12,14 @@ import (
 )
 
 func TestConformanceOnAzurite(t *testing.T) {
+	t.Parallel() // a server of its own: side by side with the others
 	conn := azurite(t)
 	client := newClient(t, conn, testContainer, nil)
 	storetest.Run(t, func(t *testing.T) store.Store { return azblobstore.New(client) })
 }
 
 func TestConditionalWriteCheckRunsBeforeFirstWrite(t *testing.T) {
+	t.Parallel() // a server of its own: side by side with the others
 	conn := azurite(t)
 	st := azblobstore.New(newClient(t, conn, testContainer, nil))
 	key := "leader/check.json"
@@ -38,6 +40,7 @@ func TestConditionalWriteCheckRunsBeforeFirstWrite(t *testing.T) {
 }
 
 func TestPermanentErrorsOnAzurite(t *testing.T) {
+	t.Parallel() // a server of its own: side by side with the others
 	conn := azurite(t)
 	cases := []struct {
 		name   string

@@ -26,6 +26,7 @@ func shortConfig(st store.Store, key, id string) s3lect.ElectorConfig {
 }
 
 func TestElectionOnAzurite(t *testing.T) {
+	t.Parallel() // a server of its own: side by side with the others
 	conn := azurite(t)
 	storetest.Election(t, func(t *testing.T) store.Store {
 		return azblobstore.New(newClient(t, conn, testContainer, nil))
@@ -33,6 +34,7 @@ func TestElectionOnAzurite(t *testing.T) {
 }
 
 func TestCampaignReportsPermanentErrors(t *testing.T) {
+	t.Parallel() // a server of its own: side by side with the others
 	conn := azurite(t)
 	const key = "leader/perm.json"
 	cases := []struct {

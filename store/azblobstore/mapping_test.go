@@ -22,6 +22,7 @@ import (
 // That is not a lost race: the Store reports it as permanent, saying how
 // to break the lease.
 func TestLeasedLockfileIsPermanentOnAzurite(t *testing.T) {
+	t.Parallel() // a server of its own: side by side with the others
 	conn := azurite(t)
 	client := newClient(t, conn, testContainer, nil)
 	st := azblobstore.New(client)

@@ -195,7 +195,8 @@ type ElectorConfig struct {
 	// PeerWait is how long a follower's peer request may wait at the
 	// leader for its next write (a long-poll), so that followers hear of
 	// every renewal and of a resignation as they happen. Default
-	// LeaderTimeout/2; at most a minute, the longest a leader waits. A
+	// LeaderTimeout/2, or a minute if that is less; at most a minute, the
+	// longest a leader waits. A
 	// negative PeerWait turns long-polling off: followers then ask once
 	// per InfrequentInterval.
 	PeerWait time.Duration
@@ -227,7 +228,7 @@ func (cfg ElectorConfig) withDefaults() ElectorConfig {
 	def(&cfg.InfrequentInterval, DefaultInfrequentInterval)
 	def(&cfg.LeaderTimeout, DefaultLeaderTimeout)
 	def(&cfg.PeerTimeout, defaultPeerTimeout)
-	def(&cfg.PeerWait, cfg.LeaderTimeout/2)
+	def(&cfg.PeerWait, min(cfg.LeaderTimeout/2, maxPeerWait))
 	if cfg.PeerHealthPath == "" {
 		cfg.PeerHealthPath = defaultPeerHealthPath
 	}

@@ -43,6 +43,10 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"InfrequentBelowFrequent", func(c *ElectorConfig) { c.InfrequentInterval = time.Second }, "InfrequentInterval"},
 		{"PeerModeWithoutAddr", func(c *ElectorConfig) { c.PeerMode = true }, "ServerAddr"},
 		{"RelativeHealthPath", func(c *ElectorConfig) { c.PeerHealthPath = "health" }, "PeerHealthPath"},
+		// The default PeerWait, LeaderTimeout/2, is capped at the minute a
+		// leader waits at most: a long lease alone is valid.
+		{"LongLeaseDefaultPeerWait", func(c *ElectorConfig) { c.LeaderTimeout = 5 * time.Minute }, ""},
+		{"PeerWaitAboveMinute", func(c *ElectorConfig) { c.PeerWait = 2 * time.Minute }, "PeerWait"},
 	}
 	// Bucket builds the S3 store from the AWS environment, which must have
 	// credentials (docs/stores.md): static ones here, whatever the machine

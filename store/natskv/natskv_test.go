@@ -258,6 +258,7 @@ func electAll(t *testing.T, ns *natsServer, key string) (*recorder, map[string]*
 }
 
 func TestElectionOnNATS(t *testing.T) {
+	t.Parallel() // a nats-server of its own: side by side with the other elections
 	rec, electors, conns := electAll(t, startNATS(t), "leader/nats-e2e.json")
 	first := rec.next(t)
 	time.Sleep(2 * time.Second)
@@ -281,6 +282,7 @@ func TestElectionOnNATS(t *testing.T) {
 }
 
 func TestServerRestartUnderElection(t *testing.T) {
+	t.Parallel() // a nats-server of its own: side by side with the other elections
 	ns := startNATS(t)
 	rec, _, _ := electAll(t, ns, "leader/restart.json")
 	first := rec.next(t)
@@ -342,6 +344,7 @@ func copyDir(t *testing.T, src, dst string) {
 // already handed out are handed out again, for other bytes. The election
 // must still never have two leaders at once, and never grant a term twice.
 func TestRestoreLosesAcknowledgedWrites(t *testing.T) {
+	t.Parallel() // a nats-server of its own: side by side with the other elections
 	ns := startNATS(t)
 	rec, _, conns := electAll(t, ns, "leader/restore.json")
 	first := rec.next(t)

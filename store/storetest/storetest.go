@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LargeObject", testLargeObject},
 		{"CancelledContext", testCancelledContext},
 	}
+	cases = append(cases, fenceCases...)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)

@@ -9,6 +9,7 @@
 //	s3lect watch  [flags]                      print one line per change of leader
 //	s3lect release [flags]                     make the leader step down safely
 //	s3lect version                             print the version and commit of this build
+//	s3lect put|get|delete|seal KEY             fenced objects for run's command (docs/fencing.md)
 //
 // `s3lect <subcommand> -h` lists each subcommand's flags and exit
 // statuses; `s3lect run -h` also says what run guarantees.
@@ -49,6 +50,7 @@ Subcommands:
   watch [flags]                    print one line per change of leader until interrupted
   release [flags]                  make the leader step down; followers take over after its lease
   version                          print the version, commit and Go version of this build
+  put|get|delete|seal KEY          read and write objects fenced by run's term (S3LECT_TERM)
 
 The lockfile is named by -store s3://bucket/key, gs://bucket/key,
 azblob://container/key or nats://host:port/bucket/key (or -bucket B -key K
@@ -84,6 +86,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		return watchCmd(args[1:], stdout, stderr)
 	case "release":
 		return releaseCmd(args[1:], stdout, stderr)
+	case "put", "get", "delete", "seal": // fence.go
+		return fenceCmd(args[0], args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
 		return versionCmd(args[1:], stdout, stderr)
 	case guardArg:

@@ -53,7 +53,9 @@ What is guaranteed:
 Not guaranteed: a machine that freezes (a paused VM, SIGSTOP) can outlive its
 lease. The command gets S3LECT_TERM, the leadership's fencing token, in its
 environment: pass it to what it writes, and have that reject writes with a
-lower term than it has seen, for full fencing.
+lower term than it has seen, for full fencing. For objects in the same bucket,
+'s3lect put KEY FILE' in the command does that (S3LECT_STORE names the store;
+docs/fencing.md).
 
 Exit statuses: the command's own; 0 if stopped by a signal before leading;
 1 unexpected failure; 2 bad usage; 3 not leader within -try; 4 leadership lost
@@ -390,7 +392,7 @@ func describe(rec s3lect.Record, now time.Time) string {
 // exit with, and whether the leadership ended under the command (so that
 // the loop campaigns again).
 func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
-	env := append(os.Environ(), fmt.Sprintf("S3LECT_TERM=%d", lead.Term()))
+	env := append(os.Environ(), childEnv(r.o, r.where, lead.Term())...) // S3LECT_TERM, S3LECT_STORE: fence.go
 	g, err := startGroup(r.command, env)
 	if err != nil {
 		r.printf("start %s: %v", r.command[0], err)

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/s3lect/s3lect/fence"
+	"github.com/s3lect/s3lect/store"
+)
+
+// Exit statuses of the fenced subcommands (put, get, delete, seal).
+const (
+	exitFenced = 6 // a newer leader has written or sealed the key: stop
+	exitAbsent = 7 // get: no such key, or deleted
+)
+
+// The environment `s3lect run` gives its command, read by the fenced
+// subcommands: the term, and where the lockfile is (the fenced objects
+// live in the same bucket).
+const (
+	envTerm      = "S3LECT_TERM"
+	envStore     = "S3LECT_STORE"
+	envEndpoint  = "S3LECT_S3_ENDPOINT"
+	envPathStyle = "S3LECT_S3_PATH_STYLE"
+)
+
+// childEnv is what run adds to its command's environment.
+func childEnv(o runOptions, where string, term uint64) []string {
+	env := []string{fmt.Sprintf("%s=%d", envTerm, term), envStore + "=" + where}
+	if o.sf.endpoint != "" {
+		env = append(env, envEndpoint+"="+o.sf.endpoint)
+	}
+	if o.sf.pathStyle {
+		env = append(env, envPathStyle+"=1")
+	}
+	return env
+}
+
+const fenceUsage = `usage: s3lect put    [flags] KEY [FILE|-]   write FILE (or stdin) at KEY, fenced by the term
+       s3lect get    [flags] KEY            print KEY's data; its term goes to stderr
+       s3lect delete [flags] KEY            delete KEY, fenced (leaves a tombstone with the term)
+       s3lect seal   [flags] KEY...         raise each KEY to the term, so no older leader writes it
+
+Reads and writes objects through the fence (docs/fencing.md): once a write of
+term t has landed on KEY, no write of a lower term lands there. Run by the
+command of 's3lect run', they need no flags: the term comes from S3LECT_TERM and
+the store from S3LECT_STORE (the lockfile's URL); KEY is a key in the same
+bucket. Each object is one header line, then the data ('sed 1d' strips it).
+
+Exit statuses: 0 done, 1 unexpected failure, 2 bad usage, 5 the store refused
+for good, 6 fenced (a newer leader wrote or sealed the key: stop), 7 get: no
+such key (or deleted).
+
+Flags:
+`
+
+func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	var (
+		sf   storeFlags
+		term uint64
+	)
+	who := "s3lect " + name
+	fs := flag.NewFlagSet(who, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), fenceUsage)
+		fs.PrintDefaults()
+	}
+	sf.register(fs)
+	fs.Uint64Var(&term, "term", 0, "the writer's term (default: $"+envTerm+", set by 's3lect run')")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	keys := fs.Args()
+	switch {
+	case len(keys) == 0:
+		fmt.Fprintf(stderr, "%s: no key named; usage: %s KEY%s\n", who, who, map[string]string{"put": " [FILE|-]", "seal": "..."}[name])
+		return exitUsage
+	case name == "put" && len(keys) > 2, (name == "get" || name == "delete") && len(keys) > 1:
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", who, keys[len(keys)-1])
+		return exitUsage
+	}
+	if sf.url == "" && sf.bucket == "" && sf.key == "" {
+		sf.url = os.Getenv(envStore)
+		if sf.endpoint == "" {
+			sf.endpoint = os.Getenv(envEndpoint)
+		}
+		sf.pathStyle = sf.pathStyle || os.Getenv(envPathStyle) == "1"
+	}
+	if sf.url == "" && sf.bucket == "" {
+		fmt.Fprintf(stderr, "%s: no store named: run it as the command of 's3lect run' (which sets %s), or give -store with the lockfile's URL\n", who, envStore)
+		return exitUsage
+	}
+	if term == 0 && name != "get" {
+		raw := os.Getenv(envTerm)
+		t, err := strconv.ParseUint(raw, 10, 64)
+		if err != nil || t == 0 {
+			fmt.Fprintf(stderr, "%s: no term: %s=%q is not a positive number; run it as the command of 's3lect run' (which sets it) or give -term\n", who, envTerm, raw)
+			return exitUsage
+		}
+		term = t
+	}
+	var data []byte
+	if name == "put" {
+		var err error
+		data, err = readInput(keys[1:], stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", who, err)
+			return exitUsage
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := sf.open(ctx, stderr)
+	if err != nil {
+		return reportErr(stderr, who, err)
+	}
+	defer st.close()
+	if name == "get" {
+		got, t, err := fence.Read(ctx, st.st, keys[0])
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			fmt.Fprintf(stderr, "%s: %v\n", who, err)
+			return exitAbsent
+		case err != nil:
+			return reportFenceErr(stderr, who, err)
+		}
+		fmt.Fprintf(stderr, "%s: %q: term %d\n", who, keys[0], t)
+		if _, err := stdout.Write(got); err != nil {
+			fmt.Fprintf(stderr, "%s: %v\n", who, err)
+			return exitFailure
+		}
+		return exitOK
+	}
+	w, err := fence.New(st.st, term)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		return exitUsage
+	}
+	switch name {
+	case "put":
+		err = w.Put(ctx, keys[0], data)
+	case "delete":
+		err = w.Delete(ctx, keys[0])
+	default:
+		err = w.Seal(ctx, keys...)
+	}
+	return reportFenceErr(stderr, who, err)
+}
+
+// readInput reads the data of put: the file named, or stdin for "-" or
+// no argument.
+func readInput(args []string, stdin io.Reader) ([]byte, error) {
+	if len(args) == 0 || args[0] == "-" {
+		return io.ReadAll(stdin)
+	}
+	return os.ReadFile(args[0])
+}
+
+func reportFenceErr(stderr io.Writer, who string, err error) int {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, fence.ErrFenced):
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		return exitFenced
+	case errors.Is(err, fence.ErrTooLarge):
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		return exitUsage
+	}
+	return reportErr(stderr, who, err)
+}

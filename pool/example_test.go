@@ -30,7 +30,8 @@ func Example() {
 		Shards: shards,
 		Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) {
 			// Process the shard until ctx ends; pass lead.Term() to
-			// whatever must refuse a stale owner.
+			// whatever must refuse a stale owner, and write the shard's
+			// objects through fence.New(st, lead.Term()) (docs/fencing.md).
 			<-ctx.Done()
 		},
 	})

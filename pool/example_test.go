@@ -30,8 +30,7 @@ func Example() {
 		Shards: shards,
 		Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) {
 			// Process the shard until ctx ends; pass lead.Term() to
-			// whatever must refuse a stale owner, and write the shard's
-			// objects through fence.New(st, lead.Term()) (docs/fencing.md).
+			// whatever must refuse a stale owner.
 			<-ctx.Done()
 		},
 	})

@@ -9,6 +9,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(fenceNodeEnv) != "" {
+		os.Exit(runFenceNode()) // this binary is a node process of TestFencedWritesUnderFaults
+	}
 	if os.Getenv(nodeEnv) != "" {
 		os.Exit(runNode()) // this binary is a node process of TestProcessFaults
 	}

@@ -30,19 +30,23 @@ var (
 	simFirst = flag.Int64("sim.first", 0, "the first seed TestFenceSimulation runs")
 )
 
-// hashStore is a store whose ETag is a hash of the body, as S3's is:
-// writing the same bytes twice gives the same ETag. Odd seeds run on it,
-// even seeds on memstore (a revision per write, as GCS, Azure and NATS).
-// With headerFree it hashes only what follows the fence's header line,
-// as if the term were kept in object metadata, which S3 leaves out of the
+// simStore is the simulation's shared store. Even seeds run on memstore,
+// whose ETag is a hash of the body, as S3's is: writing the same bytes
+// twice gives the same ETag. Odd seeds run on a simStore with revisions:
+// a new tag per write, as GCS generations, Azure ETags and NATS revisions.
+// With headerFree it hashes only what follows the fence's header line, as
+// if the term were kept in object metadata, which S3 leaves out of the
 // ETag: the design the fence must not use (TestMetadataTermIsUnsafe).
-type hashStore struct {
+type simStore struct {
 	mu         sync.Mutex
 	objs       map[string][]byte
+	tags       map[string]string
+	revisions  bool
+	rev        int
 	headerFree bool
 }
 
-func (h *hashStore) etag(body []byte) string {
+func (h *simStore) etag(body []byte) string {
 	if h.headerFree {
 		if _, rest, ok := bytes.Cut(body, []byte("\n")); ok && bytes.HasPrefix(body, []byte(magic)) {
 			body = rest
@@ -52,7 +56,7 @@ func (h *hashStore) etag(body []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (h *hashStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+func (h *simStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, "", err
 	}
@@ -62,21 +66,27 @@ func (h *hashStore) Get(ctx context.Context, key string) ([]byte, string, error)
 	if !ok {
 		return nil, "", store.ErrNotFound
 	}
-	return bytes.Clone(b), h.etag(b), nil
+	return bytes.Clone(b), h.tags[key], nil
 }
 
-func (h *hashStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+func (h *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	cur, ok := h.objs[key]
-	if (etag == "" && ok) || (etag != "" && (!ok || h.etag(cur) != etag)) {
+	_, ok := h.objs[key]
+	if (etag == "" && ok) || (etag != "" && (!ok || h.tags[key] != etag)) {
 		return "", store.ErrPreconditionFailed
 	}
+	tag := h.etag(data)
+	if h.revisions {
+		h.rev++
+		tag = fmt.Sprint(h.rev)
+	}
 	h.objs[key] = bytes.Clone(data)
-	return h.etag(data), nil
+	h.tags[key] = tag
+	return tag, nil
 }
 
 func envInt(name string, def int) int {
@@ -301,7 +311,7 @@ func (w *world) write(ctx context.Context, fw *Writer, op int, key string, value
 	}
 }
 
-// simulate runs one seed. With metadata, every seed runs on a hashStore
+// simulate runs one seed. With metadata, every seed runs on a simStore
 // that leaves the header out of the ETag, and violations are counted, not
 // reported.
 func simulate(t *testing.T, variant string, seed int64, metadata bool) simStats {
@@ -309,7 +319,7 @@ func simulate(t *testing.T, variant string, seed int64, metadata bool) simStats 
 	w := &world{t: t, rng: rng, closed: make(chan struct{})}
 	var base store.Store = memstore.New()
 	if seed%2 == 1 || metadata {
-		base = &hashStore{objs: map[string][]byte{}, headerFree: metadata}
+		base = &simStore{objs: map[string][]byte{}, tags: map[string]string{}, revisions: !metadata, headerFree: metadata}
 	}
 	w.hist = &history{Store: base, t: t, st: &w.st, last: map[string]uint64{}, quiet: metadata}
 	ctx, cancel := context.WithTimeout(t.Context(), simLength)

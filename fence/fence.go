@@ -224,7 +224,7 @@ func (w *Writer) update(ctx context.Context, op, key string, change func(cur ver
 					op, key, cur.write, w.term, lastErr)
 			}
 		}
-		if cur.term > w.term {
+		if cur.term > w.term && !mutNoTermCheck {
 			return &FencedError{Op: op, Key: key, Term: w.term, Found: cur.term}
 		}
 		data, deleted, write, err := change(cur)

@@ -25,9 +25,10 @@ import (
 )
 
 var (
-	simSeeds = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestFenceSimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
-	simSeed  = flag.Int64("sim.seed", -1, "run TestFenceSimulation for this seed only (replay)")
-	simFirst = flag.Int64("sim.first", 0, "the first seed TestFenceSimulation runs")
+	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestFenceSimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
+	simSeed   = flag.Int64("sim.seed", -1, "run TestFenceSimulation for this seed only (replay)")
+	simFirst  = flag.Int64("sim.first", 0, "the first seed TestFenceSimulation runs")
+	simMutate = flag.String("sim.mutate", "", "break one rule of the fence (noterm) to see the simulation catch it (needs -tags s3lect_mutations)")
 )
 
 // simStore is the simulation's shared store. Even seeds run on memstore,
@@ -112,6 +113,7 @@ func envInt(name string, def int) int {
 // In both, a PUT can lose its reply and land long after (up to three
 // leases later), or never. A failing seed replays with -sim.seed=N.
 func TestFenceSimulation(t *testing.T) {
+	defer setMutation(t)()
 	for _, variant := range []string{"elected", "adversary"} {
 		t.Run(variant, func(t *testing.T) {
 			first, n := *simFirst, int64(*simSeeds)
@@ -121,9 +123,16 @@ func TestFenceSimulation(t *testing.T) {
 			var total simStats
 			for seed := first; seed < first+n; seed++ {
 				var st simStats
-				synctest.Test(t, func(t *testing.T) { st = simulate(t, variant, seed, false) })
+				synctest.Test(t, func(t *testing.T) {
+					t.Cleanup(func() {
+						if t.Failed() {
+							t.Logf("seed %d failed (replay: go test -run 'TestFenceSimulation/%s' ./fence -sim.seed=%d)", seed, variant, seed)
+						}
+					})
+					st = simulate(t, variant, seed, false)
+				})
 				if t.Failed() {
-					t.Fatalf("seed %d failed (replay: go test -run 'TestFenceSimulation/%s' -sim.seed=%d ./fence)", seed, variant, seed)
+					t.FailNow()
 				}
 				total.add(st)
 			}

@@ -39,6 +39,7 @@
 package fence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -122,7 +123,7 @@ func Read(ctx context.Context, st store.Store, key string) (data []byte, term ui
 	if err != nil {
 		return nil, 0, fmt.Errorf("fence: get %q: %w", key, err)
 	}
-	if len(v.data) > store.MaxObjectSize && !v.fenced {
+	if len(v.data) > store.MaxObjectSize { // only an object written outside the fence: read refuses larger fenced ones
 		return nil, 0, fmt.Errorf("fence: get %q: %w: more than %d bytes, so not written by the fence; read it with another tool", key, ErrTooLarge, store.MaxObjectSize)
 	}
 	if v.etag == "" {
@@ -270,6 +271,8 @@ func read(ctx context.Context, st store.Store, key string) (version, error) {
 			return version{}, nil
 		case err == nil && etag == "":
 			return version{}, errors.New("the store returned an object without an ETag")
+		case err == nil && len(body) > store.MaxObjectSize && bytes.HasPrefix(body, []byte(magic)):
+			return version{}, fmt.Errorf("the object starts with %q but is larger than any fenced write (%d bytes); refusing to guess its term (remove the object by hand if it is not s3lect's)", magic, store.MaxObjectSize)
 		case err == nil:
 			v, err := decode(body)
 			if err != nil {

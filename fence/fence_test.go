@@ -64,6 +64,7 @@ func TestMalformedHeaderIsNeverTermZero(t *testing.T) {
 		"bad state":     "s3lect-fence/1 term=9 write=0123456789abcdef0123456789abcdef prev=- state=gone\n",
 		"data on grave": "s3lect-fence/1 term=9 write=0123456789abcdef0123456789abcdef prev=- state=deleted\nx",
 		"fields":        "s3lect-fence/1 term=9\n",
+		"too large":     "s3lect-fence/1 term=9 write=0123456789abcdef0123456789abcdef prev=- state=data\n" + strings.Repeat("x", store.MaxObjectSize),
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -17,9 +17,10 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// Run checks that stores made by newStore follow the store.Store contract.
-// Each subtest uses keys of its own, so newStore may return the same
-// backing bucket every time.
+// Run checks that stores made by newStore follow the store.Store contract,
+// and that package fence's guarantee holds on them (fence.go: the cases
+// named Fence*). Each subtest uses keys of its own, so newStore may return
+// the same backing bucket every time.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	cases := []struct {

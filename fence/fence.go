@@ -18,7 +18,8 @@
 //     ErrFenced and is never retried into success.
 //   - A write whose reply was lost is resolved by reading the key back:
 //     every write carries a random write ID, found either as the key's
-//     current version or as the one its successor replaced.
+//     current version or as the one its successor replaced. When the key
+//     cannot tell, the call says the outcome is unknown; it never guesses.
 //   - Seal raises keys to the writer's term without changing their data,
 //     so that a new leader fences keys before its first write to them.
 //   - Get returns the data and the term that wrote it.
@@ -26,7 +27,8 @@
 // Limits: the term must be a fencing token (Leadership.Term, a pool
 // shard's Term, or S3LECT_TERM in a child of `s3lect run`); two writers
 // of one term are one leader's, and their writes to one key are
-// last-writer-wins. An object, header included, must fit in
+// last-writer-wins. A key the new leader has not sealed or written yet still
+// takes the paused leader's write: seal every key first. An object, header included, must fit in
 // store.MaxObjectSize (64 KiB): fence a small manifest that names large
 // immutable objects. A write made outside the fence (another tool, a
 // lifecycle rule, a physical delete) is outside the guarantee: it resets

@@ -1,0 +1,88 @@
+package fence_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/s3lect/s3lect/fence"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// Tests from the adversarial review of issue 27. Each fails on the code
+// it was written against; the comment says why that is a bug.
+
+// truncating reads as s3store, gcsstore, azblobstore and natskv do: at
+// most store.MaxObjectSize+1 bytes of an object (store.go allows it).
+type truncating struct{ store.Store }
+
+func (s truncating) Get(ctx context.Context, key string) ([]byte, string, error) {
+	data, etag, err := s.Store.Get(ctx, key)
+	if len(data) > store.MaxObjectSize+1 {
+		data = data[:store.MaxObjectSize+1]
+	}
+	return data, etag, err
+}
+
+// TestReviewReadRefusesTruncatedFencedObject: an object larger than
+// store.MaxObjectSize that carries a valid fence header (written by another
+// tool: a copy, a concatenation, a newer s3lect with a larger limit) is cut
+// by every real backend at MaxObjectSize+1 bytes. The fence never writes
+// such an object, so it cannot be whole, yet Read returns the first 64 KiB
+// as the key's data with a nil error: silent data loss for the reader
+// (a foreign object of that size is refused with ErrTooLarge; a fenced-
+// looking one skips the check because it is made on the data after the
+// header). Fix: in read or decode, refuse any body longer than
+// MaxObjectSize, header or not.
+func TestReviewReadRefusesTruncatedFencedObject(t *testing.T) {
+	mem := memstore.New()
+	st := truncating{mem}
+	w, _ := fence.New(mem, 3)
+	if err := w.Put(t.Context(), "k", []byte("small")); err != nil {
+		t.Fatal(err)
+	}
+	raw, _, _ := mem.Get(t.Context(), "k")
+	header, _, _ := bytes.Cut(raw, []byte("\n"))
+	big := append(append(header, '\n'), bytes.Repeat([]byte("x"), 70<<10)...)
+	mem.Set("k", big) // another tool appends to the object
+	data, term, err := fence.Read(t.Context(), st, "k")
+	if err == nil {
+		t.Fatalf("Read(a %d-byte object with a fence header) = %d bytes of data, term %d, nil error; want an error (the object was cut at %d bytes)",
+			len(big), len(data), term, store.MaxObjectSize+1)
+	}
+}
+
+// TestReviewSealLostReplyKeyAtOwnTerm: a Seal whose write landed with its
+// reply lost, after which two writes of the same term (the same leader's
+// other worker, or `s3lect put` run beside `s3lect seal` in one job) land
+// before the read back. The key holds the sealer's term, which is all a
+// Seal promises ("raises each key to the writer's term"), yet Seal returns
+// "outcome unknown": a new leader following the docs (seal, then work)
+// gives up although its key is sealed. Put cannot tell whether its data
+// landed there; Seal does not need to. Fix: in update's resolution, for
+// seal, a key found at the writer's term (or after a fresh read, any
+// version of the writer's term) is success.
+func TestReviewSealLostReplyKeyAtOwnTerm(t *testing.T) {
+	st := memstore.New()
+	old, _ := fence.New(st, 3)
+	if err := old.Put(t.Context(), "k", []byte("v3")); err != nil {
+		t.Fatal(err)
+	}
+	h := &hookStore{Store: st}
+	h.after = func() error {
+		other, _ := fence.New(st, 4)
+		for _, v := range []string{"other 1", "other 2"} {
+			if err := other.Put(context.Background(), "k", []byte(v)); err != nil {
+				t.Errorf("other Put() error = %v", err)
+			}
+		}
+		return errors.New("connection reset")
+	}
+	w, _ := fence.New(h, 4)
+	if err := w.Seal(t.Context(), "k"); err != nil {
+		_, term, _ := fence.Read(t.Context(), st, "k")
+		t.Fatalf("Seal(term 4) error = %v; want nil: the key holds term %d, the sealer's", err, term)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/s3lect/s3lect/fence"
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store/natskv"
+	"github.com/s3lect/s3lect/store/s3store"
 )
 
 // Tests from the adversarial review of issue 27. Each fails on the code
@@ -107,5 +108,64 @@ func TestReviewRunChildFencedOnNATSWithCredentials(t *testing.T) {
 	data, term, err := fence.Read(ctx, natskv.New(kv), "jobs/checkpoint")
 	if err != nil || string(data) != "step 1" || term == 0 {
 		t.Fatalf("fence.Read = %q, term %d, %v; want %q of the leadership's term", data, term, err, "step 1")
+	}
+}
+
+// TestReviewFenceCommandRefusesElectionObjects: the fenced subcommands
+// write any key of the lockfile's bucket, the lockfile itself and its
+// term object (<lockfile>.term) included, and they know both keys (from
+// S3LECT_STORE or -store). `s3lect seal $KEY` with KEY the lockfile (a
+// slip of a shell job that seals "its" objects by a variable) rewrites the
+// live lease record with a fence header: the leader's next renewal fails
+// its If-Match, the leadership ends under the command, and every elector
+// then reads a lockfile that is not a record. A put of the term object
+// hides the term from the next takeover (read as 0). Fix: refuse, with a
+// usage error naming the lockfile, a KEY equal to the lockfile's key or
+// its term object's (fence.New could refuse them too when the store is
+// known to hold an election; docs/fencing.md should say not to fence
+// them).
+func TestReviewFenceCommandRefusesElectionObjects(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	dir := t.TempDir()
+	key := "cli/review-lock.json"
+	t.Setenv("S3LECT", bin)
+	t.Setenv("OUT", filepath.Join(dir, "out"))
+	script := `"$S3LECT" seal ` + key + `; echo "seal exit $?" > "$OUT"; sleep 1`
+	p := start(t, runArgs(endpoint, bucket, key, "a", []string{"-once"}, []string{"sh", "-c", script})...)
+	code := p.status(t)
+	got, _ := os.ReadFile(filepath.Join(dir, "out"))
+	if strings.TrimSpace(string(got)) != fmt.Sprintf("seal exit %d", exitUsage) || code != 0 {
+		t.Fatalf("s3lect seal <the lockfile's own key> as run's command: %q, run exit %d; want the seal refused (exit %d) and the leadership kept (run exit 0)\n%s",
+			strings.TrimSpace(string(got)), code, exitUsage, p.stderr.String())
+	}
+	for _, k := range []string{key, key + ".term"} {
+		out, err := runBin("put", "-store", "s3://"+bucket+"/"+key, "-endpoint", endpoint, "-path-style", "-term", "7", k, "/dev/null")
+		ee, _ := err.(interface{ ExitCode() int })
+		if ee == nil || ee.ExitCode() != exitUsage {
+			t.Errorf("s3lect put %s (an election object of -store): %v\n%s\nwant a usage error naming the lockfile", k, err, out)
+		}
+	}
+}
+
+// TestReviewTermFlagIsDecimal: S3LECT_TERM is parsed as a decimal number,
+// but -term is a flag.Uint64, which takes Go literals: "-term 010" is
+// term 8, "-term 0x10" term 16. A term pasted zero-padded (a log column, a
+// file name) writes with a lower term than meant: refused as fenced where
+// it should land, or worse, fencing a key at a term no leader has. Fix:
+// parse -term as S3LECT_TERM is (strconv.ParseUint(s, 10, 64)), with a
+// usage error for anything else.
+func TestReviewTermFlagIsDecimal(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	obj := "cli/review-term-flag"
+	out, err := runBin("put", "-store", "s3://"+bucket+"/cli/review-term-lock.json", "-endpoint", endpoint, "-path-style", "-term", "010", obj, "/dev/null")
+	if ee, ok := err.(interface{ ExitCode() int }); ok && ee.ExitCode() == exitUsage {
+		return // refused: fine
+	}
+	if err != nil {
+		t.Fatalf("s3lect put -term 010: %v\n%s", err, out)
+	}
+	st := s3store.New(s3test.NewClient(t, nil, "", ""), bucket)
+	if _, term, _ := fence.Read(context.Background(), st, obj); term != 10 {
+		t.Fatalf("s3lect put -term 010 wrote term %d; want 10 (decimal, as S3LECT_TERM) or a usage error", term)
 	}
 }

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/fence"
+	"github.com/s3lect/s3lect/internal/s3test"
+	"github.com/s3lect/s3lect/store/s3store"
+)
+
+// lockedBuffer is the program's output, written by the process while the
+// test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestReviewFencedLeaderKeepsRunning (adversarial review of issue 27): the
+// example's main loop campaigns again as soon as job returns. job returns
+// when its Put is fenced, or when a Put's outcome is unknown after the
+// fixed retries (a store restart of two seconds does it), and in both
+// cases the elector's Leadership is usually still live: Campaign then
+// returns ErrCampaigning ("Campaign may be called again as soon as the
+// previous Leadership's Done channel is closed"), main logs it and
+// returns, and the process exits for good. Run on several machines as the
+// example says, each fenced zombie and each leader that saw a blip of the
+// store leaves the group; the log says "leadership ended: <nil>" first. A
+// user copying the example gets the same. Fix: after job returns, resign
+// (lead.Resign) or wait for <-lead.Done() before campaigning again, and
+// log the job's error as such.
+func TestReviewFencedLeaderKeepsRunning(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	bin := filepath.Join(t.TempDir(), "checkpoint")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	var out lockedBuffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "BUCKET="+bucket, "AWS_ENDPOINT_URL_S3="+endpoint, "S3_PATH_STYLE=1")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() { cmd.Process.Kill(); <-exited }()
+
+	deadline := time.Now().Add(60 * time.Second) // a liveness bound, not a speed limit
+	for !strings.Contains(out.String(), "resuming at") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the example did not lead within 60 s\n%s", out.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A newer leader seals the checkpoint (as a successor does first).
+	st := s3store.New(s3test.NewClient(t, nil, "", ""), bucket)
+	w, _ := fence.New(st, 1<<40)
+	if err := w.Seal(context.Background(), checkpoint); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		t.Fatalf("the fenced leader's process exited; want it to stay and campaign again once its leadership is over\n%s", out.String())
+	case <-time.After(5 * time.Second):
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/s3lect/s3lect/fence"
 	"github.com/s3lect/s3lect/store"
@@ -65,24 +67,77 @@ func TestReviewReadRefusesTruncatedFencedObject(t *testing.T) {
 // seal, a key found at the writer's term (or after a fresh read, any
 // version of the writer's term) is success.
 func TestReviewSealLostReplyKeyAtOwnTerm(t *testing.T) {
-	st := memstore.New()
-	old, _ := fence.New(st, 3)
-	if err := old.Put(t.Context(), "k", []byte("v3")); err != nil {
-		t.Fatal(err)
-	}
-	h := &hookStore{Store: st}
-	h.after = func() error {
-		other, _ := fence.New(st, 4)
-		for _, v := range []string{"other 1", "other 2"} {
-			if err := other.Put(context.Background(), "k", []byte(v)); err != nil {
-				t.Errorf("other Put() error = %v", err)
-			}
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		old, _ := fence.New(st, 3)
+		if err := old.Put(t.Context(), "k", []byte("v3")); err != nil {
+			t.Fatal(err)
 		}
-		return errors.New("connection reset")
+		h := &hookStore{Store: st}
+		h.after = func() error {
+			other, _ := fence.New(st, 4)
+			for _, v := range []string{"other 1", "other 2"} {
+				if err := other.Put(context.Background(), "k", []byte(v)); err != nil {
+					t.Errorf("other Put() error = %v", err)
+				}
+			}
+			return errors.New("connection reset")
+		}
+		w, _ := fence.New(h, 4)
+		if err := w.Seal(t.Context(), "k"); err != nil {
+			_, term, _ := fence.Read(t.Context(), st, "k")
+			t.Fatalf("Seal(term 4) error = %v; want nil: the key holds term %d, the sealer's", err, term)
+		}
+	})
+}
+
+// failGets fails the next n reads once its first write has reached the
+// store, whose reply it loses.
+type failGets struct {
+	store.Store
+	n     int
+	wrote bool
+}
+
+func (f *failGets) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if f.wrote && f.n > 0 {
+		f.n--
+		return nil, "", errors.New("read timeout")
 	}
-	w, _ := fence.New(h, 4)
-	if err := w.Seal(t.Context(), "k"); err != nil {
-		_, term, _ := fence.Read(t.Context(), st, "k")
-		t.Fatalf("Seal(term 4) error = %v; want nil: the key holds term %d, the sealer's", err, term)
+	return f.Store.Get(ctx, key)
+}
+
+func (f *failGets) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if f.wrote {
+		return f.Store.PutIfMatch(ctx, key, data, etag)
 	}
+	f.wrote = true
+	if _, err := f.Store.PutIfMatch(ctx, key, data, etag); err != nil {
+		return "", err
+	}
+	return "", errors.New("connection reset")
+}
+
+// TestReviewUnresolvedReplySaysOutcomeUnknown: a Put whose write landed
+// with its reply lost, and whose read back then fails through the fixed
+// retries, returns the read's error alone ("fence: put "k": read
+// timeout"), which reads as "the put failed" although its data is in the
+// store. Every other unresolved path says "outcome unknown" (and there is
+// no sentinel a caller or the command's exit status could use to tell
+// "not written" from "may be written"). Fix: when unsure != nil, wrap the
+// read's error as the other unknown outcomes are (and export a sentinel,
+// e.g. ErrOutcomeUnknown, with its own exit status in the command).
+func TestReviewUnresolvedReplySaysOutcomeUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		w, _ := fence.New(&failGets{Store: st, n: 10}, 2)
+		err := w.Put(t.Context(), "k", []byte("landed"))
+		data, _, _ := fence.Read(t.Context(), st, "k")
+		if string(data) != "landed" {
+			t.Fatalf("setup: the key holds %q; want the write landed", data)
+		}
+		if err == nil || !strings.Contains(err.Error(), "outcome unknown") {
+			t.Fatalf("Put() whose write landed and whose read back failed: error = %v; want one saying the outcome is unknown", err)
+		}
+	})
 }

@@ -19,7 +19,8 @@
 //   - A write whose reply was lost is resolved by reading the key back:
 //     every write carries a random write ID, found either as the key's
 //     current version or as the one its successor replaced. When the key
-//     cannot tell, the call says the outcome is unknown; it never guesses.
+//     cannot tell, the call's error wraps ErrOutcomeUnknown; it never
+//     guesses.
 //   - Seal raises keys to the writer's term without changing their data,
 //     so that a new leader fences keys before its first write to them.
 //   - Get returns the data and the term that wrote it.
@@ -62,6 +63,13 @@ var (
 	// ErrTooLarge is wrapped by the error of a Put whose data, with the
 	// header, would not fit in store.MaxObjectSize.
 	ErrTooLarge = errors.New("fence: object too large")
+
+	// ErrOutcomeUnknown is wrapped by the error of a write that may or may
+	// not have landed: its reply was lost (or its context ended) and the
+	// key, read back, cannot tell. If it lands, it lands with the writer's
+	// term; the guarantee holds either way, but the caller does not know
+	// whether its data is there.
+	ErrOutcomeUnknown = errors.New("fence: outcome unknown")
 )
 
 // FencedError is the error of a write refused by the fence. It wraps
@@ -204,13 +212,19 @@ func (w *Writer) update(ctx context.Context, op, key string, change func(cur ver
 	)
 	for {
 		cur, err := read(ctx, w.st, key)
+		if err != nil && unsure != nil {
+			return fmt.Errorf("%w: %s %q: reading the key back after %v: %w", ErrOutcomeUnknown, op, key, lastErr, err)
+		}
 		if err != nil {
 			return fmt.Errorf("fence: %s %q: %w", op, key, err)
 		}
 		if unsure != nil {
+			_, _, again, _ := change(cur)
 			switch {
 			case cur.write == id || cur.prev == id:
 				return nil // the attempt landed (and may have been replaced since)
+			case !again && cur.term == w.term:
+				return nil // the key is where the call wanted it (a seal, at our term)
 			case cur.etag == unsure.etag:
 				// Nothing landed on the base: the attempt is retried below
 				// with the same body, so that at most one of them lands.
@@ -223,8 +237,8 @@ func (w *Writer) update(ctx context.Context, op, key string, change func(cur ver
 				// higher), so the attempt never lands.
 				unsure = nil
 			default:
-				return fmt.Errorf("fence: %s %q: outcome unknown: the key moved on to write %s of the same term %d, which may have replaced this one: %w",
-					op, key, cur.write, w.term, lastErr)
+				return fmt.Errorf("%w: %s %q: the key moved on to write %s of the same term %d, which may have replaced this one (after %v)",
+					ErrOutcomeUnknown, op, key, cur.write, w.term, lastErr)
 			}
 		}
 		if cur.term > w.term && !mutNoTermCheck {
@@ -256,7 +270,7 @@ func (w *Writer) update(ctx context.Context, op, key string, change func(cur ver
 			}
 			lastErr = err
 			if err := wait(ctx, sched, err); err != nil {
-				return fmt.Errorf("fence: %s %q: outcome unknown (the write may land later, with term %d): %w", op, key, w.term, err)
+				return fmt.Errorf("%w: %s %q (the write may land later, with term %d): %w", ErrOutcomeUnknown, op, key, w.term, err)
 			}
 		}
 	}

@@ -166,7 +166,7 @@ func TestLostReplyNotGuessed(t *testing.T) {
 	}
 	w, _ := fence.New(h, 4)
 	err := w.Put(t.Context(), "k", []byte("mine"))
-	if err == nil || !strings.Contains(err.Error(), "outcome unknown") || !strings.Contains(err.Error(), "connection reset") {
+	if !errors.Is(err, fence.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "connection reset") {
 		t.Fatalf("Put() error = %v; want outcome unknown, with the cause", err)
 	}
 	if data, _, _ := fence.Read(t.Context(), st, "k"); string(data) != "other 2" {

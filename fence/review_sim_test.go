@@ -168,7 +168,7 @@ func reviewWorld(t *testing.T, seed uint64, stale bool) (st reviewStats) {
 	var mu sync.Mutex
 	var base store.Store = memstore.New()
 	if seed%2 == 1 {
-		base = &hashStore{objs: map[string][]byte{}}
+		base = &simStore{objs: map[string][]byte{}, tags: map[string]string{}, revisions: true}
 	}
 	l := &ledger{Store: base, t: t, landed: map[string][]landing{}, versions: map[string][][2]string{}, ids: map[string]bool{}, allowDups: stale}
 	var late, writers sync.WaitGroup

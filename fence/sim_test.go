@@ -142,7 +142,7 @@ func TestFenceSimulation(t *testing.T) {
 }
 
 type simStats struct {
-	attempted, landedOK, fenced, unknown, landed, late, lateLanded, violations, terms int
+	attempted, landedOK, fenced, unknown, failed, landed, late, lateLanded, violations, terms int
 }
 
 func (s *simStats) add(o simStats) {
@@ -150,6 +150,7 @@ func (s *simStats) add(o simStats) {
 	s.landedOK += o.landedOK
 	s.fenced += o.fenced
 	s.unknown += o.unknown
+	s.failed += o.failed
 	s.landed += o.landed
 	s.late += o.late
 	s.lateLanded += o.lateLanded
@@ -158,8 +159,8 @@ func (s *simStats) add(o simStats) {
 }
 
 func (s simStats) String() string {
-	return fmt.Sprintf("%d writes attempted, %d acknowledged, %d refused as fenced, %d outcome unknown; %d landed in the store (%d of %d late PUTs); %d leaderships or terms; %d violations",
-		s.attempted, s.landedOK, s.fenced, s.unknown, s.landed, s.lateLanded, s.late, s.terms, s.violations)
+	return fmt.Sprintf("%d writes attempted, %d acknowledged, %d refused as fenced, %d outcome unknown, %d failed before sending; %d landed in the store (%d of %d late PUTs); %d leaderships or terms; %d violations",
+		s.attempted, s.landedOK, s.fenced, s.unknown, s.failed, s.landed, s.lateLanded, s.late, s.terms, s.violations)
 }
 
 // history is the store every node shares, under each node's faults: it
@@ -315,8 +316,10 @@ func (w *world) write(ctx context.Context, fw *Writer, op int, key string, value
 		w.st.landedOK++
 	case errors.Is(err, ErrFenced):
 		w.st.fenced++
-	default:
+	case errors.Is(err, ErrOutcomeUnknown):
 		w.st.unknown++
+	default:
+		w.st.failed++ // failed before any write was sent
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 
 // Exit statuses of the fenced subcommands (put, get, delete, seal).
 const (
-	exitFenced = 6 // a newer leader has written or sealed the key: stop
-	exitAbsent = 7 // get: no such key, or deleted
+	exitFenced  = 6 // a newer leader has written or sealed the key: stop
+	exitAbsent  = 7 // get: no such key, or deleted
+	exitUnknown = 8 // the write may or may not have landed (its reply was lost)
 )
 
 // The environment `s3lect run` gives its command, read by the fenced
@@ -31,9 +32,16 @@ const (
 	envPathStyle = "S3LECT_S3_PATH_STYLE"
 )
 
-// childEnv is what run adds to its command's environment.
-func childEnv(o runOptions, where string, term uint64) []string {
-	env := []string{fmt.Sprintf("%s=%d", envTerm, term), envStore + "=" + where}
+// childEnv is what run adds to its command's environment. S3LECT_STORE is
+// the store as run was given it, credentials of a nats:// URL included:
+// the command must reach the store run elects on, and its environment is
+// no more exposed than run's own command line.
+func childEnv(o runOptions, term uint64) []string {
+	url := o.sf.url
+	if url == "" {
+		url = "s3://" + o.sf.bucket + "/" + o.sf.key
+	}
+	env := []string{fmt.Sprintf("%s=%d", envTerm, term), envStore + "=" + url}
 	if o.sf.endpoint != "" {
 		env = append(env, envEndpoint+"="+o.sf.endpoint)
 	}
@@ -43,7 +51,7 @@ func childEnv(o runOptions, where string, term uint64) []string {
 	return env
 }
 
-const fenceUsage = `usage: s3lect put    [flags] KEY [FILE|-]   write FILE (or stdin) at KEY, fenced by the term
+const fenceUsage = `usage: s3lect put    [flags] KEY [FILE|-]   write FILE (stdin if none or -) at KEY, fenced by the term
        s3lect get    [flags] KEY            print KEY's data; its term goes to stderr
        s3lect delete [flags] KEY            delete KEY, fenced (leaves a tombstone with the term)
        s3lect seal   [flags] KEY...         raise each KEY to the term, so no older leader writes it
@@ -52,19 +60,23 @@ Reads and writes objects through the fence (docs/fencing.md): once a write of
 term t has landed on KEY, no write of a lower term lands there. Run by the
 command of 's3lect run', they need no flags: the term comes from S3LECT_TERM and
 the store from S3LECT_STORE (the lockfile's URL); KEY is a key in the same
-bucket. Each object is one header line, then the data ('sed 1d' strips it).
+bucket, other than the lockfile and its term object (<lockfile>.term), which
+are refused. Each object is one header line, then the data ('sed 1d' strips
+it).
 
-Exit statuses: 0 done, 1 unexpected failure, 2 bad usage, 5 the store refused
-for good, 6 fenced (a newer leader wrote or sealed the key: stop), 7 get: no
-such key (or deleted).
+Exit statuses: 0 done, 1 unexpected failure (nothing written), 2 bad usage,
+5 the store refused for good, 6 fenced (a newer leader wrote or sealed the key:
+stop), 7 get: no such key (or deleted), 8 the outcome is unknown (the write's
+reply was lost: it may have landed, with the term).
 
 Flags:
 `
 
 func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var (
-		sf   storeFlags
-		term uint64
+		sf      storeFlags
+		termArg string
+		term    uint64
 	)
 	who := "s3lect " + name
 	fs := flag.NewFlagSet(who, flag.ContinueOnError)
@@ -74,7 +86,7 @@ func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Wri
 		fs.PrintDefaults()
 	}
 	sf.register(fs)
-	fs.Uint64Var(&term, "term", 0, "the writer's term (default: $"+envTerm+", set by 's3lect run')")
+	fs.StringVar(&termArg, "term", "", "the writer's term, a decimal number (default: $"+envTerm+", set by 's3lect run')")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -101,11 +113,14 @@ func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "%s: no store named: run it as the command of 's3lect run' (which sets %s), or give -store with the lockfile's URL\n", who, envStore)
 		return exitUsage
 	}
-	if term == 0 && name != "get" {
-		raw := os.Getenv(envTerm)
+	if name != "get" {
+		raw, from := termArg, "-term"
+		if raw == "" {
+			raw, from = os.Getenv(envTerm), envTerm
+		}
 		t, err := strconv.ParseUint(raw, 10, 64)
 		if err != nil || t == 0 {
-			fmt.Fprintf(stderr, "%s: no term: %s=%q is not a positive number; run it as the command of 's3lect run' (which sets it) or give -term\n", who, envTerm, raw)
+			fmt.Fprintf(stderr, "%s: no term: %s %q is not a positive decimal number; run it as the command of 's3lect run' (which sets %s) or give -term\n", who, from, raw, envTerm)
 			return exitUsage
 		}
 		term = t
@@ -126,6 +141,16 @@ func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Wri
 		return reportErr(stderr, who, err)
 	}
 	defer st.close()
+	named := keys
+	if name == "put" {
+		named = keys[:1] // the second argument is the file
+	}
+	for _, k := range named {
+		if k == st.key || k == st.key+".term" {
+			fmt.Fprintf(stderr, "%s: %q is an object of the election on %s (the lockfile or its term object); fence objects of your own, never those\n", who, k, st.where)
+			return exitUsage
+		}
+	}
 	if name == "get" {
 		got, t, err := fence.Read(ctx, st.st, keys[0])
 		switch {
@@ -174,6 +199,9 @@ func reportFenceErr(stderr io.Writer, who string, err error) int {
 	case errors.Is(err, fence.ErrFenced):
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
 		return exitFenced
+	case errors.Is(err, fence.ErrOutcomeUnknown):
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		return exitUnknown
 	case errors.Is(err, fence.ErrTooLarge):
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
 		return exitUsage

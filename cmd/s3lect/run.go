@@ -392,7 +392,7 @@ func describe(rec s3lect.Record, now time.Time) string {
 // exit with, and whether the leadership ended under the command (so that
 // the loop campaigns again).
 func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
-	env := append(os.Environ(), childEnv(r.o, r.where, lead.Term())...) // S3LECT_TERM, S3LECT_STORE: fence.go
+	env := append(os.Environ(), childEnv(r.o, lead.Term())...) // S3LECT_TERM, S3LECT_STORE: fence.go
 	g, err := startGroup(r.command, env)
 	if err != nil {
 		r.printf("start %s: %v", r.command[0], err)

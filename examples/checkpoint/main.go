@@ -50,10 +50,28 @@ func main() {
 			log.Print(err)
 			return
 		}
-		if err := job(lead.Context(), st, lead.Term(), time.Second, log.Printf); err != nil {
-			log.Print(err)
+		err = job(lead.Context(), st, lead.Term(), time.Second, log.Printf)
+		if err != nil {
+			log.Printf("job: %v", err)
+		}
+		// The job may stop while this instance still leads (fenced, or a
+		// write whose outcome is unknown): hand the leadership back, so
+		// that Campaign can be called again.
+		if rerr := lead.Resign(ctx); rerr != nil {
+			log.Printf("resign: %v", rerr)
 		}
 		log.Printf("leadership ended: %v", context.Cause(lead.Context()))
+		if errors.Is(err, fence.ErrFenced) {
+			// A newer leader owns the checkpoint. Were this instance to
+			// lead again at once, with a term still below the key's (the
+			// election's objects deleted and its terms restarted), it
+			// would be fenced in a loop: wait a lease first.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s3lect.DefaultLeaderTimeout):
+			}
+		}
 	}
 }
 

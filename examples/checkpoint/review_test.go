@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/s3lect/s3lect/fence"
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store/s3store"
@@ -54,6 +57,14 @@ func TestReviewFencedLeaderKeepsRunning(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	// The test seals the checkpoint above every term: start from none, so
+	// that the test can run again on the same bucket.
+	client := s3test.NewClient(t, nil, "", "")
+	for _, k := range []string{checkpoint, lockfile, lockfile + ".term"} {
+		if _, err := client.DeleteObject(t.Context(), &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(k)}); err != nil {
+			t.Fatalf("delete %s: %v", k, err)
+		}
+	}
 	var out lockedBuffer
 	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), "BUCKET="+bucket, "AWS_ENDPOINT_URL_S3="+endpoint, "S3_PATH_STYLE=1")
@@ -73,7 +84,7 @@ func TestReviewFencedLeaderKeepsRunning(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// A newer leader seals the checkpoint (as a successor does first).
-	st := s3store.New(s3test.NewClient(t, nil, "", ""), bucket)
+	st := s3store.New(client, bucket)
 	w, _ := fence.New(st, 1<<40)
 	if err := w.Seal(context.Background(), checkpoint); err != nil {
 		t.Fatal(err)

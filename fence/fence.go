@@ -259,10 +259,10 @@ func (w *Writer) update(ctx context.Context, op, key string, change func(cur ver
 			// Another write landed first (or an earlier attempt of ours
 			// did): re-read and decide again.
 			if conflict++; conflict > maxConflicts {
-				return fmt.Errorf("fence: %s %q: %d other writes of term %d or lower landed first; giving up: %w", op, key, maxConflicts, w.term, err)
+				return w.failed(unsure != nil, op, key, fmt.Errorf("%d other writes of term %d or lower landed first; giving up: %w", maxConflicts, w.term, err))
 			}
 		case store.IsPermanent(err):
-			return fmt.Errorf("fence: %s %q: %w", op, key, err)
+			return w.failed(unsure != nil, op, key, err)
 		default:
 			if unsure == nil || unsure.etag != cur.etag {
 				base := cur
@@ -274,6 +274,15 @@ func (w *Writer) update(ctx context.Context, op, key string, change func(cur ver
 			}
 		}
 	}
+}
+
+// failed is the error of a call that ends on err: nothing was written,
+// unless an earlier attempt's outcome is still unknown.
+func (w *Writer) failed(unsure bool, op, key string, err error) error {
+	if unsure {
+		return fmt.Errorf("%w: %s %q (an earlier attempt may land, with term %d): %w", ErrOutcomeUnknown, op, key, w.term, err)
+	}
+	return fmt.Errorf("fence: %s %q: %w", op, key, err)
 }
 
 // read returns the key's current version, retrying failures on the fixed

@@ -99,3 +99,17 @@ func TestFenceCommandUsage(t *testing.T) {
 		})
 	}
 }
+
+// TestNATSWrongCredentialsArePermanent: a NATS server that refuses the
+// URL's credentials is a permanent error naming the fix (exit 5), not a
+// failure retried for ever.
+func TestNATSWrongCredentialsArePermanent(t *testing.T) {
+	addr := startNATSWithAuth(t, "u", "secret")
+	for _, url := range []string{"nats://" + addr + "/FENCED/leader.json", "nats://u:wrong@" + addr + "/FENCED/leader.json"} {
+		out, err := runBin("get", "-store", url, "jobs/checkpoint")
+		ee, _ := err.(interface{ ExitCode() int })
+		if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, "refused the credentials") {
+			t.Errorf("s3lect get -store %s: %v\n%s\nwant exit %d naming the credentials", url, err, out, exitRefused)
+		}
+	}
+}

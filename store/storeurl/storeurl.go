@@ -210,6 +210,9 @@ func openNATS(ctx context.Context, u *url.URL, bucket, key string, retrying func
 		if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 			return nil, store.Permanent(fmt.Errorf("%s: host %q not found; fix the URL", where, dnsErr.Name))
 		}
+		if errors.Is(err, nats.ErrAuthorization) {
+			return nil, store.Permanent(fmt.Errorf("%s: the server refused the credentials; give its user and password in the URL (nats://user:password@host:port/bucket/key): %w", where, err))
+		}
 		err = fmt.Errorf("%s: %w", where, err)
 		if retrying == nil {
 			return nil, err

@@ -277,6 +277,7 @@ func partition(t *testing.T, p *toxiproxy.Proxy) (heal func()) {
 // The test, outside the processes, also measures the time two processes
 // believed they led, and the leaderless time after each healed fault.
 func TestFencedWritesUnderFaults(t *testing.T) {
+	t.Parallel() // a MinIO, bucket and processes of its own, as the other fault tests
 	m := startMinIO(t)
 	direct := m.client(t, m.addr)
 	if _, err := direct.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(fenceBucket)}); err != nil {

@@ -54,6 +54,9 @@ func main() {
 		if err != nil {
 			log.Printf("job: %v", err)
 		}
+		if ctx.Err() != nil {
+			return // interrupted: Close, deferred, releases the lockfile
+		}
 		// The job may stop while this instance still leads (fenced, or a
 		// write whose outcome is unknown): hand the leadership back, so
 		// that Campaign can be called again.
@@ -88,7 +91,7 @@ func job(ctx context.Context, st store.Store, term uint64, every time.Duration, 
 		return err // ErrFenced: a newer leader already owns it
 	}
 	n := uint64(0)
-	data, from, err := w.Get(ctx, checkpoint)
+	data, _, err := w.Get(ctx, checkpoint) // after the seal: no older leader can change it now
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
@@ -98,7 +101,7 @@ func job(ctx context.Context, st store.Store, term uint64, every time.Duration, 
 			return fmt.Errorf("checkpoint %q: %w", checkpoint, err)
 		}
 	}
-	logf("term %d: resuming at %d (checkpoint of term %d)", term, n, from)
+	logf("term %d: checkpoint sealed; resuming at %d", term, n)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

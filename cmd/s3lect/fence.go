@@ -17,9 +17,9 @@ import (
 
 // Exit statuses of the fenced subcommands (put, get, delete, seal).
 const (
-	exitFenced  = 6 // a newer leader has written or sealed the key: stop
-	exitAbsent  = 7 // get: no such key, or deleted
-	exitUnknown = 8 // the write may or may not have landed (its reply was lost)
+	exitFenced  = 7 // a newer leader has written or sealed the key: stop
+	exitAbsent  = 8 // get: no such key, or deleted
+	exitUnknown = 9 // the write may or may not have landed (its reply was lost)
 )
 
 // The environment `s3lect run` gives its command, read by the fenced

@@ -17,7 +17,7 @@ import (
 // TestRunChildWritesFenced runs `s3lect put` and `s3lect get` as the
 // command of `s3lect run`: they find the term and the store in the
 // environment run gives them. A later command finds the key sealed by a
-// higher term: its put exits 6 (fenced), and run exits with it.
+// higher term: its put exits 7 (fenced), and run exits with it.
 func TestRunChildWritesFenced(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	dir := t.TempDir()

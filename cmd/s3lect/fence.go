@@ -65,8 +65,8 @@ are refused. Each object is one header line, then the data ('sed 1d' strips
 it).
 
 Exit statuses: 0 done, 1 unexpected failure (nothing written), 2 bad usage,
-5 the store refused for good, 6 fenced (a newer leader wrote or sealed the key:
-stop), 7 get: no such key (or deleted), 8 the outcome is unknown (the write's
+5 the store refused for good, 7 fenced (a newer leader wrote or sealed the key:
+stop), 8 get: no such key (or deleted), 9 the outcome is unknown (the write's
 reply was lost: it may have landed, with the term).
 
 Flags:

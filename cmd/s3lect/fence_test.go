@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +111,21 @@ func TestNATSWrongCredentialsArePermanent(t *testing.T) {
 		ee, _ := err.(interface{ ExitCode() int })
 		if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, "refused the credentials") {
 			t.Errorf("s3lect get -store %s: %v\n%s\nwant exit %d naming the credentials", url, err, out, exitRefused)
+		}
+	}
+}
+
+// TestFenceUsageNamesTheExitStatuses checks that the help a script is
+// written from gives the statuses the subcommands exit with.
+func TestFenceUsageNamesTheExitStatuses(t *testing.T) {
+	for _, want := range []string{
+		fmt.Sprintf("%d fenced", exitFenced),
+		fmt.Sprintf("%d get: no such key", exitAbsent),
+		fmt.Sprintf("%d the outcome is unknown", exitUnknown),
+		fmt.Sprintf("%d the store refused for good", exitRefused),
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(fenceUsage), " "), want) {
+			t.Errorf("put -h does not say %q:\n%s", want, fenceUsage)
 		}
 	}
 }

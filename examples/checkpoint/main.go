@@ -47,15 +47,24 @@ func main() {
 	for {
 		lead, err := e.Campaign(ctx)
 		if err != nil {
-			log.Print(err)
-			return
+			if ctx.Err() != nil {
+				return // interrupted while waiting to lead
+			}
+			e.Close()
+			log.Fatal(err) // a store that refused for good: the message says what to fix
 		}
 		err = job(lead.Context(), st, lead.Term(), time.Second, log.Printf)
-		if err != nil {
-			log.Printf("job: %v", err)
-		}
 		if ctx.Err() != nil {
 			return // interrupted: Close, deferred, releases the lockfile
+		}
+		if err != nil {
+			if lead.Context().Err() != nil {
+				// The leadership ended under the job: say why (lease
+				// expired, lost to another holder) rather than the bare
+				// "context canceled" of the write it cut short.
+				err = fmt.Errorf("%w (%v)", err, context.Cause(lead.Context()))
+			}
+			log.Printf("job: %v", err)
 		}
 		// The job may stop while this instance still leads (fenced, or a
 		// write whose outcome is unknown): hand the leadership back, so

@@ -30,6 +30,7 @@ const (
 	exitTry      = 3 // run: not leader within -try
 	exitLost     = 4 // run -once: leadership was lost or expired while the command ran
 	exitRefused  = 5 // the store refused for good (missing bucket, bad credentials, ...); stderr names the fix
+	exitNoAnswer = 6 // the store never answered (run: within -connect-timeout); stderr names the endpoint and what to check
 	exitNotStart = 127
 )
 
@@ -69,7 +70,8 @@ Example:
 
 Exit statuses: the command's own (run), 0 done, 1 unexpected failure,
 2 bad usage, 3 not leader within -try, 4 leadership lost (-once),
-5 the store refused for good (the message names the fix), 127 command not started.
+5 the store refused for good (the message names the fix), 6 the store never
+answered (run: within -connect-timeout), 127 command not started.
 `
 
 func dispatch(args []string, stdout, stderr io.Writer) int {

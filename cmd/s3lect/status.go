@@ -28,7 +28,8 @@ absent or unreadable. With -wait it reads the lockfile for LeaderTimeout
 machine's clock alone.
 
 Exit statuses: 0 read (whatever the state), 1 unexpected failure, 2 bad usage,
-5 the store refused for good (the message names the fix).
+5 the store refused for good (the message names the fix), 6 the store did
+not answer (the message names the endpoint and what to check).
 
 Flags:
 `
@@ -114,7 +115,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := read()
 	if err != nil {
-		return reportErr(stderr, "s3lect status", err)
+		return reportNoAnswer(stderr, "s3lect status", sf.endpointName(st.where), err)
 	}
 	if wait {
 		first := rep
@@ -299,6 +300,21 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// reportNoAnswer reports err, a read that failed; when the store did not
+// answer at all (not a refusal, not an interrupt) it names the endpoint
+// and what to check, and returns exitNoAnswer.
+func reportNoAnswer(stderr io.Writer, who, endpoint string, err error) int {
+	if store.IsPermanent(err) || errors.Is(err, context.Canceled) {
+		return reportErr(stderr, who, err)
+	}
+	var u errUsage
+	if errors.As(err, &u) {
+		return reportErr(stderr, who, err)
+	}
+	fmt.Fprintf(stderr, "%s: the store at %s did not answer: %v. %s\n", who, endpoint, err, noAnswerFix)
+	return exitNoAnswer
 }
 
 // unseenTerms returns the line watch prints before l when terms between

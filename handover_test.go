@@ -1,0 +1,162 @@
+package s3lect
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// TestCoreHandover: moving a leader on purpose (docs/protocol.md, section
+// 11), a row per rule, on the pure decisions.
+func TestCoreHandover(t *testing.T) {
+	p := coreParams
+	win := func(t *testing.T) *machine {
+		t.Helper()
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		mustEffect[doClaim](t, m, "claim")
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		mustEffect[doLead](t, m, "winning write")
+		return m
+	}
+	// resign ends the leadership at 500 ms, answers its release at 600 ms
+	// and returns the released record's bytes.
+	resign := func(t *testing.T, m *machine, ev event) []byte {
+		t.Helper()
+		m.on(ev, at(500*time.Millisecond))
+		w := mustEffect[doRelease](t, m, "release")
+		m.wrote(`"r"`, nil, at(600*time.Millisecond))
+		mustEffect[doExited](t, m, "released")
+		return w.data
+	}
+	// readUntil answers every read with data until the elector writes,
+	// and returns the write and the time its read returned.
+	readUntil := func(t *testing.T, m *machine, data []byte, etag string, limit time.Time) (doClaim, time.Time) {
+		t.Helper()
+		for m.wake.Before(limit) && !m.wake.IsZero() {
+			now := m.wake
+			if !calling[doRead](m) {
+				m.on(evTimer{}, now)
+			}
+			if calling[doRead](m) {
+				m.read(data, etag, now)
+				if w, ok := effectOf[doClaim](m); ok {
+					return w, now
+				}
+			}
+		}
+		return doClaim{}, time.Time{}
+	}
+
+	t.Run("11 a resigner that campaigns again leaves its released record to the others for the hold-off", func(t *testing.T) {
+		m := win(t)
+		rel := resign(t, m, evLeadDone{ErrResigned})
+		m.on(evCampaign{id: 2, lease: "l2"}, at(700*time.Millisecond))
+		w, when := readUntil(t, m, rel, `"r"`, at(time.Minute))
+		if w.data == nil {
+			t.Fatalf("no takeover of its own release within a minute")
+		}
+		if earliest := at(600*time.Millisecond + p.handoverHold()); when.Before(earliest) {
+			t.Errorf("took its own release back at %v; want no sooner than the hold-off's end %v", when.Sub(t0), earliest.Sub(t0))
+		}
+		if when.After(at(600*time.Millisecond + p.handoverHold() + p.fi)) {
+			t.Errorf("a group of one led again at %v; want within a FrequentInterval of the hold-off's end", when.Sub(t0))
+		}
+	})
+	t.Run("11 another member takes a release at once", func(t *testing.T) {
+		m := win(t)
+		rel := resign(t, m, evLeadDone{ErrResigned})
+		o := newMachine(t, params{id: "b", addr: "b:1", fi: p.fi, ii: p.ii, lt: p.lt, margin: p.margin})
+		campaignAt(t, o, rel, `"r"`, at(700*time.Millisecond))
+		mustEffect[doClaim](t, o, "the other member's read of the release: a takeover at once")
+	})
+	t.Run("11 Transfer names the member; it takes over at once, everyone else after the transfer window", func(t *testing.T) {
+		m := win(t)
+		rel := resign(t, m, evResign{to: "b"})
+		if rec, _ := ParseRecord(rel); rec.To != "b" || !rec.LastUpdated.IsZero() {
+			t.Fatalf("released record %s; want lastUpdated zero and to b", rel)
+		}
+		target := newMachine(t, params{id: "b", addr: "b:1", fi: p.fi, ii: p.ii, lt: p.lt, margin: p.margin})
+		campaignAt(t, target, rel, `"r"`, at(700*time.Millisecond))
+		mustEffect[doClaim](t, target, "the target's read: a takeover at once")
+		other := newMachine(t, params{id: "c", addr: "c:1", fi: p.fi, ii: p.ii, lt: p.lt, margin: p.margin})
+		campaignAt(t, other, rel, `"r"`, at(700*time.Millisecond))
+		noEffect[anyWrite](t, other, "another member's first read")
+		w, when := readUntil(t, other, rel, `"r"`, at(time.Minute))
+		if w.data == nil || when.Before(at(700*time.Millisecond).Add(other.c.sh.transferWait(other.c.fol().v))) {
+			t.Errorf("another member took the transfer over at %v; want no sooner than its transfer window after it first saw it", when.Sub(t0))
+		}
+	})
+	// stepDown wins, has its renewal refused at FrequentInterval and finds
+	// the operator's request (to b) in the lockfile.
+	stepDown := func(t *testing.T) (*machine, []byte) {
+		t.Helper()
+		m := win(t)
+		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		if e := mustEffect[doEnd](t, m, "refused renewal"); !errors.Is(e.cause, ErrLeadershipLost) {
+			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
+		}
+		req := m.c.lead().rec
+		req.StepDown, req.To = "q1", "b"
+		data := req.encode()
+		m.on(evStore{gen: m.c.sh.gen, data: data, etag: `"q"`}, at(p.fi+20*time.Millisecond))
+		noEffect[anyWrite](t, m, "the request, before the holder is done")
+		noEffect[doExited](t, m, "the request, before the holder is done")
+		if !m.wake.Equal(m.c.lead().deadline) {
+			t.Fatalf("wake %v; want the lease deadline %v", m.wake.Sub(t0), m.c.lead().deadline.Sub(t0))
+		}
+		return m, data
+	}
+	for _, done := range []struct {
+		name string
+		ev   event
+	}{{"Resign", evResign{}}, {"a new Campaign", evCampaign{id: 2, lease: "l2"}}, {"Close", evClose{}}} {
+		t.Run("11 a step-down request is released over once the holder is done: "+done.name, func(t *testing.T) {
+			m, _ := stepDown(t)
+			m.on(done.ev, at(p.fi+300*time.Millisecond))
+			w := mustEffect[doRelease](t, m, "holder done")
+			rec, _ := ParseRecord(w.data)
+			if w.ifMatch != `"q"` || !rec.LastUpdated.IsZero() || rec.To != "b" || rec.StepDown != "" || rec.Term != 1 {
+				t.Fatalf("release over %s: %s; want the release over the request, handed to b", w.ifMatch, w.data)
+			}
+			m.wrote(`"r"`, nil, at(p.fi+400*time.Millisecond))
+			mustEffect[doExited](t, m, "released")
+		})
+	}
+	t.Run("11 a step-down request whose holder never says it is done is left to the lease rules", func(t *testing.T) {
+		m, data := stepDown(t)
+		m.on(evTimer{}, m.wake)
+		noEffect[anyWrite](t, m, "deadline")
+		mustEffect[doExited](t, m, "deadline")
+		if v := m.c.fol().v; v.kind != kindHeld || v.etag != `"q"` || m.c.fol().hold != v.key() {
+			t.Errorf("view %v %s, hold %v; want the request, held, with the hold-off on it", v.kind, v.etag, m.c.fol().hold)
+		}
+		other := newMachine(t, params{id: "c", addr: "c:1", fi: p.fi, ii: p.ii, lt: p.lt, margin: p.margin})
+		campaignAt(t, other, data, `"q"`, at(p.fi+30*time.Millisecond))
+		noEffect[anyWrite](t, other, "a request over a live lease") // its lease is waited out like any held record
+	})
+	t.Run("11 a refused renewal over someone else's record is a loss: nothing is released", func(t *testing.T) {
+		m := win(t)
+		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		rec := m.c.lead().rec
+		rec.StepDown, rec.Lease = "q1", "another-lease" // a request, but over another leadership
+		m.on(evStore{gen: m.c.sh.gen, data: rec.encode(), etag: `"q"`}, at(p.fi+20*time.Millisecond))
+		noEffect[anyWrite](t, m, "someone else's record")
+		mustEffect[doExited](t, m, "lost")
+	})
+	t.Run("11 a nudge renews within an eighth of a FrequentInterval", func(t *testing.T) {
+		m := win(t)
+		m.on(evNudge{}, at(110*time.Millisecond))
+		if want := at(p.fi / 8); !m.wake.Equal(want) {
+			t.Fatalf("wake after a nudge %v; want %v (an eighth of a FrequentInterval after the last write's send)", m.wake.Sub(t0), want.Sub(t0))
+		}
+		m.on(evTimer{}, m.wake)
+		mustEffect[doRenew](t, m, "early renewal")
+		m.wrote(`"d"`, nil, at(p.fi/8+10*time.Millisecond))
+		if want := at(p.fi/8 + p.fi); !m.wake.Equal(want) {
+			t.Errorf("wake after the early renewal %v; want the usual interval %v", m.wake.Sub(t0), want.Sub(t0))
+		}
+	})
+}

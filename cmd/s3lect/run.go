@@ -456,7 +456,20 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 
 	case <-lead.Context().Done():
 		r.lost(lead, g)
+		r.handBack(lead)
 		return exitLost, true
+	}
+}
+
+// handBack tells the elector the command is gone after a leadership ended
+// under it: a leader asked to step down (s3lect release) releases the
+// lockfile now, and stays out of the next election for a while
+// (docs/protocol.md, section 11). After any other end it does nothing.
+func (r *runner) handBack(lead *s3lect.Leadership) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lead.Resign(ctx); err != nil {
+		r.printf("release %s after the step-down: %v (followers take over after LeaderTimeout)", r.where, err)
 	}
 }
 

@@ -1,11 +1,16 @@
 package s3lect
 
 import (
+	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
 )
 
 // TestCoreHandover: moving a leader on purpose (docs/protocol.md, section
@@ -158,5 +163,96 @@ func TestCoreHandover(t *testing.T) {
 		if want := at(p.fi/8 + p.fi); !m.wake.Equal(want) {
 			t.Errorf("wake after the early renewal %v; want the usual interval %v", m.wake.Sub(t0), want.Sub(t0))
 		}
+	})
+}
+
+// TestHandoverLandsOnAnother: three electors in a testing/synctest bubble,
+// each campaigning again as soon as its leadership ends (the README's
+// loop); the leader resigns after a while, at many phases of its renewal
+// cycle, or transfers to a named member. Every handover lands on another
+// member (the named one for a transfer), the next leadership starts only
+// after the last one's context ended, and a group of one leads again
+// after the hold-off.
+func TestHandoverLandsOnAnother(t *testing.T) {
+	for _, transfer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Resign", true: "Transfer"}[transfer], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New()
+				ctx, cancel := context.WithCancel(t.Context())
+				defer cancel()
+				type lead struct {
+					id         string
+					start, end time.Time
+				}
+				var (
+					mu    sync.Mutex
+					leads []lead
+					wg    sync.WaitGroup
+				)
+				ids := []string{"a", "b", "c"}
+				for i, id := range ids {
+					n := newNode(t, mem, id)
+					wg.Go(func() {
+						for k := 0; ; k++ {
+							l, err := n.e.Campaign(ctx)
+							if err != nil {
+								return
+							}
+							start := time.Now()
+							// Lead for a while: a phase that moves through the
+							// renewal cycle from one leadership to the next.
+							select {
+							case <-time.After(10*testFI + time.Duration(k*7+i*3)*testFI/10):
+							case <-ctx.Done():
+							}
+							if transfer {
+								l.Transfer(context.Background(), ids[(i+2)%3]) // the one before it
+							} else {
+								l.Resign(context.Background())
+							}
+							mu.Lock()
+							leads = append(leads, lead{id, start, time.Now()})
+							mu.Unlock()
+						}
+					})
+				}
+				time.Sleep(10 * time.Minute)
+				cancel()
+				wg.Wait()
+				if len(leads) < 20 {
+					t.Fatalf("%d leaderships in 10 minutes; want at least 20", len(leads))
+				}
+				for i := 1; i < len(leads); i++ {
+					prev, next := leads[i-1], leads[i]
+					switch {
+					case next.id == prev.id:
+						t.Errorf("leadership %d: %s handed over to itself", i, prev.id)
+					case transfer && next.id != ids[(slices.Index(ids, prev.id)+2)%3]:
+						t.Errorf("leadership %d: %s transferred, %s took over; want the named member", i, prev.id, next.id)
+					}
+					if next.start.Before(prev.end) {
+						t.Errorf("leadership %d of %s started before %s's ended", i, next.id, prev.id)
+					}
+				}
+			})
+		})
+	}
+	t.Run("group of one", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			n := newNode(t, memstore.New(), "a")
+			l, err := n.e.Campaign(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Resign(t.Context())
+			resigned := time.Now()
+			if _, err := n.e.Campaign(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			hold := n.e.params().handoverHold()
+			if d := time.Since(resigned); d < hold || d > hold+testFI {
+				t.Errorf("a group of one led again %v after resigning; want after the hold-off %v, within a FrequentInterval", d, hold)
+			}
+		})
 	})
 }

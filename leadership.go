@@ -183,7 +183,8 @@ func (l *Leadership) handOver(ctx context.Context, to string) error {
 		l.cancel(ErrResigned)
 		return ctx.Err()
 	}
-	l.cancel(ErrResigned) // the loop ended it already, unless it had ended
+	// The run loop ends the leadership itself, after it has taken to in:
+	// cancelling here could let it write the release first.
 	select {
 	case <-l.exited:
 		return l.endErr

@@ -52,7 +52,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
@@ -157,11 +156,8 @@ func New(client *s3.Client, bucket string, opts ...Option) *Store {
 // endpoint on localhost, an IP address or a one-label host name gets it
 // anyway (see New). s3lect.New uses it when ElectorConfig.Bucket is set.
 func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (*Store, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := LoadConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)
-	}
-	if err := CheckCredentials(ctx, cfg); err != nil {
 		return nil, err
 	}
 	// An HTTP client of the store's own, on a copy of the transport the SDK

@@ -256,3 +256,23 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 		})
 	})
 }
+
+// TestTransferOnDetachedLeadership: a Leadership that no elector's run
+// loop holds (package pool's) ends on Transfer as on Resign, instead of
+// waiting for a loop that never answers.
+func TestTransferOnDetachedLeadership(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, ctl := detachedLeaderships(time.Now(), 1)(t.Context(), 1, time.Now().Add(time.Minute))
+		lead := l.(*Leadership)
+		go func() {
+			<-lead.Context().Done()
+			ctl.Exit(nil) // what the pool does once the leadership has ended
+		}()
+		if err := lead.Transfer(t.Context(), "b"); err != nil {
+			t.Fatalf("Transfer() = %v; want nil", err)
+		}
+		if cause := context.Cause(lead.Context()); !errors.Is(cause, ErrResigned) {
+			t.Errorf("cause %v; want ErrResigned", cause)
+		}
+	})
+}

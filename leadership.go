@@ -164,7 +164,9 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // FrequentInterval; then anyone may. A member of an older version (or the
 // original s3lect) ignores the name and may take the lockfile over at
 // once. Transfer returns when the release is written or has definitely
-// failed, or ctx.Err() when ctx ends first (the release goes on).
+// failed, or ctx.Err() when ctx ends first (the release goes on). On a
+// Leadership of package pool, whose shards the pool places, Transfer is
+// Resign.
 func (l *Leadership) Transfer(ctx context.Context, to string) error {
 	if to == "" {
 		return errors.New("s3lect: Transfer needs the ServerID of the member to hand the leadership to")
@@ -177,14 +179,15 @@ func (l *Leadership) Transfer(ctx context.Context, to string) error {
 func (l *Leadership) handOver(ctx context.Context, to string) error {
 	select {
 	case l.e.reqs <- resignReq{l: l, to: to}:
+		// The run loop ends the leadership itself, after it has taken to
+		// in: cancelling here could let it write the release first.
 	case <-l.exited:
 	case <-l.e.loopDone:
+		l.cancel(ErrResigned) // no run loop (package pool's leaderships): end it here
 	case <-ctx.Done():
 		l.cancel(ErrResigned)
 		return ctx.Err()
 	}
-	// The run loop ends the leadership itself, after it has taken to in:
-	// cancelling here could let it write the release first.
 	select {
 	case <-l.exited:
 		return l.endErr

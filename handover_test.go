@@ -3,6 +3,8 @@ package s3lect
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -273,6 +275,46 @@ func TestTransferOnDetachedLeadership(t *testing.T) {
 		}
 		if cause := context.Cause(lead.Context()); !errors.Is(cause, ErrResigned) {
 			t.Errorf("cause %v; want ErrResigned", cause)
+		}
+	})
+}
+
+// TestPeerStepDownNudge: s3lect release's stepDown parameter at the
+// leader's peer endpoint makes it renew within an eighth of a
+// FrequentInterval, so it meets the step-down request there instead of at
+// its next renewal; the parameter itself changes nothing else.
+func TestPeerStepDownNudge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		n := newNode(t, mem, "a")
+		lead, err := n.e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(testFI / 2) // half-way to the next renewal
+		data, etag, err := mem.Get(t.Context(), testKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := ParseRecord(data)
+		req.StepDown = "q1"
+		if _, err := mem.PutIfMatch(t.Context(), testKey, req.encode(), etag); err != nil {
+			t.Fatal(err)
+		}
+		asked := time.Now()
+		w := httptest.NewRecorder()
+		PeerHandler(n.e).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/health/leadership?stepDown=q1", nil))
+		<-lead.Context().Done()
+		if d := time.Since(asked); d > testFI/8 {
+			t.Errorf("the leadership ended %v after the nudge; want within FrequentInterval/8 (%v), not at the renewal %v after winning", d, testFI/8, testFI)
+		}
+		if cause := context.Cause(lead.Context()); !errors.Is(cause, ErrLeadershipLost) {
+			t.Errorf("cause %v; want ErrLeadershipLost (the refused renewal)", cause)
+		}
+		lead.Resign(t.Context()) // the holder is done: the release goes over the request
+		data, _, err = mem.Get(t.Context(), testKey)
+		if rec, _ := ParseRecord(data); err != nil || !rec.LastUpdated.IsZero() || rec.StepDown != "" || rec.Lease != req.Lease {
+			t.Errorf("lockfile after the holder resigned: %s, %v; want a's release", data, err)
 		}
 	})
 }

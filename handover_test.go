@@ -16,8 +16,10 @@ import (
 )
 
 // TestCoreHandover: moving a leader on purpose (docs/protocol.md, section
-// 11), a row per rule, on the pure decisions.
+// 11), a row per rule, on the pure decisions. -sim.mutate=stepnowait or
+// nohold (with -tags s3lect_mutations) switches a rule off, and rows fail.
 func TestCoreHandover(t *testing.T) {
+	defer setMutation(t)()
 	p := coreParams
 	win := func(t *testing.T) *machine {
 		t.Helper()

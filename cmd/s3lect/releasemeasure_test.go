@@ -11,7 +11,7 @@ import (
 	"github.com/s3lect/s3lect/internal/s3test"
 )
 
-var releaseTrials = flag.Int("release.trials", 2, "TestReleaseMovesJob: releases per mode (more for the figures in docs/command.md)")
+var releaseTrials = flag.Int("release.trials", 1, "TestReleaseMovesJob: releases per mode (more for the figures in docs/command.md)")
 
 // TestReleaseMovesJob: three real runners on MinIO, in storage and in peer
 // mode, and `release -to` the next one, -release.trials times in each

@@ -118,6 +118,7 @@ type outcome struct {
 	next       s3lect.Record // the next leader, if one was seen
 	nextAt     time.Duration // after the request was written
 	lapsed     bool          // the lease ran out before the leader released
+	ignored    bool          // the leader renewed over the request: it does not know step-down requests
 }
 
 // sameLeadership reports whether a and b are records of one leadership.
@@ -152,6 +153,12 @@ func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, 
 				o.released, o.releasedAt = true, now
 				report(o, "released")
 			}
+		case sameLeadership(rec, req) && rec.StepDown == "" && rec.LastUpdated.After(req.LastUpdated):
+			// A leader that renews whatever record names it (the original
+			// s3lect) wrote over the request: it will not step down.
+			o.ignored = true
+			report(o, "ignored")
+			return o
 		case sameLeadership(rec, req):
 			if !o.lapsed && now > lease {
 				o.lapsed = true
@@ -280,6 +287,9 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 		switch what {
 		case "released":
 			fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile %v after the request\n", old.LeaderID, o.releasedAt.Round(time.Millisecond))
+		case "ignored":
+			fmt.Fprintf(stdout, "  %s renewed over the request: it does not know step-down requests (the original s3lect?) and keeps leading; "+
+				"stop its s3lect run with SIGTERM instead, which drains and hands over\n", old.LeaderID)
 		case "lapsed":
 			fmt.Fprintf(stdout, "  %s did not answer within its lease (%v): an older version, a leader that is gone, or a program that never ends its leadership; "+
 				"followers take over now that its lease has run out\n", old.LeaderID, lease)
@@ -296,6 +306,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 		if to != "" && o.next.LeaderID != to {
 			fmt.Fprintf(stdout, "  %s did not take over in its window (is it running, with -id %s?); another member did\n", to, to)
 		}
+	case o.ignored:
 	case ctx.Err() == nil:
 		fmt.Fprintf(stdout, "  no other member led within %v of the request\n", max(wait, lease+lease/10+time.Second))
 	}

@@ -214,3 +214,29 @@ func TestReleaseCommand(t *testing.T) {
 	}
 	t.Logf("a's command stopped %v after the release began; c's started %v after it (LeaderTimeout 1.5s)\n%s", lastA.Sub(begun), startC.Sub(begun), out)
 }
+
+// TestReleaseSeesRequestIgnored: a leader that renews over the request
+// (the original s3lect renews whatever record names it) is reported as
+// ignoring it, at once, instead of waiting for a lease that never lapses.
+func TestReleaseSeesRequestIgnored(t *testing.T) {
+	mem := memstore.New()
+	orig := `{"leaderID":"old","leaderAddr":"","lastUpdated":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
+	if _, err := mem.PutIfMatch(t.Context(), "k", []byte(orig), ""); err != nil {
+		t.Fatal(err)
+	}
+	_, req, err := requestStepDown(t.Context(), mem, "k", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the original's next cycle: it reads, sees its own ID, and renews over what it read
+		time.Sleep(50 * time.Millisecond)
+		_, etag, _ := mem.Get(context.Background(), "k")
+		renewed := `{"leaderID":"old","leaderAddr":"","lastUpdated":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
+		mem.PutIfMatch(context.Background(), "k", []byte(renewed), etag)
+	}()
+	var said []string
+	o := follow(t.Context(), mem, "k", req, time.Now(), time.Minute, time.Minute, 10*time.Millisecond, func(_ outcome, what string) { said = append(said, what) })
+	if !o.ignored || o.released || o.lapsed || len(said) != 1 || said[0] != "ignored" {
+		t.Errorf("follow() = %+v, said %v; want the request reported as ignored", o, said)
+	}
+}

@@ -103,6 +103,9 @@ func (c *core) onCampaign(ev evCampaign, emit func(effect)) {
 		emit(doAnswer{ev.id, ErrCampaigning})
 	default:
 		c.camp = campaign{id: ev.id, lease: ev.lease}
+		if l := c.lead(); l != nil {
+			l.holderDone = true // campaigning again: done with the ended leadership (handover.go)
+		}
 	}
 }
 
@@ -152,12 +155,14 @@ func (c *core) pursue(f *follower, now time.Time, readNow bool, soonest func(tim
 // over what follower f has seen, and false while it may not: before the
 // first read, after a lost takeover until the next read (f.stale), and
 // once the Campaign gave up. The time is the sighting's takeover time
-// (sections 3.1 and 3.2).
+// (sections 3.1 and 3.2), later for a record handed to another member or
+// released by this elector (section 11, handover.go).
 func (c *core) claimAt(f *follower) (time.Time, bool) {
 	if c.camp.withdrawn != nil || f.stale {
 		return time.Time{}, false
 	}
-	return f.v.takeoverAt(c.sh.lease(f.v))
+	at, ok := f.v.takeoverAt(c.sh.lease(f.v))
+	return f.handoverAt(&c.sh, at), ok
 }
 
 // claim starts a takeover of what a read has just returned: it reads the

@@ -80,6 +80,9 @@ type shared struct {
 	closing  bool  // Close was called
 	closed   bool  // Close is done
 	closeErr error // why a release Close had to write could not be written: Close returns it
+
+	answered bool // the store has answered a call since the elector started (noanswer.go)
+	warned   bool // the first failure before any answer was logged at WARN
 }
 
 // next applies ev at local time now. It returns the effects to perform in
@@ -121,6 +124,7 @@ func (c *core) onStore(ev evStore, now time.Time, emit func(effect)) bool {
 	if ev.gen != c.sh.gen || call == nil {
 		return false // a call the loop no longer waits for
 	}
+	c.sh.heard(ev.err, emit) // noanswer.go
 	c.sh.call = nil
 	return call.done(c, ev, c.sh.sent, now, emit)
 }

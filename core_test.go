@@ -360,6 +360,10 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
 		}
 		noEffect[anyWrite](t, m, "lost leadership") // no release over someone else's record
+		mustEffect[doStepRead](t, m, "lost leadership: the read for a step-down request (section 11)")
+		noEffect[doExited](t, m, "lost leadership, before its read")
+		m.on(evStore{gen: m.c.sh.gen, data: held("x", 2, "b", 0, p.fi), etag: `"x"`}, at(p.fi+10*time.Millisecond))
+		noEffect[anyWrite](t, m, "lost leadership to another") // no release over someone else's record
 		mustEffect[doExited](t, m, "lost leadership")
 		mustEffect[doRead](t, m, "lost leadership: see who")
 	})
@@ -453,6 +457,8 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 		m.on(evCampaign{id: 3, lease: "l3"}, at(300*time.Millisecond)) // Done is closed: accepted
 		noEffect[doAnswer](t, m, "campaign after Done")
 		m.wrote(`"r"`, nil, at(400*time.Millisecond))
+		noEffect[doRead](t, m, "campaign after the release: its own released record is left to the others first (section 11)")
+		m.on(evTimer{}, m.wake)
 		mustEffect[doRead](t, m, "campaign after the release: a takeover goes only on a fresh read")
 		m.read(Record{LeaderID: "me", Term: 1, Lease: "l1", TTL: 3000}.encode(), `"r"`, at(410*time.Millisecond))
 		w := mustEffect[doClaim](t, m, "campaign after the release")

@@ -59,7 +59,10 @@ func Example_shards() {
 		processShard func(context.Context, int)
 	)
 	for i := range shards {
-		e, _ := s3lect.New(s3lect.ElectorConfig{Store: st, LockfilePath: fmt.Sprintf("shards/%d.json", i), ServerID: workerID})
+		e, err := s3lect.New(s3lect.ElectorConfig{Store: st, LockfilePath: fmt.Sprintf("shards/%d.json", i), ServerID: workerID})
+		if err != nil {
+			log.Fatal(err) // names the field that is wrong, such as an empty ServerID
+		}
 		go func() {
 			for {
 				lead, err := e.Campaign(ctx)
@@ -81,10 +84,13 @@ func Example_peerMode() {
 		ln        net.Listener
 		serverTLS *tls.Config
 	)
-	e, _ := s3lect.New(s3lect.ElectorConfig{
+	e, err := s3lect.New(s3lect.ElectorConfig{
 		Store: st, LockfilePath: "leader/x.json", ServerID: id,
 		PeerMode: true, ServerAddr: "10.0.1.42:8443", // where followers reach this instance
 		PeerTLS: &tls.Config{RootCAs: peersCA}, // add Certificates for mutual TLS
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	go s3lect.ServePeers(ctx, ln, s3lect.PeerHandler(e), serverTLS) // or mount s3lect.PeerHandler(e) in your own mux
 }

@@ -39,6 +39,7 @@ type follower struct {
 	stableAt   time.Time     //
 	peerNoETag bool          // the leader's peer answers carry no ETag (the original s3lect)
 	peerOn     peerKey       // the poller's target while it has one
+	hold       leaseKey      // a leadership this elector released: the others take its record first (handover.go)
 }
 
 // peerKey names the poller's target: a leadership at an address.
@@ -52,7 +53,7 @@ type peerKey struct {
 // the rules allow (pursue), and reads when a read is due.
 func (c *core) follow(f *follower, now time.Time, readNow bool, emit func(effect)) time.Time {
 	if f.v.kind != kindUnknown || f.readErr != nil {
-		c.sh.announce(Change{Leader: f.watched(now, c.sh.lease(f.v)), Err: f.readErr}, emit) // never a made-up "no leader" before the first read
+		c.sh.announce(Change{Leader: f.watched(now, c.sh.lease(f.v)), Err: c.sh.readErr(f.readErr)}, emit) // never a made-up "no leader" before the first read
 	}
 
 	var wake time.Time

@@ -32,6 +32,13 @@ type leader struct {
 	ending   error     // the cause, once the leadership has ended
 	unsure   []byte    // a renewal cut off with its outcome unknown
 	handAt   time.Time // a recreated lockfile: handed out only from then on (zero: at once)
+
+	// Moving the leader on purpose (handover.go).
+	to          string       // the member the release hands over to ("" : anyone)
+	soon        bool         // renew early: asked at the peer endpoint
+	stepChecked bool         // after a refused renewal, the lockfile was read for a step-down request
+	step        *stepRequest // the operator's step-down request found then
+	holderDone  bool         // the holder is done with the leadership (Resign, Transfer, a new Campaign)
 }
 
 // newLeader starts the leadership won for campaign campID by a takeover
@@ -74,7 +81,7 @@ func (c *core) leaderAct(l *leader, now time.Time, emit func(effect)) (wake time
 	}
 	c.sh.announce(Change{}, emit) // no leader this elector knows of while it ends
 	if c.sh.call != nil || !c.finishLead(l, now, emit) {
-		return time.Time{}, false
+		return c.stepWake(), false
 	}
 	return time.Time{}, true
 }
@@ -96,10 +103,11 @@ func (l *leader) renew(sh *shared, now time.Time, emit func(effect)) time.Time {
 	if sh.call != nil {
 		return l.deadline
 	}
-	renewAt := l.sentAt.Add(sh.p.fi)
+	renewAt := l.renewAt(sh.p)
 	if now.Before(renewAt) {
 		return renewAt
 	}
+	l.soon = false
 	rec := l.rec
 	rec.LastUpdated = sh.nextStamp(now)
 	rec.Held = now.Sub(l.first).Milliseconds()
@@ -148,7 +156,7 @@ func (l *leader) renewDone(sh *shared, ev evStore, data []byte, sentAt time.Time
 func (c *core) finishLead(l *leader, now time.Time, emit func(effect)) bool {
 	switch {
 	case errors.Is(l.ending, ErrLeadershipLost):
-		c.leadOver(view{}, now, now, nil, emit) // someone else wrote: see who
+		return c.finishLost(l, now, emit) // someone else wrote: see who, and whether it asks this leader to step down
 	case errors.Is(l.ending, errSlowTakeover) || !l.handed && !l.handAt.IsZero() && now.Before(l.handAt):
 		// The takeover landed after its lease had run out: it may have
 		// landed in another world than the one it was decided in (a
@@ -166,9 +174,7 @@ func (c *core) finishLead(l *leader, now time.Time, emit func(effect)) bool {
 		// (section 4, Ex-leader).
 		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, nil, emit)
 	default:
-		rec := l.rec
-		rec.LastUpdated = time.Time{}
-		c.sh.send(doRelease{c.sh.write(rec.encode(), l.etag, l.sum), l.unsure}, now, emit)
+		c.sh.send(doRelease{c.sh.write(l.released().encode(), l.etag, l.sum), l.unsure}, now, emit)
 		return false
 	}
 	return true
@@ -183,9 +189,8 @@ func (doRelease) done(c *core, ev evStore, _, now time.Time, emit func(effect)) 
 func (c *core) releaseDone(l *leader, ev evStore, now time.Time, emit func(effect)) {
 	switch {
 	case ev.err == nil:
-		rec := l.rec
-		rec.LastUpdated = time.Time{}
-		c.leadOver(view{}.observe(rec.encode(), ev.etag, now), now.Add(c.sh.p.fi), now, nil, emit)
+		c.leadOver(view{}.observe(l.released().encode(), ev.etag, now), now.Add(c.sh.p.fi), now, nil, emit)
+		c.holdOff(l) // the others take it first (handover.go)
 	case errors.Is(ev.err, store.ErrPreconditionFailed):
 		c.leadOver(view{}, now, now, nil, emit) // another holder wrote since: nothing of ours is left
 	default:

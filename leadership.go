@@ -2,6 +2,7 @@ package s3lect
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 )
@@ -142,8 +143,51 @@ func (l *Leadership) Term() uint64 { return l.term }
 // Cancellation only asks the leader's work to stop. Where that work must
 // be finished before anyone else starts, drain first: cancel or stop your
 // work, wait for it to return, then call Resign.
+//
+// The elector that resigned does not take its own released record back
+// while another member may take it: a Campaign it starts again holds off
+// for the others' next read (docs/protocol.md, section 11), so that the
+// leadership moves to another live member; in a group of one it leads
+// again after that hold-off. Resign after the leadership ended on its own
+// also tells the elector the holder is done: a leader asked to step down
+// (s3lect release) releases the lockfile then.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.cancel(ErrResigned)
+	return l.handOver(ctx, "")
+}
+
+// Transfer ends the leadership as Resign does, and hands it to the member
+// whose ServerID is to, like raft's leadership transfer: the released
+// record names it, it may take the lockfile over at its next read (its
+// next peer answer, in PeerMode), and every other member waits first for
+// the longer of LeaderTimeout and InfrequentInterval, plus a
+// FrequentInterval; then anyone may. A member of an older version (or the
+// original s3lect) ignores the name and may take the lockfile over at
+// once. Transfer returns when the release is written or has definitely
+// failed, or ctx.Err() when ctx ends first (the release goes on). On a
+// Leadership of package pool, whose shards the pool places, Transfer is
+// Resign.
+func (l *Leadership) Transfer(ctx context.Context, to string) error {
+	if to == "" {
+		return errors.New("s3lect: Transfer needs the ServerID of the member to hand the leadership to")
+	}
+	return l.handOver(ctx, to)
+}
+
+// handOver tells the run loop the holder is done with the leadership (and
+// to whom it goes), ends it, and waits for its release.
+func (l *Leadership) handOver(ctx context.Context, to string) error {
+	select {
+	case l.e.reqs <- resignReq{l: l, to: to}:
+		// The run loop ends the leadership itself, after it has taken to
+		// in: cancelling here could let it write the release first.
+	case <-l.exited:
+	case <-l.e.loopDone:
+		l.cancel(ErrResigned) // no run loop (package pool's leaderships): end it here
+	case <-ctx.Done():
+		l.cancel(ErrResigned)
+		return ctx.Err()
+	}
 	select {
 	case <-l.exited:
 		return l.endErr

@@ -93,6 +93,16 @@ func (e *Elector) servePeer(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(d, maxPeerWait)
 	}
+	if q.Get("stepDown") != "" && e.snap.Load().lead != nil { // a leader's run loop runs
+		// s3lect release wrote a step-down request: renew early, so that
+		// the refused renewal shows it now (at most eight renewals per
+		// FrequentInterval, however often this is asked).
+		select {
+		case e.reqs <- nudgeReq{}:
+		case <-e.loopDone:
+		case <-r.Context().Done():
+		}
+	}
 	known := q.Get("etag")
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

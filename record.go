@@ -40,6 +40,22 @@ type Record struct {
 	// can assume: the longest of its own LeaderTimeout, 15 s and the
 	// longest ttl it has seen on the lockfile (ElectorConfig.LeaderTimeout).
 	TTL int64 `json:"ttl,omitempty"`
+
+	// To, on a released record (lastUpdated zero), names the only member
+	// that may take the lockfile over at once (Leadership.Transfer,
+	// s3lect release -to): every other member waits the transfer window
+	// first (docs/protocol.md, section 11). On a step-down request, it is
+	// the member the operator asks the leader to hand over to.
+	To string `json:"to,omitempty"`
+
+	// StepDown, on a held record, is an operator's request that the
+	// leader step down (s3lect release): a random value, written over the
+	// leader's own record with If-Match, every other field kept. The
+	// leader's next renewal is refused; it then finds its own leadership
+	// with this request, and once its holder is done (Resign, Transfer,
+	// Close or a new Campaign) releases the lockfile (docs/protocol.md,
+	// section 11). The original s3lect ignores both fields.
+	StepDown string `json:"stepDown,omitempty"`
 }
 
 // errInvalidRecord wraps every reason a lockfile's content is not a valid
@@ -58,17 +74,23 @@ type wireRecord struct {
 	Lease       string     `json:"lease"`
 	Held        int64      `json:"held"`
 	TTL         int64      `json:"ttl"`
+	To          string     `json:"to"`
+	StepDown    string     `json:"stepDown"`
 	ETag        string     `json:"etag,omitempty"`
 }
 
 // record returns the decoded Record.
 func (w wireRecord) record() Record {
 	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated,
-		Term: w.Term, Lease: w.Lease, Held: w.Held, TTL: w.TTL}
+		Term: w.Term, Lease: w.Lease, Held: w.Held, TTL: w.TTL, To: w.To, StepDown: w.StepDown}
 }
 
-// maxLease bounds the lease field; ours are 16 hex digits.
+// maxLease bounds the lease field; ours are 16 hex digits. It bounds
+// stepDown too.
 const maxLease = 64
+
+// maxServerID bounds the to field, a ServerID.
+const maxServerID = 1024
 
 // encode returns the record's JSON form.
 func (r Record) encode() []byte {
@@ -116,6 +138,8 @@ func parseWire(data []byte) (wireRecord, error) {
 		return w, fmt.Errorf("%w: ttl is negative (%d)", errInvalidRecord, w.TTL)
 	case len(w.Lease) > maxLease:
 		return w, fmt.Errorf("%w: lease is longer than %d bytes", errInvalidRecord, maxLease)
+	case len(w.To) > maxServerID || len(w.StepDown) > maxLease:
+		return w, fmt.Errorf("%w: to or stepDown is longer than %d bytes", errInvalidRecord, maxServerID)
 	}
 	return w, nil
 }

@@ -106,6 +106,13 @@ var (
 	// ErrCampaigning is returned by Campaign while another Campaign call on
 	// the same Elector is waiting or its Leadership is still live.
 	ErrCampaigning = errors.New("s3lect: elector is already campaigning or leading")
+
+	// ErrNeverAnswered wraps Change.Err while the store has not answered
+	// one call of this elector since it started (Stats.NeverAnswered): almost
+	// always a misconfiguration (the endpoint, DNS, a firewall) rather than
+	// an outage. The elector logs it at WARN at the first failure, and
+	// keeps trying: Campaign still waits.
+	ErrNeverAnswered = errors.New("s3lect: the store has not answered since this elector started; check its endpoint, DNS and network")
 )
 
 // ElectorConfig configures an Elector. Zero values mean the defaults.

@@ -9,13 +9,14 @@ import "testing"
 func setMutation(t *testing.T) func() {
 	t.Helper()
 	muts := map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly,
-		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject}
+		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject,
+		"stepnowait": &mutStepNoWait, "nohold": &mutNoHandoverHold}
 	if *simMutate == "" {
 		return func() {}
 	}
 	m, ok := muts[*simMutate]
 	if !ok {
-		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck, nottl, noterm", *simMutate)
+		t.Fatalf("-sim.mutate=%s: want one of delta0, margin0, etagonly, peernocheck, nottl, noterm, stepnowait, nohold", *simMutate)
 	}
 	*m = true
 	return func() { *m = false }

@@ -69,6 +69,14 @@ type Stats struct {
 	// mixed group, safe only as docs/protocol.md, section 1.2, says; the
 	// elector logs the first one.
 	ForeignRecords uint64
+
+	// NeverAnswered is true while every store call of this elector since
+	// it started has failed without an answer from the store (a timeout, a
+	// refused connection, an unresolved name): almost always a
+	// misconfiguration of the endpoint, DNS or network. Change.Err wraps
+	// ErrNeverAnswered meanwhile. It turns false at the store's first
+	// answer and stays false.
+	NeverAnswered bool
 }
 
 // Stats returns a snapshot of the elector's state and counters. It does not
@@ -83,6 +91,7 @@ func (e *Elector) Stats() Stats {
 		s.Term = snap.change.Leader.Term
 	}
 	s.Mode, s.LastRenewal, s.LastRead, s.ForeignRecords = snap.mode, snap.lastWrite, snap.lastRead, snap.foreign
+	s.NeverAnswered = snap.change.Err != nil && errors.Is(snap.change.Err, ErrNeverAnswered)
 	switch {
 	case leading:
 		s.Mode = "leader"

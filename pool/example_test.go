@@ -40,6 +40,6 @@ func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if err := p.Run(ctx); err != nil {
-		log.Print(err)
+		log.Fatal(err) // nil after SIGTERM; an error is the store's refusal, with the fix named
 	}
 }

@@ -15,12 +15,19 @@ import (
 )
 
 // TestVersion: `s3lect version`, `--version` and `-version` print the
-// build's module version and Go version, and exit 0.
+// build's module version and Go version, and exit 0; `version -h` its
+// usage.
 func TestVersion(t *testing.T) {
 	for _, arg := range []string{"version", "--version", "-version"} {
 		out, err := runBin(arg)
 		if err != nil || !strings.HasPrefix(out, "s3lect ") || !strings.Contains(out, " go1.") {
 			t.Errorf("s3lect %s = %q, %v; want \"s3lect VERSION ... goX\" and status 0", arg, out, err)
+		}
+	}
+	for _, arg := range []string{"-h", "--help"} {
+		out, err := runBin("version", arg)
+		if err != nil || !strings.Contains(out, "usage: s3lect version") {
+			t.Errorf("s3lect version %s = %q, %v; want its usage and status 0", arg, out, err)
 		}
 	}
 	out, err := runBin("version", "extra")

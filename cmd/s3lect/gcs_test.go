@@ -1,4 +1,4 @@
-//go:build gcs
+//go:build gcs || cloud
 
 package main
 
@@ -8,10 +8,10 @@ import (
 	"github.com/s3lect/s3lect/internal/cloudtest"
 )
 
-// Google Cloud Storage is built into s3lect only with the tag gcs:
-// .ci/run runs this file's test with -tags gcs, and TestMain then installs
-// the binary with that tag.
-func init() { installTags = "gcs" }
+// Google Cloud Storage is built into s3lect only with the tag cloud (or
+// its older name gcs, which .ci/run uses): TestMain then installs the
+// binary with the tag cloud.
+func init() { installTags = "cloud" }
 
 // TestGCSStore runs s3lect on Google Cloud Storage: a real
 // fake-gcs-server (the pinned binary .ci/run installs) on loopback,

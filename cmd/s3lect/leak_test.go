@@ -14,8 +14,8 @@ import (
 // with `go install`, as a user installs it.
 var bin string
 
-// installTags are the build tags TestMain installs the binary with: gcs
-// when the tests themselves are built with it (gcs_test.go).
+// installTags are the build tags TestMain installs the binary with: cloud
+// when the tests themselves are built with it, or with gcs (gcs_test.go).
 var installTags string
 
 func TestMain(m *testing.M) {

@@ -30,6 +30,7 @@ const (
 	exitTry      = 3 // run: not leader within -try
 	exitLost     = 4 // run -once: leadership was lost or expired while the command ran
 	exitRefused  = 5 // the store refused for good (missing bucket, bad credentials, ...); stderr names the fix
+	exitNoAnswer = 6 // the store never answered (run: within -connect-timeout); stderr names the endpoint and what to check
 	exitNotStart = 127
 )
 
@@ -48,14 +49,14 @@ Subcommands:
                                    start it on every machine: one runs it at a time
   status [flags]                   print the lockfile: leader, term, age, state
   watch [flags]                    print one line per change of leader until interrupted
-  release [flags]                  make the leader step down; followers take over after its lease
+  release [flags]                  make the leader step down and hand over (-to ID: to that member)
   version                          print the version, commit and Go version of this build
   put|get|delete|seal KEY          read and write objects fenced by run's term (S3LECT_TERM)
 
 The lockfile is named by -store s3://bucket/key, gs://bucket/key,
 azblob://container/key or nats://host:port/bucket/key (or -bucket B -key K
 for S3). gs:// needs a build with Google Cloud Storage in: go install -tags
-gcs (it makes the binary three times larger). S3 access comes from the standard AWS environment
+cloud (it makes the binary three times larger). S3 access comes from the standard AWS environment
 (AWS_ACCESS_KEY_ID, AWS_REGION, AWS_ENDPOINT_URL_S3, profiles); -endpoint
 and -path-style point it at MinIO or another S3-compatible store. GCS uses
 Application Default Credentials (STORAGE_EMULATOR_HOST for an emulator);
@@ -69,7 +70,8 @@ Example:
 
 Exit statuses: the command's own (run), 0 done, 1 unexpected failure,
 2 bad usage, 3 not leader within -try, 4 leadership lost (-once),
-5 the store refused for good (the message names the fix), 127 command not started.
+5 the store refused for good (the message names the fix), 6 the store never
+answered (run: within -connect-timeout), 127 command not started.
 `
 
 func dispatch(args []string, stdout, stderr io.Writer) int {

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,39 +24,48 @@ import (
 
 const releaseUsage = `usage: s3lect release [flags]
 
-Makes the group's leader step down, from anywhere, as destroying a consul
-lock's session or deleting a Kubernetes Lease does, and without ever giving
-two live leaders. It replaces the leader's record (If-Match on what it
-read) with a record of a new leadership of the same leader that nobody
-renews: same leaderID, term and ttl, lastUpdated now, held 0, a new lease.
+Moves the group's leadership off its leader, from anywhere, without ever
+giving two live leaders: before maintenance, or to stop a leader that
+misbehaves without logging in to it. With -to ID it hands the leadership to
+that member, like raft's leadership transfer.
 
-  - The leader's next renewal (within -frequent) is refused: its
-    leadership's context ends as on any loss, and s3lect run stops its
-    command (SIGTERM, then SIGKILL) as it does then.
-  - Every follower must watch the new record unchanged for a whole
-    LeaderTimeout before it takes over, as if the leader had just renewed
-    and then died; the leader's own lease ended before that. A follower of
-    the original s3lect waits LeaderTimeout past lastUpdated, which is no
-    earlier than the leader's last write.
-  - Any member may win next, the old leader included.
+It writes a step-down request over the leader's record (the record as the
+leader wrote it, plus stepDown and -to's to; If-Match on what it read), and
+asks the leader's peer endpoint, if it has one, to renew at once. The
+leader's next renewal is refused: s3lect run stops its command (SIGTERM,
+then SIGKILL), releases the lockfile, naming -to's member, and stays out of
+the next election; a follower takes over at its next read (-to's member
+only, for a while). release prints what happened:
+
+  - stepped down: the leader released the lockfile, and who leads next;
+  - did not answer within its lease (a leader of an older version, one
+    that is gone, or a program that never ends its leadership): followers
+    take over once its lease has run out, as after a crash.
 
 Nothing is done when nobody leads (no lockfile, or a released one).
 
 Exit statuses: 0 done, or nobody led; 1 unexpected failure; 2 bad usage;
-5 the store refused for good (the message names the fix).
+5 the store refused for good (the message names the fix); 6 the store did
+not answer.
 
 Flags:
 `
 
-// errNobodyLeads is stepDown's answer when there is no leader to release.
+// errNobodyLeads is requestStepDown's answer when there is no leader to
+// release.
 var errNobodyLeads = errors.New("nobody leads")
 
-// stepDown replaces the live leader's record at key with a record of a
-// new leadership of the same leader that is never renewed. It returns the
-// record it replaced and the one it wrote. A leader that renews between
-// the read and the write makes the write fail its If-Match; stepDown then
-// reads again, a bounded number of times.
-func stepDown(ctx context.Context, st store.Store, key string, now func() time.Time) (old, written s3lect.Record, err error) {
+// requestStepDown writes an operator's step-down request over the live
+// leader's record at key: the record as the leader wrote it, with stepDown
+// set to a new random value and to naming the member to hand over to ("":
+// anyone). It returns the record it replaced and the one it wrote. A
+// leader that renews between the read and the write makes the write fail
+// its If-Match; requestStepDown then reads again, a bounded number of
+// times. The leader's next renewal is refused, and a leader of this
+// version then finds its own leadership with the request
+// (docs/protocol.md, section 11); every other reader sees the same
+// leadership as before, and waits out its lease as it would have.
+func requestStepDown(ctx context.Context, st store.Store, key, to string) (old, written s3lect.Record, err error) {
 	for range 10 {
 		data, etag, err := st.Get(ctx, key)
 		switch {
@@ -68,21 +81,14 @@ func stepDown(ctx context.Context, st store.Store, key string, now func() time.T
 		if old.LastUpdated.IsZero() {
 			return old, written, fmt.Errorf("%w: %s released the lockfile", errNobodyLeads, old.LeaderID)
 		}
-		lease, err := newLease()
-		if err != nil {
+		if to == old.LeaderID {
+			return old, written, usageErr("-to %s names the leader itself; name another member", to)
+		}
+		written = old
+		if written.StepDown, err = newRequestID(); err != nil {
 			return old, written, err
 		}
-		// lastUpdated no earlier than the leader's last write, whatever this
-		// machine's clock says: an original s3lect follower counts its
-		// timeout from it.
-		stamp := now().UTC()
-		if !stamp.After(old.LastUpdated) {
-			stamp = old.LastUpdated.Add(time.Microsecond)
-		}
-		// Everything else as the leader wrote it: its ID, address, term and
-		// ttl (the lease followers must wait out, at least).
-		written = old
-		written.LastUpdated, written.Lease, written.Held = stamp, lease, 0
+		written.To = to
 		b, err := json.Marshal(written)
 		if err != nil {
 			return old, written, err
@@ -96,8 +102,8 @@ func stepDown(ctx context.Context, st store.Store, key string, now func() time.T
 	return old, written, fmt.Errorf("the lockfile changed under every one of 10 attempts; try again")
 }
 
-// newLease draws a lease value as the library does: 16 hex digits.
-func newLease() (string, error) {
+// newRequestID draws a step-down request's value: 16 hex digits.
+func newRequestID() (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
@@ -105,10 +111,119 @@ func newLease() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// outcome is what became of a step-down request.
+type outcome struct {
+	released   bool          // the leader released the lockfile
+	releasedAt time.Duration // after the request was written
+	next       s3lect.Record // the next leader, if one was seen
+	nextAt     time.Duration // after the request was written
+	lapsed     bool          // the lease ran out before the leader released
+	ignored    bool          // the leader renewed over the request: it does not know step-down requests
+}
+
+// sameLeadership reports whether a and b are records of one leadership.
+func sameLeadership(a, b s3lect.Record) bool {
+	return a.LeaderID == b.LeaderID && a.Term == b.Term && a.Lease == b.Lease
+}
+
+// follow reads the lockfile every poll after the request req was written
+// at begun, until another leadership holds it or wait has passed since
+// begun; lease is how long the leader's lease may last. It reports each
+// step on report as it sees it.
+func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, begun time.Time, lease, wait, poll time.Duration, report func(outcome, string)) outcome {
+	var o outcome
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for time.Since(begun) < wait {
+		select {
+		case <-ctx.Done():
+			return o
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, poll*10)
+		rec, found, err := readLockfile(rctx, st, key)
+		cancel()
+		if err != nil || !found {
+			continue
+		}
+		now := time.Since(begun)
+		switch {
+		case sameLeadership(rec, req) && rec.LastUpdated.IsZero():
+			if !o.released {
+				o.released, o.releasedAt = true, now
+				report(o, "released")
+			}
+		case sameLeadership(rec, req) && rec.StepDown == "" && rec.LastUpdated.After(req.LastUpdated):
+			// A leader that renews whatever record names it (the original
+			// s3lect) wrote over the request: it will not step down.
+			o.ignored = true
+			report(o, "ignored")
+			return o
+		case sameLeadership(rec, req):
+			if !o.lapsed && now > lease {
+				o.lapsed = true
+				report(o, "lapsed")
+			}
+		case !rec.LastUpdated.IsZero():
+			o.next, o.nextAt = rec, now
+			return o
+		}
+	}
+	return o
+}
+
+// nudge asks the leader's peer endpoint to renew at once, so that it
+// sees the request now rather than at its next renewal. It is best
+// effort: a leader without a peer endpoint, or one that cannot be
+// reached, sees the request at its next renewal anyway.
+func nudge(ctx context.Context, client *http.Client, rec s3lect.Record, key, path string) error {
+	if rec.LeaderAddr == "" {
+		return errors.New("the leader advertises no peer address")
+	}
+	q := url.Values{"lockfile": {key}, "stepDown": {rec.StepDown}}
+	u := url.URL{Scheme: "https", Host: rec.LeaderAddr, Path: path, RawQuery: q.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// peerClient builds the HTTPS client for the nudge from the peer flags.
+func peerClient(ca, cert, key string) (*http.Client, error) {
+	cfg := &tls.Config{}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, usageErr("-peer-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageErr("-peer-ca %s holds no PEM certificate", ca)
+		}
+		cfg.RootCAs = pool
+	}
+	if cert != "" || key != "" {
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, usageErr("-peer-cert/-peer-key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}, nil
+}
+
 func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	var (
-		sf storeFlags
-		lt time.Duration
+		sf                        storeFlags
+		to                        string
+		lt, wait                  time.Duration
+		peerCA, peerCert, peerKey string
 	)
 	fs := flag.NewFlagSet("s3lect release", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -117,10 +232,24 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	sf.register(fs)
-	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, to say when followers may take over")
+	fs.StringVar(&to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
+	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")
+	fs.DurationVar(&wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is (0: do not wait)")
+	fs.StringVar(&peerCA, "peer-ca", "", "peer mode: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots)")
+	fs.StringVar(&peerCert, "peer-cert", "", "peer mode: PEM client certificate, for a leader that requires mutual TLS")
+	fs.StringVar(&peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
+	if lt <= 0 || wait < 0 {
+		fmt.Fprintln(stderr, "s3lect release: -timeout must be positive and -wait not negative")
+		return exitUsage
+	}
+	client, err := peerClient(peerCA, peerCert, peerKey)
+	if err != nil {
+		return reportErr(stderr, "s3lect release", err)
+	}
+	defer client.CloseIdleConnections()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	st, err := sf.open(ctx, stderr)
@@ -130,15 +259,56 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	defer st.close()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	old, _, err := stepDown(wctx, st.st, st.key, time.Now)
+	begun := time.Now()
+	old, req, err := requestStepDown(wctx, st.st, st.key, to)
 	switch {
 	case errors.Is(err, errNobodyLeads):
 		fmt.Fprintf(stdout, "%s: %v; nothing to release\n", st.where, err)
 		return exitOK
 	case err != nil:
-		return reportErr(stderr, "s3lect release", err)
+		return reportNoAnswer(stderr, "s3lect release", sf.endpointName(st.where), err)
 	}
-	fmt.Fprintf(stdout, "%s: %s (term %d) steps down at its next renewal; followers take over %v after they read this write, not sooner\n",
-		st.where, old.LeaderID, old.Term, lt)
+	handTo := "the next member to read it"
+	if to != "" {
+		handTo = to
+	}
+	fmt.Fprintf(stdout, "%s: asked %s (term %d) to step down and hand over to %s\n", st.where, old.LeaderID, old.Term, handTo)
+	if err := nudge(wctx, client, req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
+		fmt.Fprintf(stdout, "  its peer endpoint was not reached (%v): it sees the request at its next renewal\n", err)
+	}
+	lease := lt
+	if old.TTL > 0 {
+		lease = time.Duration(old.TTL) * time.Millisecond
+	}
+	if wait == 0 {
+		return exitOK
+	}
+	o := follow(ctx, st.st, st.key, req, begun, lease, max(wait, lease+lease/10+time.Second), 50*time.Millisecond, func(o outcome, what string) {
+		switch what {
+		case "released":
+			fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile %v after the request\n", old.LeaderID, o.releasedAt.Round(time.Millisecond))
+		case "ignored":
+			fmt.Fprintf(stdout, "  %s renewed over the request: it does not know step-down requests (the original s3lect?) and keeps leading; "+
+				"stop its s3lect run with SIGTERM instead, which drains and hands over\n", old.LeaderID)
+		case "lapsed":
+			fmt.Fprintf(stdout, "  %s did not answer within its lease (%v): an older version, a leader that is gone, or a program that never ends its leadership; "+
+				"followers take over now that its lease has run out\n", old.LeaderID, lease)
+		}
+	})
+	if o.next.LeaderID != "" && !o.released && !o.lapsed {
+		// Between two reads: nobody takes over a live lease, so the leader
+		// released it.
+		fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile within %v of the request\n", old.LeaderID, o.nextAt.Round(time.Millisecond))
+	}
+	switch {
+	case o.next.LeaderID != "":
+		fmt.Fprintf(stdout, "  %s leads (term %d), %v after the request\n", o.next.LeaderID, o.next.Term, o.nextAt.Round(time.Millisecond))
+		if to != "" && o.next.LeaderID != to {
+			fmt.Fprintf(stdout, "  %s did not take over in its window (is it running, with -id %s?); another member did\n", to, to)
+		}
+	case o.ignored:
+	case ctx.Err() == nil:
+		fmt.Fprintf(stdout, "  no other member led within %v of the request\n", max(wait, lease+lease/10+time.Second))
+	}
 	return exitOK
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,131 +16,227 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// TestStepDownInVirtualTime: a leader and a stable follower at the
-// default intervals; an operator's stepDown. The leader's context ends at
-// its next renewal (ErrLeadershipLost), and the follower takes over no
-// sooner than a whole LeaderTimeout after the step-down was written, after
-// the leader's end: never two live leaders.
-func TestStepDownInVirtualTime(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		mem := memstore.New()
-		newElector := func(id string) *s3lect.Elector {
-			e, err := s3lect.New(s3lect.ElectorConfig{Store: mem, LockfilePath: "leader/job.json", ServerID: id,
-				Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return e
+// job is one leadership of a virtual-time member as s3lect run holds it:
+// from Campaign's return to the end of its work, which stops stopTime
+// after the leadership's context ends, before the member resigns.
+type job struct {
+	id         string
+	term       uint64
+	start, end time.Time
+}
+
+// jobLog collects the members' jobs.
+type jobLog struct {
+	mu   sync.Mutex
+	jobs []job
+}
+
+func (l *jobLog) add(j job) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jobs = append(l.jobs, j)
+}
+
+func (l *jobLog) all() []job {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]job(nil), l.jobs...)
+}
+
+// member campaigns for ever as s3lect run does: it works while it leads,
+// stops its work stopTime after the leadership ends, then resigns (a
+// leader asked to step down releases then) and campaigns again.
+func member(ctx context.Context, e *s3lect.Elector, id string, stopTime time.Duration, log *jobLog) {
+	for {
+		lead, err := e.Campaign(ctx)
+		if err != nil {
+			return
 		}
-		a, b := newElector("a"), newElector("b")
-		defer a.Close()
-		defer b.Close()
-		lead, err := a.Campaign(t.Context())
+		j := job{id: id, term: lead.Term(), start: time.Now()}
+		<-lead.Context().Done()
+		time.Sleep(stopTime) // SIGTERM, the command's exit, the group confirmed gone
+		j.end = time.Now()
+		log.add(j)
+		lead.Resign(context.Background())
+	}
+}
+
+// TestStepDownInVirtualTime: three members at the default intervals in a
+// testing/synctest bubble on the memory store, and an operator's step-down
+// request written at many phases of the leader's renewal cycle, with and
+// without -to. At every phase the leader's work ends within a
+// FrequentInterval (its next renewal is refused), the next leader is
+// another member (the one named by -to), it starts only after the old
+// leader's work has stopped, and no two jobs ever overlap.
+func TestStepDownInVirtualTime(t *testing.T) {
+	for _, to := range []string{"", "c"} {
+		for phase := range 7 {
+			offset := time.Duration(phase) * s3lect.DefaultFrequentInterval / 7
+			t.Run(fmt.Sprintf("to=%q/phase %v", to, offset), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					stepDownAt(t, to, offset)
+				})
+			})
+		}
+	}
+}
+
+func stepDownAt(t *testing.T, to string, offset time.Duration) {
+	mem := memstore.New()
+	key := "leader/job.json"
+	ctx, cancel := context.WithCancel(t.Context())
+	var (
+		log jobLog
+		wg  sync.WaitGroup
+	)
+	electors := map[string]*s3lect.Elector{}
+	stopTime := s3lect.DefaultLeaderTimeout / 40 // well within run's LeaderTimeout/20 to SIGKILL
+	for _, id := range []string{"a", "b", "c"} {
+		e, err := s3lect.New(s3lect.ElectorConfig{Store: mem, LockfilePath: key, ServerID: id, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		won := make(chan time.Time, 1)
-		go func() {
-			l, err := b.Campaign(t.Context())
-			if err != nil {
-				t.Errorf("b.Campaign() = %v", err)
-				close(won)
-				return
-			}
-			won <- time.Now()
-			l.Resign(context.Background())
-		}()
-		time.Sleep(2 * time.Minute) // b is a stable follower by now
-		if lead.Context().Err() != nil {
-			t.Fatalf("a's leadership ended before the step-down: %v", context.Cause(lead.Context()))
-		}
+		electors[id] = e
+		wg.Go(func() { member(ctx, e, id, stopTime, &log) })
+		time.Sleep(time.Second) // a leads first
+	}
+	time.Sleep(2*time.Minute + offset) // the followers are stable
+	rec, ok := electors["b"].Leader()
+	if !ok || rec.LeaderID != "a" {
+		t.Fatalf("leader before the request = %+v, %v; want a", rec, ok)
+	}
+	requested := time.Now()
+	old, req, err := requestStepDown(t.Context(), mem, key, to)
+	if err != nil {
+		t.Fatalf("requestStepDown() = %v", err)
+	}
+	if !sameLeadership(old, req) || req.StepDown == "" || req.To != to || !req.LastUpdated.Equal(old.LastUpdated) || req.TTL != old.TTL || req.Held != old.Held {
+		t.Errorf("request %+v over %+v; want the leader's record as it is, with stepDown and to %q", req, old, to)
+	}
+	time.Sleep(2 * time.Minute)
+	cancel()
+	for _, e := range electors {
+		e.Close()
+	}
+	wg.Wait()
 
-		released := time.Now()
-		old, written, err := stepDown(t.Context(), mem, "leader/job.json", time.Now)
-		if err != nil {
-			t.Fatalf("stepDown() = %v", err)
+	jobs := log.all()
+	if len(jobs) < 2 || jobs[0].id != "a" {
+		t.Fatalf("jobs %+v; want a's, then another's", jobs)
+	}
+	first, next := jobs[0], jobs[1]
+	if d := first.end.Sub(requested); d > s3lect.DefaultFrequentInterval+stopTime {
+		t.Errorf("a's work ended %v after the request; want within a FrequentInterval and its stop time", d)
+	}
+	switch {
+	case next.id == "a":
+		t.Errorf("the leadership went back to a, which was asked to step down; want another member")
+	case to != "" && next.id != to:
+		t.Errorf("the leadership went to %s; want %s, named by -to", next.id, to)
+	}
+	if !first.end.Before(next.start) {
+		t.Errorf("%s's job started at %v, before a's stopped at %v", next.id, next.start.Sub(requested), first.end.Sub(requested))
+	}
+	// Followers read every InfrequentInterval: the next leader comes
+	// within the renewal, the stop and one such read.
+	if d := next.start.Sub(requested); d > s3lect.DefaultFrequentInterval+stopTime+s3lect.DefaultInfrequentInterval+s3lect.DefaultFrequentInterval {
+		t.Errorf("%s led %v after the request; want within the renewal, the stop and the followers' read interval", next.id, d)
+	}
+	for i := 1; i < len(jobs); i++ {
+		if !jobs[i-1].end.Before(jobs[i].start) {
+			t.Errorf("jobs overlap: %+v and %+v", jobs[i-1], jobs[i])
 		}
-		if written.LeaderID != "a" || written.Term != old.Term || written.TTL != old.TTL || written.Held != 0 || written.Lease == old.Lease || written.Lease == "" ||
-			!written.LastUpdated.After(old.LastUpdated) {
-			t.Errorf("stepDown wrote %+v over %+v; want a's ID, term and ttl, held 0, a new lease, a later lastUpdated", written, old)
-		}
-
-		<-lead.Context().Done()
-		ended := time.Now()
-		if cause := context.Cause(lead.Context()); !errors.Is(cause, s3lect.ErrLeadershipLost) {
-			t.Errorf("a's leadership ended with %v; want ErrLeadershipLost", cause)
-		}
-		if d := ended.Sub(released); d > s3lect.DefaultFrequentInterval {
-			t.Errorf("a's leadership ended %v after the step-down; want within FrequentInterval (%v), at its next renewal", d, s3lect.DefaultFrequentInterval)
-		}
-		at, ok := <-won
-		if !ok {
-			return
-		}
-		if d := at.Sub(released); d < s3lect.DefaultLeaderTimeout {
-			t.Errorf("b took over %v after the step-down; want no sooner than LeaderTimeout (%v)", d, s3lect.DefaultLeaderTimeout)
-		}
-		if !ended.Before(at) {
-			t.Errorf("b took over at %v, before a's leadership ended at %v", at, ended)
-		}
-		t.Logf("a's leadership ended %v after the step-down; b took over %v after it", ended.Sub(released), at.Sub(released))
-	})
+	}
+	t.Logf("a stopped %v after the request; %s led %v after it", first.end.Sub(requested), next.id, next.start.Sub(requested))
 }
 
-// TestStepDownNobodyLeads: no lockfile, or a released one, is left alone.
+// TestStepDownNobodyLeads: no lockfile, or a released one, is left alone;
+// -to naming the leader itself is refused.
 func TestStepDownNobodyLeads(t *testing.T) {
 	mem := memstore.New()
-	if _, _, err := stepDown(t.Context(), mem, "k", time.Now); !errors.Is(err, errNobodyLeads) {
-		t.Errorf("stepDown(no lockfile) = %v; want errNobodyLeads", err)
+	if _, _, err := requestStepDown(t.Context(), mem, "k", ""); !errors.Is(err, errNobodyLeads) {
+		t.Errorf("requestStepDown(no lockfile) = %v; want errNobodyLeads", err)
 	}
 	if _, err := mem.PutIfMatch(t.Context(), "k", []byte(`{"leaderID":"a","leaderAddr":"","lastUpdated":"0001-01-01T00:00:00Z","term":3}`), ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := stepDown(t.Context(), mem, "k", time.Now); !errors.Is(err, errNobodyLeads) || !strings.Contains(err.Error(), "a released") {
-		t.Errorf("stepDown(released) = %v; want errNobodyLeads saying a released it", err)
+	if _, _, err := requestStepDown(t.Context(), mem, "k", ""); !errors.Is(err, errNobodyLeads) || !strings.Contains(err.Error(), "a released") {
+		t.Errorf("requestStepDown(released) = %v; want errNobodyLeads saying a released it", err)
+	}
+	if _, err := mem.PutIfMatch(t.Context(), "h", []byte(`{"leaderID":"a","leaderAddr":"","lastUpdated":"2026-11-26T16:00:00Z","term":3}`), ""); err != nil {
+		t.Fatal(err)
+	}
+	var u errUsage
+	if _, _, err := requestStepDown(t.Context(), mem, "h", "a"); !errors.As(err, &u) {
+		t.Errorf("requestStepDown(-to the leader) = %v; want a usage error", err)
 	}
 }
 
-// TestReleaseCommand: s3lect release on MinIO, with two runners. The
-// leading runner's command is stopped as on a loss (and the runner, with
-// -once, exits 4); the other runner's command starts only after it, and no
-// sooner than LeaderTimeout after the release began.
+// TestReleaseCommand: s3lect release on MinIO, with three runners. The
+// leading runner's command is stopped and the lockfile released (the
+// runner, with -once, exits 4); the member -to names starts its command
+// only after the old one stopped, well before the lease could have run
+// out; release says so.
 func TestReleaseCommand(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	key, dir := "cli/release.json", t.TempDir()
-	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms"}
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms", "-wait", "20s"}
 	if out, err := runBin(append([]string{"release"}, where...)...); err != nil || !strings.Contains(out, "nobody leads") {
 		t.Errorf("release with no lockfile = %q, %v; want status 0 and nobody leads", out, err)
 	}
 	a := start(t, runArgs(endpoint, bucket, key, "a", []string{"-once"}, childScript(dir, "a", false))...)
 	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
 	b := start(t, runArgs(endpoint, bucket, key, "b", nil, childScript(dir, "b", false))...)
+	c := start(t, runArgs(endpoint, bucket, key, "c", nil, childScript(dir, "c", false))...)
 	b.waitLine(t, 10*time.Second, "waiting: a leads (term")
+	c.waitLine(t, 10*time.Second, "waiting: a leads (term")
 
 	begun := time.Now()
-	out, err := runBin(append([]string{"release"}, where...)...)
-	if err != nil || !strings.Contains(out, "a (term 1) steps down") {
-		t.Fatalf("release = %q, %v; want status 0 and a (term 1) steps down", out, err)
+	out, err := runBin(append(append([]string{"release"}, where...), "-to", "c")...)
+	if err != nil || !strings.Contains(out, "asked a (term 1) to step down and hand over to c") || !strings.Contains(out, "a stepped down") ||
+		!strings.Contains(out, "c leads (term 2)") {
+		t.Fatalf("release -to c = %q, %v; want status 0, a stepped down, c leads (term 2)", out, err)
 	}
 	if code := a.status(t); code != exitLost || !strings.Contains(a.stderr.String(), "leadership ended") {
 		t.Errorf("a (-once) exited %d after the release; want %d saying its leadership ended\n%s", code, exitLost, a.stderr.String())
 	}
-	waitFor(t, 20*time.Second, "b's command to start", func() bool { return started(t, dir, "b") })
-	la, lb := readLog(t, dir, "a"), readLog(t, dir, "b")
-	lastA, startB := la[len(la)-1].at, lb[0].at
-	// SIGTERM, then SIGKILL LeaderTimeout/20 later, as on any loss (on a
-	// busy machine the child's trap may not run before the SIGKILL).
-	if !strings.Contains(a.stderr.String(), "stopping the command: SIGTERM now") {
-		t.Errorf("a did not stop its command as on a loss:\n%s", a.stderr.String())
+	waitFor(t, 20*time.Second, "c's command to start", func() bool { return started(t, dir, "c") })
+	la, lc := readLog(t, dir, "a"), readLog(t, dir, "c")
+	lastA, startC := la[len(la)-1].at, lc[0].at
+	if !lastA.Before(startC) {
+		t.Errorf("a's command last wrote at %v, after c's command started at %v", lastA.Format(time.StampMicro), startC.Format(time.StampMicro))
 	}
-	if !lastA.Before(startB) {
-		t.Errorf("a's command last wrote at %v, after b's command started at %v", lastA.Format(time.StampMicro), startB.Format(time.StampMicro))
+	if started(t, dir, "b") {
+		t.Errorf("b started its command; want only c, named by -to")
 	}
-	if d := startB.Sub(begun); d < 1500*time.Millisecond {
-		t.Errorf("b's command started %v after the release began; want no sooner than LeaderTimeout 1.5s", d)
+	if lc[0].term != "2" {
+		t.Errorf("c's command got S3LECT_TERM %q; want 2", lc[0].term)
 	}
-	if lb[0].term != "2" {
-		t.Errorf("b's command got S3LECT_TERM %q; want 2", lb[0].term)
+	t.Logf("a's command stopped %v after the release began; c's started %v after it (LeaderTimeout 1.5s)\n%s", lastA.Sub(begun), startC.Sub(begun), out)
+}
+
+// TestReleaseSeesRequestIgnored: a leader that renews over the request
+// (the original s3lect renews whatever record names it) is reported as
+// ignoring it, at once, instead of waiting for a lease that never lapses.
+func TestReleaseSeesRequestIgnored(t *testing.T) {
+	mem := memstore.New()
+	orig := `{"leaderID":"old","leaderAddr":"","lastUpdated":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
+	if _, err := mem.PutIfMatch(t.Context(), "k", []byte(orig), ""); err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("a's command stopped %v after the release began; b's started %v after it", lastA.Sub(begun), startB.Sub(begun))
+	_, req, err := requestStepDown(t.Context(), mem, "k", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { // the original's next cycle: it reads, sees its own ID, and renews over what it read
+		time.Sleep(50 * time.Millisecond)
+		_, etag, _ := mem.Get(context.Background(), "k")
+		renewed := `{"leaderID":"old","leaderAddr":"","lastUpdated":"` + time.Now().UTC().Format(time.RFC3339Nano) + `"}`
+		mem.PutIfMatch(context.Background(), "k", []byte(renewed), etag)
+	}()
+	var said []string
+	o := follow(t.Context(), mem, "k", req, time.Now(), time.Minute, time.Minute, 10*time.Millisecond, func(_ outcome, what string) { said = append(said, what) })
+	if !o.ignored || o.released || o.lapsed || len(said) != 1 || said[0] != "ignored" {
+		t.Errorf("follow() = %+v, said %v; want the request reported as ignored", o, said)
+	}
 }

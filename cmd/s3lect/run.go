@@ -60,6 +60,8 @@ docs/fencing.md).
 Exit statuses: the command's own; 0 if stopped by a signal before leading;
 1 unexpected failure; 2 bad usage; 3 not leader within -try; 4 leadership lost
 (with -once); 5 the store refused for good (the message names the fix);
+6 the store never answered within -connect-timeout (the message names the
+endpoint and what to check; once it has answered, outages are waited out);
 127 the command could not be started.
 
 Flags:
@@ -75,6 +77,7 @@ type runOptions struct {
 	peerAddr            string
 	peerCert, peerKey   string
 	peerCA              string
+	connectTimeout      time.Duration
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) int {
@@ -92,6 +95,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.try, "try", 0, "give up (exit status 3) if not leader within this time; 0 waits for ever")
 	fs.BoolVar(&o.once, "once", false, "exit (status 4) when leadership is lost instead of campaigning again")
 	fs.BoolVar(&o.verbose, "v", false, "log the elector's events to stderr")
+	fs.DurationVar(&o.connectTimeout, "connect-timeout", time.Minute, "exit (status 6) if the store has not answered once within this time since start; 0 waits for ever")
 	fs.DurationVar(&o.frequent, "frequent", 0, "FrequentInterval: renewal period (0: 5s)")
 	fs.DurationVar(&o.infrequent, "infrequent", 0, "InfrequentInterval: a stable follower's check period (0: 30s)")
 	fs.DurationVar(&o.timeout, "timeout", 0, "LeaderTimeout: silence after which a follower takes over (0: 15s)")
@@ -114,8 +118,8 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "s3lect run:", runSupported)
 		return exitUsage
 	}
-	if o.grace < 0 || o.try < 0 {
-		fmt.Fprintln(stderr, "s3lect run: -grace and -try must not be negative")
+	if o.grace < 0 || o.try < 0 || o.connectTimeout < 0 {
+		fmt.Fprintln(stderr, "s3lect run: -grace, -try and -connect-timeout must not be negative")
 		return exitUsage
 	}
 	// The timings are checked before the store is opened, so that a usage
@@ -182,7 +186,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if lt == 0 {
 		lt = s3lect.DefaultLeaderTimeout
 	}
-	r := &runner{o: o, e: e, where: st.where, command: command, sigs: sigs, stderr: stderr, killAfter: lt / 20}
+	r := &runner{o: o, e: e, where: st.where, endpoint: o.sf.endpointName(st.where), command: command, sigs: sigs, stderr: stderr, killAfter: lt / 20}
 	return r.loop()
 }
 
@@ -225,7 +229,7 @@ func reportErr(stderr io.Writer, who string, err error) int {
 	case errors.Is(err, context.Canceled):
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		fmt.Fprintf(stderr, "%s: %v%s\n", who, err, hint(err))
 		return exitFailure
 	}
 }
@@ -235,10 +239,13 @@ type runner struct {
 	o         runOptions
 	e         *s3lect.Elector
 	where     string
+	endpoint  string // the store's endpoint as a person names it, for the never-answered warning
 	command   []string
 	sigs      chan os.Signal // only the runner's goroutine reads it
 	stderr    io.Writer
 	killAfter time.Duration // from the end of a leadership to SIGKILL
+	answered  atomic.Bool   // the store has answered a read since start
+	noAnswer  atomic.Bool   // -connect-timeout ran out before it did
 }
 
 func (r *runner) printf(format string, args ...any) {
@@ -272,6 +279,18 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 	timer := &time.Timer{}
 	if r.o.try > 0 {
 		timer = time.AfterFunc(r.o.try, func() { timedOut.Store(true); cancel() })
+	}
+	if r.o.connectTimeout > 0 && !r.answered.Load() {
+		// A store that has not answered once since start is almost always
+		// a misconfiguration: give up after -connect-timeout, with a
+		// status of its own. Once it has answered, outages are waited out.
+		silent := time.AfterFunc(r.o.connectTimeout, func() {
+			if !r.answered.Load() {
+				r.noAnswer.Store(true)
+				cancel()
+			}
+		})
+		defer silent.Stop()
 	}
 	r.printf("%s campaigning for %s", r.o.id, r.where)
 	obsCtx, obsStop := context.WithCancel(context.Background())
@@ -312,6 +331,11 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 		<-watched // no waiting line after this one
 		r.printf("%s leads %s (term %d); starting %s", r.o.id, r.where, res.lead.Term(), r.command[0])
 		return res.lead, cancel, 0, true
+	case r.noAnswer.Load() && res.err != nil:
+		cancel()
+		r.printf("the store at %s has not answered since start, for -connect-timeout %v; giving up. %s",
+			r.endpoint, r.o.connectTimeout, noAnswerFix)
+		return nil, nil, exitNoAnswer, false
 	case timedOut.Load():
 		cancel()
 		who := "nobody leads"
@@ -349,11 +373,17 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 					continue // Campaign returns it; the run ends saying so
 				}
 				if cause := errorCause(c.Err); cause != lastCause {
-					r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
+					if !r.answered.Load() && lastCause == "" {
+						r.printf("WARNING: the store at %s has not answered since start: %v. %s "+
+							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, c.Err, noAnswerFix, r.o.connectTimeout)
+					} else {
+						r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
+					}
 					lastErr, lastCause = c.Err.Error(), cause
 				}
 				continue
 			}
+			r.answered.Store(true)
 			if lastErr != "" {
 				r.printf("store reachable again")
 				lastErr, lastCause = "", ""
@@ -426,7 +456,20 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 
 	case <-lead.Context().Done():
 		r.lost(lead, g)
+		r.handBack(lead)
 		return exitLost, true
+	}
+}
+
+// handBack tells the elector the command is gone after a leadership ended
+// under it: a leader asked to step down (s3lect release) releases the
+// lockfile now, and stays out of the next election for a while
+// (docs/protocol.md, section 11). After any other end it does nothing.
+func (r *runner) handBack(lead *s3lect.Leadership) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := lead.Resign(ctx); err != nil {
+		r.printf("release %s after the step-down: %v (followers take over after LeaderTimeout)", r.where, err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,7 +28,8 @@ absent or unreadable. With -wait it reads the lockfile for LeaderTimeout
 machine's clock alone.
 
 Exit statuses: 0 read (whatever the state), 1 unexpected failure, 2 bad usage,
-5 the store refused for good (the message names the fix).
+5 the store refused for good (the message names the fix), 6 the store did
+not answer (the message names the endpoint and what to check).
 
 Flags:
 `
@@ -113,7 +115,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	rep, err := read()
 	if err != nil {
-		return reportErr(stderr, "s3lect status", err)
+		return reportNoAnswer(stderr, "s3lect status", sf.endpointName(st.where), err)
 	}
 	if wait {
 		first := rep
@@ -174,9 +176,13 @@ const watchUsage = `usage: s3lect watch [flags]
 
 Prints one line per change of leader (or of the store error it sees) until
 interrupted, starting with the current state: the time, the leader and its
-term, or "none", or the store error. Leadership is judged as a follower
-judges it (LeaderTimeout of silence), so -frequent, -infrequent and -timeout
-should match the group's.
+term, or "none", or the store error. It reads the lockfile every
+FrequentInterval (-frequent), so a leadership that lasts a FrequentInterval
+is always seen; when terms rise by more than one between two reads, a line
+says which terms were not seen (a leadership shorter than a read interval,
+or a takeover whose write did not land). Leadership is judged as a follower
+judges it (LeaderTimeout of silence), so -frequent and -timeout should
+match the group's. -json prints one JSON object per line.
 
 Exit statuses: 0 interrupted, 2 bad usage, 5 the store refused for good.
 
@@ -195,6 +201,11 @@ type watchLine struct {
 	Vacant string `json:"vacant,omitempty"`
 	Was    string `json:"was,omitempty"`
 	Err    string `json:"err,omitempty"`
+	// Unseen, on a line of its own, names the terms from Term to UnseenTo
+	// that began and ended between two reads (or whose takeover did not
+	// land): terms only rise, so none is skipped silently.
+	Unseen   bool   `json:"unseen,omitempty"`
+	UnseenTo uint64 `json:"unseenTo,omitempty"`
 }
 
 func watchCmd(args []string, stdout, stderr io.Writer) int {
@@ -212,7 +223,7 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 	sf.register(fs)
 	fs.BoolVar(&asJSON, "json", false, "print JSON lines instead of text")
 	fs.DurationVar(&frequent, "frequent", 0, "FrequentInterval (0: 5s)")
-	fs.DurationVar(&infrequent, "infrequent", 0, "InfrequentInterval (0: 30s)")
+	fs.DurationVar(&infrequent, "infrequent", 0, "how often to read once a leader renews steadily (0: -frequent, so that no leadership is missed)")
 	fs.DurationVar(&lt, "timeout", 0, "LeaderTimeout (0: 15s)")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
@@ -225,6 +236,11 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.close()
 	host, _ := os.Hostname()
+	if infrequent == 0 {
+		// A watcher reads at the frequent pace: at the InfrequentInterval it
+		// would miss a leadership shorter than that between two reads.
+		infrequent = cmp.Or(frequent, s3lect.DefaultFrequentInterval)
+	}
 	e, err := s3lect.New(s3lect.ElectorConfig{Store: st.st, LockfilePath: st.key,
 		ServerID:         fmt.Sprintf("s3lect-watch-%s-%d", host, os.Getpid()),
 		FrequentInterval: frequent, InfrequentInterval: infrequent, LeaderTimeout: lt,
@@ -233,7 +249,18 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, "s3lect watch", usageErr("%v", err))
 	}
 	defer e.Close()
-	var lastCause string
+	var (
+		lastCause string
+		lastTerm  uint64 // the highest term printed
+	)
+	print := func(l watchLine, text string) {
+		if asJSON {
+			b, _ := json.Marshal(l)
+			fmt.Fprintln(stdout, string(b))
+		} else {
+			fmt.Fprintf(stdout, "%s %s\n", l.Time.Format(time.RFC3339Nano), text)
+		}
+	}
 	for c := range e.Observe(ctx) {
 		l := watchLine{Time: time.Now().UTC(), Leader: c.Leader.LeaderID, Address: c.Leader.LeaderAddr, Term: c.Leader.Term}
 		if c.Err != nil {
@@ -251,23 +278,21 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		if c.Err == nil && l.Leader == "" {
 			l.Vacant, l.Was = vacancy(ctx, st.st, st.key)
 		}
-		if asJSON {
-			b, _ := json.Marshal(l)
-			fmt.Fprintln(stdout, string(b))
-		} else {
-			ts := l.Time.Format(time.RFC3339Nano)
-			switch {
-			case c.Err != nil:
-				fmt.Fprintf(stdout, "%s store error: %v%s\n", ts, c.Err, hint(c.Err))
-			case l.Leader == "":
-				fmt.Fprintf(stdout, "%s leader: none (%s)\n", ts, describeVacancy(l.Vacant, l.Was))
-			default:
-				addr := ""
-				if l.Address != "" {
-					addr = " address " + l.Address
-				}
-				fmt.Fprintf(stdout, "%s leader: %s term %d%s\n", ts, l.Leader, l.Term, addr)
+		if gap, text, ok := unseenTerms(lastTerm, l); ok {
+			print(gap, text)
+		}
+		lastTerm = max(lastTerm, l.Term)
+		switch {
+		case c.Err != nil:
+			print(l, fmt.Sprintf("store error: %v%s", c.Err, hint(c.Err)))
+		case l.Leader == "":
+			print(l, fmt.Sprintf("leader: none (%s)", describeVacancy(l.Vacant, l.Was)))
+		default:
+			addr := ""
+			if l.Address != "" {
+				addr = " address " + l.Address
 			}
+			print(l, fmt.Sprintf("leader: %s term %d%s", l.Leader, l.Term, addr))
 		}
 		if c.Err != nil && isPermanent(c.Err) {
 			fmt.Fprintf(stderr, "s3lect watch: the store refused: %v\n", c.Err)
@@ -275,6 +300,36 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitOK
+}
+
+// reportNoAnswer reports err, a read that failed; when the store did not
+// answer at all (not a refusal, not an interrupt) it names the endpoint
+// and what to check, and returns exitNoAnswer.
+func reportNoAnswer(stderr io.Writer, who, endpoint string, err error) int {
+	if store.IsPermanent(err) || errors.Is(err, context.Canceled) {
+		return reportErr(stderr, who, err)
+	}
+	var u errUsage
+	if errors.As(err, &u) {
+		return reportErr(stderr, who, err)
+	}
+	fmt.Fprintf(stderr, "%s: the store at %s did not answer: %v. %s\n", who, endpoint, err, noAnswerFix)
+	return exitNoAnswer
+}
+
+// unseenTerms returns the line watch prints before l when terms between
+// the highest printed so far, last, and l's were never seen, and false
+// when none were skipped (or nothing was printed before).
+func unseenTerms(last uint64, l watchLine) (watchLine, string, bool) {
+	if last == 0 || l.Term <= last+1 {
+		return watchLine{}, "", false
+	}
+	gap := watchLine{Time: l.Time, Term: last + 1, Unseen: true, UnseenTo: l.Term - 1}
+	text := fmt.Sprintf("term %d not seen", gap.Term)
+	if gap.UnseenTo > gap.Term {
+		text = fmt.Sprintf("terms %d to %d not seen", gap.Term, gap.UnseenTo)
+	}
+	return gap, text + " (led between two reads, or a takeover that did not land)", true
 }
 
 // readLockfile reads the lockfile once, retrying a failed read twice (after

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -82,6 +83,25 @@ func (sf storeFlags) open(ctx context.Context, stderr io.Writer) (*opened, error
 	}
 	return &opened{st: lf.Store, key: lf.Key, where: lf.URL, close: lf.Close}, nil
 }
+
+// endpointName names the store's endpoint for a person: the S3 endpoint
+// set by -endpoint or the environment, AWS S3 itself when none is set, or
+// else the lockfile's URL (NATS names its server there).
+func (sf storeFlags) endpointName(where string) string {
+	if !strings.HasPrefix(where, "s3://") {
+		return where
+	}
+	for _, ep := range []struct{ v, from string }{{sf.endpoint, "-endpoint"}, {os.Getenv("AWS_ENDPOINT_URL_S3"), "AWS_ENDPOINT_URL_S3"}, {os.Getenv("AWS_ENDPOINT_URL"), "AWS_ENDPOINT_URL"}} {
+		if ep.v != "" {
+			return fmt.Sprintf("%s (%s, for %s)", ep.v, ep.from, where)
+		}
+	}
+	return fmt.Sprintf("AWS S3 (no -endpoint or AWS_ENDPOINT_URL_S3 set, for %s)", where)
+}
+
+// noAnswerFix is what to check when a store has never answered.
+const noAnswerFix = "Check that the store runs and that the endpoint is right (-endpoint or AWS_ENDPOINT_URL_S3 for MinIO and other " +
+	"S3-compatible stores; the host and port in a nats:// URL), and that this machine can resolve and reach it (DNS, firewall, proxy)."
 
 // errRepeat is how often a store error that persists unchanged is printed
 // again.

@@ -35,7 +35,20 @@ func versionLine() string {
 	return line + " " + bi.GoVersion
 }
 
+const versionUsage = `usage: s3lect version
+
+Prints the module version this build of s3lect came from ("(devel)" for a
+build in a clone), the commit and whether the tree had changes (when the
+build recorded them), and the Go version. Also s3lect -version or --version.
+
+Exit statuses: 0 printed, 2 bad usage.
+`
+
 func versionCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprint(stdout, versionUsage)
+		return exitOK
+	}
 	if len(args) > 0 {
 		fmt.Fprintf(stderr, "s3lect version: unexpected argument %q\n", args[0])
 		return exitUsage

@@ -31,9 +31,11 @@ func main() {
 	defer e.Close() // releases the lockfile if leading, so a follower takes over at once
 	for {
 		lead, err := e.Campaign(ctx) // blocks until this instance leads
+		if ctx.Err() != nil {
+			return // Ctrl-C: Close hands the lockfile over
+		}
 		if err != nil {
-			log.Print(err) // ctx ended, or the store refused for good (the fix is named)
-			return
+			log.Fatal(err) // the store refused for good: a missing bucket, no credentials... (the fix is named)
 		}
 		log.Printf("leading, term %d", lead.Term())
 		<-lead.Context().Done() // the leader's work, until the leadership may be gone

@@ -5,6 +5,7 @@ package natskv_test
 
 import (
 	"context"
+	"log"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,8 +20,17 @@ func ExampleNew() {
 		nc  *nats.Conn
 		id  string
 	)
-	js, _ := jetstream.New(nc)
-	kv, _ := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ELECTIONS"})
-	e, _ := s3lect.New(s3lect.ElectorConfig{Store: natskv.New(kv), LockfilePath: "leader/x.json", ServerID: id})
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ELECTIONS"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := s3lect.New(s3lect.ElectorConfig{Store: natskv.New(kv), LockfilePath: "leader/x.json", ServerID: id})
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = e
 }

@@ -1,6 +1,9 @@
 package s3store
 
-import "time"
+import (
+	"io"
+	"time"
+)
 
 // ExpireDenial ends the backoff of a remembered denial at once, as if it
 // had passed (tests only).
@@ -8,4 +11,12 @@ func ExpireDenial(s *Store) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.retryAt = time.Time{}
+}
+
+// SetSDKLog sends the SDK's log lines to w until the test ends (tests
+// only).
+func SetSDKLog(t interface{ Cleanup(func()) }, w io.Writer) {
+	old := sdkLog
+	sdkLog = w
+	t.Cleanup(func() { sdkLog = old })
 }

@@ -52,7 +52,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
@@ -157,11 +156,8 @@ func New(client *s3.Client, bucket string, opts ...Option) *Store {
 // endpoint on localhost, an IP address or a one-label host name gets it
 // anyway (see New). s3lect.New uses it when ElectorConfig.Bucket is set.
 func FromEnvironment(ctx context.Context, bucket string, pathStyle bool) (*Store, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	cfg, err := LoadConfig(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("s3store: load AWS configuration: %w", err)
-	}
-	if err := CheckCredentials(ctx, cfg); err != nil {
 		return nil, err
 	}
 	// An HTTP client of the store's own, on a copy of the transport the SDK
@@ -204,6 +200,14 @@ func pathStyleForLocalHosts(o *s3.Options) {
 func bucketSubdomains(host string) bool {
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	return net.ParseIP(h) == nil && h != "localhost" && !strings.HasSuffix(h, ".localhost") && strings.Contains(h, ".")
+}
+
+// awsHost reports whether host is one of AWS's own names (amazonaws.com,
+// and amazonaws.com.cn in China), whose S3 endpoints carry buckets as
+// subdomains.
+func awsHost(host string) bool {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return strings.HasSuffix(h, ".amazonaws.com") || strings.HasSuffix(h, ".amazonaws.com.cn")
 }
 
 // ErrNoCredentials is wrapped by the permanent error of a Store whose
@@ -575,6 +579,14 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 		return fmt.Errorf("%s: refresh the AWS credentials: %w", where, creds.err) // they worked before: an outage
 	}
 	var dns *net.DNSError
+	if errors.As(err, &dns) && dns.IsNotFound && awsHost(dns.Name) {
+		// AWS's own endpoints serve every bucket as a subdomain: a name
+		// under them that does not resolve says this machine cannot
+		// resolve AWS's names (no DNS, no network), or that the store
+		// meant is not AWS at all. Retried: DNS can come back.
+		return fmt.Errorf("%s: host %q not found: this machine cannot resolve AWS's S3 host names (no DNS server or no network route to one?); "+
+			"if the store is not AWS S3, set its endpoint (AWS_ENDPOINT_URL_S3, or the command's -endpoint): %w", where, dns.Name, err)
+	}
 	if errors.As(err, &dns) && dns.IsNotFound && strings.HasPrefix(dns.Name, s.bucket+".") {
 		// Virtual-host addressing on an endpoint without a wildcard DNS
 		// name for its buckets: no retry will make the name resolve.

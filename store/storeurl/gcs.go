@@ -8,8 +8,9 @@ import (
 	"github.com/s3lect/s3lect/store/gcsstore"
 )
 
-// Google Cloud Storage is built in only with the tag gcs (or cloud, the
-// demo's tag for every store): see gcs_none.go.
+// Google Cloud Storage is built in only with the tag cloud, the one tag
+// the command and the demo both use for the clouds' SDKs (gcs is its older
+// name): see gcs_none.go.
 
 // openGCS builds a Google Cloud Storage store on bucket from the
 // environment (Application Default Credentials, or STORAGE_EMULATOR_HOST).

@@ -10,11 +10,11 @@ import (
 	"github.com/s3lect/s3lect/store/storeurl"
 )
 
-// Without the tag gcs, a gs:// URL is refused at once, saying how to build
+// Without the tag cloud (or gcs), a gs:// URL is refused at once, saying how to build
 // Google Cloud Storage in.
 func TestGCSLeftOut(t *testing.T) {
 	_, err := storeurl.Open(t.Context(), "gs://elections/leader/job.json", storeurl.Options{})
-	if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "-tags gcs") {
-		t.Errorf("Open(gs://) = %v; want ErrBadURL saying to build with -tags gcs", err)
+	if !errors.Is(err, storeurl.ErrBadURL) || !strings.Contains(err.Error(), "-tags cloud") {
+		t.Errorf("Open(gs://) = %v; want ErrBadURL saying to build with -tags cloud", err)
 	}
 }

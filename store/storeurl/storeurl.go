@@ -37,7 +37,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -151,11 +150,11 @@ func openS3(ctx context.Context, bucket string, o Options) (store.Store, func(),
 			return nil, nil, fmt.Errorf("%w: S3 endpoint %q is not an http:// or https:// URL, e.g. http://127.0.0.1:9000", ErrBadURL, o.S3Endpoint)
 		}
 	}
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
+	cfg, err := s3store.LoadConfig(ctx)
+	switch {
+	case err != nil && !store.IsPermanent(err) && ctx.Err() == nil:
 		return nil, nil, store.Permanent(fmt.Errorf("load the AWS configuration (environment and ~/.aws): %w", err))
-	}
-	if err := s3store.CheckCredentials(ctx, cfg); err != nil {
+	case err != nil:
 		return nil, nil, err
 	}
 	if cfg.Region == "" {

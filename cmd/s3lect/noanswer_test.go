@@ -1,0 +1,40 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStoreNeverAnswered: against an endpoint where nothing listens, run
+// warns at once, naming the endpoint and what to check, and exits with
+// status 6 after -connect-timeout; status exits 6 with the same hint. No
+// store server is needed: the endpoint is a closed loopback port.
+func TestStoreNeverAnswered(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	dead := "http://127.0.0.1:19348" // this package's port range; nothing listens on it
+	p := start(t, runArgs(dead, "jobs", "cli/never.json", "n", []string{"-connect-timeout", "2s"}, []string{"true"})...)
+	p.waitLine(t, 10*time.Second, "WARNING: the store at "+dead)
+	seen := time.Now()
+	if code := p.status(t); code != exitNoAnswer {
+		t.Fatalf("run against a dead endpoint exited %d; want %d\n%s", code, exitNoAnswer, p.stderr.String())
+	}
+	out := p.stderr.String()
+	for _, want := range []string{"Check that the store runs and that the endpoint is right", "AWS_ENDPOINT_URL_S3", "giving up after -connect-timeout 2s", "has not answered since start, for -connect-timeout 2s; giving up"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run's output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, "WARNING") > strings.Index(out, "giving up.") {
+		t.Errorf("the warning came after the give-up line:\n%s", out)
+	}
+	t.Logf("exited %v after the warning was seen", time.Since(seen).Round(time.Millisecond))
+
+	st := start(t, "status", "-store", "s3://jobs/cli/never.json", "-endpoint", dead)
+	if code := st.status(t); code != exitNoAnswer || !strings.Contains(st.stderr.String(), "Check that the store runs") ||
+		!strings.Contains(st.stderr.String(), dead) {
+		t.Errorf("status against a dead endpoint exited %d; want %d naming the endpoint and the hint\n%s", code, exitNoAnswer, st.stderr.String())
+	}
+}

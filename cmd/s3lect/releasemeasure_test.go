@@ -1,0 +1,82 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/internal/s3test"
+)
+
+var releaseTrials = flag.Int("release.trials", 1, "TestReleaseMovesJob: releases per mode (more for the figures in docs/command.md)")
+
+// TestReleaseMovesJob: three real runners on MinIO, in storage and in peer
+// mode, and `release -to` the next one, -release.trials times in each
+// mode. Every release moves the job to the named runner, whose command
+// starts only after the old one's last heartbeat. It logs the time from
+// the release's start to the job's start on the other machine (median
+// and slowest), the figures docs/command.md gives with this command:
+//
+//	go test -run TestReleaseMovesJob -v ./cmd/s3lect -release.trials=20
+func TestReleaseMovesJob(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	for _, mode := range []string{"storage", "peer"} {
+		t.Run(mode, func(t *testing.T) {
+			key, dir := "cli/move-"+mode+".json", t.TempDir()
+			cert, pkey := selfSigned(t, dir)
+			ids := []string{"a", "b", "c"}
+			ports := map[string]string{"a": "19351", "b": "19352", "c": "19353"}
+			if mode == "peer" {
+				ports = map[string]string{"a": "19354", "b": "19355", "c": "19356"}
+			}
+			var procs []*proc
+			for _, id := range ids {
+				var extra []string
+				if mode == "peer" {
+					extra = []string{"-peer-addr", "127.0.0.1:" + ports[id], "-peer-cert", cert, "-peer-key", pkey, "-peer-ca", cert}
+				}
+				procs = append(procs, start(t, runArgs(endpoint, bucket, key, id, extra, childScript(dir, id, false))...))
+				if id == "a" {
+					waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") }, procs...)
+				}
+			}
+			starts := func(id string) []event {
+				var s []event
+				for _, ev := range readLog(t, dir, id) {
+					if ev.kind == "start" {
+						s = append(s, ev)
+					}
+				}
+				return s
+			}
+			where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms", "-wait", "0",
+				"-peer-ca", cert}
+			var took []time.Duration
+			leader := "a"
+			for trial := range *releaseTrials {
+				time.Sleep(3 * time.Second) // the followers settle at their steady pace
+				next := ids[(slices.Index(ids, leader)+1)%len(ids)]
+				before := len(starts(next))
+				begun := time.Now()
+				out, err := runBin(append(append([]string{"release"}, where...), "-to", next)...)
+				if err != nil || !strings.Contains(out, fmt.Sprintf("asked %s", leader)) {
+					t.Fatalf("trial %d: release -to %s = %q, %v; want it to ask %s", trial, next, out, err, leader)
+				}
+				waitFor(t, 20*time.Second, next+"'s command to start", func() bool { return len(starts(next)) > before }, procs...)
+				s := starts(next)[before]
+				last := readLog(t, dir, leader)
+				if lastAt := last[len(last)-1].at; !lastAt.Before(s.at) {
+					t.Errorf("trial %d: %s's command wrote at %v, after %s's started at %v", trial, leader, lastAt, next, s.at)
+				}
+				took = append(took, s.at.Sub(begun))
+				leader = next
+			}
+			slices.Sort(took)
+			t.Logf("%s mode, FrequentInterval 200ms, InfrequentInterval 600ms, LeaderTimeout 1.5s: release -to moved the job in %v at the median, %v at the slowest, over %d releases (all to the named runner)",
+				mode, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took))
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -48,7 +50,25 @@ func childEnv(o runOptions, term uint64) []string {
 	if o.sf.pathStyle {
 		env = append(env, envPathStyle+"=1")
 	}
+	// The command's `s3lect put` finds this binary even where it is not
+	// on PATH (run from a build directory, a container's /app): its
+	// directory goes last, so an s3lect already on PATH still wins.
+	if exe, err := os.Executable(); err == nil {
+		env = append(env, "PATH="+withDir(os.Getenv("PATH"), filepath.Dir(exe)))
+	}
 	return env
+}
+
+// withDir returns the PATH list path with dir appended, unless it is
+// already in it.
+func withDir(path, dir string) string {
+	if path == "" {
+		return dir
+	}
+	if slices.Contains(filepath.SplitList(path), dir) {
+		return path
+	}
+	return path + string(filepath.ListSeparator) + dir
 }
 
 const fenceUsage = `usage: s3lect put    [flags] KEY [FILE|-]   write FILE (stdin if none or -) at KEY, fenced by the term

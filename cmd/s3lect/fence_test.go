@@ -18,13 +18,15 @@ import (
 // TestRunChildWritesFenced runs `s3lect put` and `s3lect get` as the
 // command of `s3lect run`: they find the term and the store in the
 // environment run gives them. A later command finds the key sealed by a
-// higher term: its put exits 7 (fenced), and run exits with it.
+// higher term: its put exits 7 (fenced), and run exits with it. The
+// command calls plain `s3lect` with a PATH that lacks it: run puts its own
+// directory last on the command's PATH.
 func TestRunChildWritesFenced(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	dir := t.TempDir()
 	key, obj := "cli/fence-lock.json", "cli/fence-checkpoint"
-	script := `printf 'step 1\n' | "$S3LECT" put ` + obj + ` - && "$S3LECT" get ` + obj + ` > "$OUT"`
-	env := append(os.Environ(), "S3LECT="+bin, "OUT="+filepath.Join(dir, "out"))
+	script := `printf 'step 1\n' | s3lect put ` + obj + ` - && s3lect get ` + obj + ` > "$OUT"`
+	env := append(os.Environ(), "PATH=/usr/bin:/bin", "OUT="+filepath.Join(dir, "out"))
 	run := func() (int, string) {
 		cmd := exec.Command(bin, runArgs(endpoint, bucket, key, "a", []string{"-once"}, []string{"sh", "-c", script})...)
 		cmd.Env = env

@@ -73,7 +73,7 @@ CONF
 	radosgw $c -n client.rgw.a -f >"$d/log/rgw.out" 2>&1 &
 	ceph_pids="$ceph_pids $!"
 	SERVER_KEY=s3lect-ceph SERVER_SECRET=s3lect-ceph-secret
-	timeout 120 radosgw-admin $c user create --uid=s3lect --display-name=s3lect \
+	timeout 45 radosgw-admin $c user create --uid=s3lect --display-name=s3lect \
 		--access-key="$SERVER_KEY" --secret-key="$SERVER_SECRET" >/dev/null || { echo "ceph: radosgw-admin user create failed" >&2; ceph_logs; return 1; }
 	SERVER_ENDPOINT="http://127.0.0.1:$rgwport"
 	wait_port "$rgwport" 600 "${ceph_pids##* }" || { ceph_logs; return 1; }

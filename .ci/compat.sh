@@ -84,8 +84,10 @@ for server in "${servers[@]}"; do
 		rgw=$(free_port $((mon + 1)) "$port_hi")
 		osd=$(free_port $((rgw + 1)) "$port_hi")
 		running=ceph
-		# Seen once: the monitor never answered. Start the cluster
-		# afresh, on other ports, once more before failing.
+		# Seen: the monitor never answered; the OSD refused by the
+		# monitor ('wrong fsid'), so that radosgw-admin waits out its
+		# 45 s. Start the cluster afresh, on other ports, once more
+		# before failing (a good start takes about 12 s).
 		if ! timed "ceph start" ceph_start "$mon" "$rgw" "$osd"; then
 			ceph_stop
 			echo "ceph: starting again on other ports" >&2

@@ -176,13 +176,13 @@ const watchUsage = `usage: s3lect watch [flags]
 
 Prints one line per change of leader (or of the store error it sees) until
 interrupted, starting with the current state: the time, the leader and its
-term, or "none", or the store error. It reads the lockfile every
-FrequentInterval (-frequent), so a leadership that lasts a FrequentInterval
-is always seen; when terms rise by more than one between two reads, a line
-says which terms were not seen (a leadership shorter than a read interval,
-or a takeover whose write did not land). Leadership is judged as a follower
-judges it (LeaderTimeout of silence), so -frequent and -timeout should
-match the group's. -json prints one JSON object per line.
+term, or "none" with the term that ended and why, or the store error. It
+reads the lockfile every FrequentInterval (-frequent), so a leadership that
+lasts a FrequentInterval is always seen; when terms rise by more than one
+between two reads, a line says which terms were not seen (a leadership
+shorter than a read interval, or a takeover whose write did not land).
+Leadership is judged as a follower judges it (LeaderTimeout of silence), so
+-frequent and -timeout should match the group's. -json prints one JSON object per line.
 
 Exit statuses: 0 interrupted, 2 bad usage, 5 the store refused for good.
 
@@ -194,7 +194,7 @@ type watchLine struct {
 	Time    time.Time `json:"time"`
 	Leader  string    `json:"leaderID"` // "" when nobody leads; named as in the lockfile
 	Address string    `json:"leaderAddr,omitempty"`
-	Term    uint64    `json:"term,omitempty"`
+	Term    uint64    `json:"term,omitempty"` // on a line where nobody leads, the term of the leadership that ended
 	// Vacant says why nobody leads: "released" (the last leader gave the
 	// lockfile back), "expired" (its record stopped being renewed),
 	// "absent" (no lockfile) or "unreadable"; Was names that last leader.
@@ -206,6 +206,9 @@ type watchLine struct {
 	// land): terms only rise, so none is skipped silently.
 	Unseen   bool   `json:"unseen,omitempty"`
 	UnseenTo uint64 `json:"unseenTo,omitempty"`
+
+	cause string // Err without its request IDs: a repeat of one failure shares it
+	hint  string // what to check, for Err
 }
 
 func watchCmd(args []string, stdout, stderr io.Writer) int {
@@ -249,57 +252,113 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		return reportErr(stderr, "s3lect watch", usageErr("%v", err))
 	}
 	defer e.Close()
-	var (
-		lastCause string
-		lastTerm  uint64 // the highest term printed
-	)
-	print := func(l watchLine, text string) {
+	print := func(l watchLine) {
 		if asJSON {
 			b, _ := json.Marshal(l)
 			fmt.Fprintln(stdout, string(b))
 		} else {
-			fmt.Fprintf(stdout, "%s %s\n", l.Time.Format(time.RFC3339Nano), text)
+			fmt.Fprintf(stdout, "%s %s\n", l.Time.Format(time.RFC3339Nano), l.text())
 		}
 	}
-	for c := range e.Observe(ctx) {
-		l := watchLine{Time: time.Now().UTC(), Leader: c.Leader.LeaderID, Address: c.Leader.LeaderAddr, Term: c.Leader.Term}
-		if c.Err != nil {
-			l.Err = c.Err.Error()
-			// The same failure again with only its request IDs changed is
-			// not a change worth a line.
-			if cause := errorCause(c.Err); cause == lastCause {
+	var w watcher
+	changes := e.Observe(ctx)
+	// While nobody leads, the lockfile is read at every FrequentInterval
+	// here too: the elector announces a change of leader only, and a
+	// leadership that begins and ends between two of its reads (a
+	// released record of a higher term behind the same "none") would
+	// otherwise go unprinted.
+	tick := time.NewTicker(cmp.Or(frequent, s3lect.DefaultFrequentInterval))
+	defer tick.Stop()
+	for {
+		var (
+			l    watchLine
+			perm bool // the store refused for good
+		)
+		select {
+		case c, ok := <-changes:
+			if !ok {
+				return exitOK
+			}
+			l = watchLine{Time: time.Now().UTC(), Leader: c.Leader.LeaderID, Address: c.Leader.LeaderAddr, Term: c.Leader.Term}
+			if c.Err != nil {
+				l.Err, l.cause, l.hint, perm = c.Err.Error(), errorCause(c.Err), hint(c.Err), isPermanent(c.Err)
+			} else if l.Leader == "" {
+				l.Vacant, l.Was, l.Term = vacancy(ctx, st.st, st.key)
+			}
+		case <-tick.C:
+			if !w.vacant() {
 				continue
-			} else {
-				lastCause = cause
 			}
-		} else {
-			lastCause = ""
-		}
-		if c.Err == nil && l.Leader == "" {
-			l.Vacant, l.Was = vacancy(ctx, st.st, st.key)
-		}
-		if gap, text, ok := unseenTerms(lastTerm, l); ok {
-			print(gap, text)
-		}
-		lastTerm = max(lastTerm, l.Term)
-		switch {
-		case c.Err != nil:
-			print(l, fmt.Sprintf("store error: %v%s", c.Err, hint(c.Err)))
-		case l.Leader == "":
-			print(l, fmt.Sprintf("leader: none (%s)", describeVacancy(l.Vacant, l.Was)))
-		default:
-			addr := ""
-			if l.Address != "" {
-				addr = " address " + l.Address
+			l = watchLine{Time: time.Now().UTC()}
+			if l.Vacant, l.Was, l.Term = vacancy(ctx, st.st, st.key); l.Vacant == "" {
+				continue // the read failed: the elector reports the store's errors
 			}
-			print(l, fmt.Sprintf("leader: %s term %d%s", l.Leader, l.Term, addr))
 		}
-		if c.Err != nil && isPermanent(c.Err) {
-			fmt.Fprintf(stderr, "s3lect watch: the store refused: %v\n", c.Err)
+		for _, line := range w.see(l) {
+			print(line)
+		}
+		if perm {
+			fmt.Fprintf(stderr, "s3lect watch: the store refused: %s\n", l.Err)
 			return exitRefused
 		}
 	}
-	return exitOK
+}
+
+// watcher decides what watch prints: a line per change of leader, of
+// vacancy or of store error, with a line naming the terms it never saw
+// before a line whose term skips some (terms only rise). It does no I/O.
+type watcher struct {
+	last     watchLine // the last state printed
+	printed  bool      // last is set
+	lastTerm uint64    // the highest term printed
+}
+
+// vacant reports whether the last state printed is that nobody leads.
+func (w *watcher) vacant() bool { return w.printed && w.last.Err == "" && w.last.Leader == "" }
+
+// see returns the lines to print for the state l.
+func (w *watcher) see(l watchLine) []watchLine {
+	if l.Err != "" {
+		// The same failure again with only its request IDs changed is
+		// not a change worth a line.
+		if w.printed && w.last.Err != "" && l.cause == w.last.cause {
+			return nil
+		}
+		w.last, w.printed = l, true
+		return []watchLine{l}
+	}
+	if w.printed && w.last.Err == "" && w.last.Leader == l.Leader && w.last.Term == l.Term &&
+		w.last.Vacant == l.Vacant && w.last.Was == l.Was {
+		return nil // the same state, seen again
+	}
+	var out []watchLine
+	if gap, ok := unseenTerms(w.lastTerm, l); ok {
+		out = append(out, gap)
+	}
+	w.lastTerm = max(w.lastTerm, l.Term)
+	w.last, w.printed = l, true
+	return append(out, l)
+}
+
+// text is the line's human form, without its time.
+func (l watchLine) text() string {
+	switch {
+	case l.Unseen:
+		text := fmt.Sprintf("term %d not seen", l.Term)
+		if l.UnseenTo > l.Term {
+			text = fmt.Sprintf("terms %d to %d not seen", l.Term, l.UnseenTo)
+		}
+		return text + " (led between two reads, or a takeover that did not land)"
+	case l.Err != "":
+		return fmt.Sprintf("store error: %s%s", l.Err, l.hint)
+	case l.Leader == "":
+		return fmt.Sprintf("leader: none (%s)", describeVacancy(l.Vacant, l.Was, l.Term))
+	}
+	addr := ""
+	if l.Address != "" {
+		addr = " address " + l.Address
+	}
+	return fmt.Sprintf("leader: %s term %d%s", l.Leader, l.Term, addr)
 }
 
 // reportNoAnswer reports err, a read that failed; when the store did not
@@ -320,16 +379,11 @@ func reportNoAnswer(stderr io.Writer, who, endpoint string, err error) int {
 // unseenTerms returns the line watch prints before l when terms between
 // the highest printed so far, last, and l's were never seen, and false
 // when none were skipped (or nothing was printed before).
-func unseenTerms(last uint64, l watchLine) (watchLine, string, bool) {
+func unseenTerms(last uint64, l watchLine) (watchLine, bool) {
 	if last == 0 || l.Term <= last+1 {
-		return watchLine{}, "", false
+		return watchLine{}, false
 	}
-	gap := watchLine{Time: l.Time, Term: last + 1, Unseen: true, UnseenTo: l.Term - 1}
-	text := fmt.Sprintf("term %d not seen", gap.Term)
-	if gap.UnseenTo > gap.Term {
-		text = fmt.Sprintf("terms %d to %d not seen", gap.Term, gap.UnseenTo)
-	}
-	return gap, text + " (led between two reads, or a takeover that did not land)", true
+	return watchLine{Time: l.Time, Term: last + 1, Unseen: true, UnseenTo: l.Term - 1}, true
 }
 
 // readLockfile reads the lockfile once, retrying a failed read twice (after
@@ -365,29 +419,29 @@ func readLockfile(ctx context.Context, st store.Store, key string) (rec s3lect.R
 
 // vacancy reads the lockfile once to say why nobody leads: released,
 // expired, absent or unreadable, and who led last.
-func vacancy(ctx context.Context, st store.Store, key string) (why, was string) {
+func vacancy(ctx context.Context, st store.Store, key string) (why, was string, term uint64) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	rec, found, err := readLockfile(rctx, st, key)
 	switch {
 	case err != nil && found: // the content is not a valid record
-		return "unreadable", ""
+		return "unreadable", "", 0
 	case err != nil:
-		return "", "" // the next change says what the store does
+		return "", "", 0 // the next change says what the store does
 	case !found:
-		return "absent", ""
+		return "absent", "", 0
 	case rec.LastUpdated.IsZero():
-		return "released", rec.LeaderID
+		return "released", rec.LeaderID, rec.Term
 	}
-	return "expired", rec.LeaderID
+	return "expired", rec.LeaderID, rec.Term
 }
 
-func describeVacancy(why, was string) string {
+func describeVacancy(why, was string, term uint64) string {
 	switch why {
 	case "released":
-		return "released by " + was
+		return fmt.Sprintf("released by %s, term %d", was, term)
 	case "expired":
-		return was + "'s lease expired: its record was not renewed in time"
+		return fmt.Sprintf("%s's lease (term %d) expired: its record was not renewed in time", was, term)
 	case "absent":
 		return "no lockfile"
 	case "unreadable":

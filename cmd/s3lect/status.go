@@ -290,8 +290,13 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			l = watchLine{Time: time.Now().UTC()}
-			if l.Vacant, l.Was, l.Term = vacancy(ctx, st.st, st.key); l.Vacant == "" {
-				continue // the read failed: the elector reports the store's errors
+			l.Vacant, l.Was, l.Term = vacancy(ctx, st.st, st.key)
+			if l.Vacant == "" || l.Vacant == "expired" {
+				// The read failed (the elector reports the store's
+				// errors), or a record someone renews: whether it leads
+				// or has expired takes the elector's LeaderTimeout of
+				// watching, and it announces a new leader.
+				continue
 			}
 		}
 		for _, line := range w.see(l) {

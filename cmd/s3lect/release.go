@@ -273,12 +273,18 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 		handTo = to
 	}
 	fmt.Fprintf(stdout, "%s: asked %s (term %d) to step down and hand over to %s\n", st.where, old.LeaderID, old.Term, handTo)
-	if err := nudge(wctx, client, req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
-		fmt.Fprintf(stdout, "  its peer endpoint was not reached (%v): it sees the request at its next renewal\n", err)
-	}
 	lease := lt
 	if old.TTL > 0 {
 		lease = time.Duration(old.TTL) * time.Millisecond
+	}
+	if to != "" {
+		// Said at once: a mistyped ID leaves the job stopped for the
+		// whole window, and the outcome comes only at its end.
+		fmt.Fprintf(stdout, "  only %s may take over at first; the others wait the transfer window (the lease, %v, or their read interval if longer, plus a FrequentInterval): "+
+			"if no member runs with -id %s, nobody runs the job until then\n", to, lease, to)
+	}
+	if err := nudge(wctx, client, req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
+		fmt.Fprintf(stdout, "  its peer endpoint was not reached (%v)%s: it sees the request at its next renewal\n", err, tlsHint(err))
 	}
 	if wait == 0 {
 		return exitOK
@@ -311,4 +317,17 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "  no other member led within %v of the request\n", max(wait, lease+lease/10+time.Second))
 	}
 	return exitOK
+}
+
+// tlsHint names the flag that fixes a peer endpoint whose certificate
+// this command could not verify.
+func tlsHint(err error) string {
+	var (
+		unknown x509.UnknownAuthorityError
+		verify  *tls.CertificateVerificationError
+	)
+	if errors.As(err, &unknown) || errors.As(err, &verify) {
+		return " (pass -peer-ca with the CA that signed the leader's certificate)"
+	}
+	return ""
 }

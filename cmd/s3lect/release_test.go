@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -194,8 +196,8 @@ func TestReleaseCommand(t *testing.T) {
 	begun := time.Now()
 	out, err := runBin(append(append([]string{"release"}, where...), "-to", "c")...)
 	if err != nil || !strings.Contains(out, "asked a (term 1) to step down and hand over to c") || !strings.Contains(out, "a stepped down") ||
-		!strings.Contains(out, "c leads (term 2)") {
-		t.Fatalf("release -to c = %q, %v; want status 0, a stepped down, c leads (term 2)", out, err)
+		!strings.Contains(out, "c leads (term 2)") || !strings.Contains(out, "only c may take over at first") {
+		t.Fatalf("release -to c = %q, %v; want status 0, the transfer window named at once, a stepped down, c leads (term 2)", out, err)
 	}
 	if code := a.status(t); code != exitLost || !strings.Contains(a.stderr.String(), "leadership ended") {
 		t.Errorf("a (-once) exited %d after the release; want %d saying its leadership ended\n%s", code, exitLost, a.stderr.String())
@@ -238,5 +240,25 @@ func TestReleaseSeesRequestIgnored(t *testing.T) {
 	o := follow(t.Context(), mem, "k", req, time.Now(), time.Minute, time.Minute, 10*time.Millisecond, func(_ outcome, what string) { said = append(said, what) })
 	if !o.ignored || o.released || o.lapsed || len(said) != 1 || said[0] != "ignored" {
 		t.Errorf("follow() = %+v, said %v; want the request reported as ignored", o, said)
+	}
+}
+
+// TestTLSHintNamesPeerCA: a leader's peer endpoint whose certificate this
+// command cannot verify gets the flag that fixes it; other failures none.
+func TestTLSHintNamesPeerCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	c := &http.Client{Transport: &http.Transport{}}
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(srv.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("GET of a server with a self-signed certificate succeeded; want a verification error")
+	}
+	if h := tlsHint(err); !strings.Contains(h, "-peer-ca") {
+		t.Errorf("tlsHint(%v) = %q; want it to name -peer-ca", err, h)
+	}
+	if h := tlsHint(errors.New("connection refused")); h != "" {
+		t.Errorf("tlsHint(connection refused) = %q; want none", h)
 	}
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -36,5 +38,52 @@ func TestStoreNeverAnswered(t *testing.T) {
 	if code := st.status(t); code != exitNoAnswer || !strings.Contains(st.stderr.String(), "Check that the store runs") ||
 		!strings.Contains(st.stderr.String(), dead) {
 		t.Errorf("status against a dead endpoint exited %d; want %d naming the endpoint and the hint\n%s", code, exitNoAnswer, st.stderr.String())
+	}
+}
+
+// TestStatusOnASilentEndpoint: an endpoint that takes connections and
+// never answers is reported like a closed one after status's
+// -connect-timeout (default 10 s, where it waited 30 s in silence).
+func TestStatusOnASilentEndpoint(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "key")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_REGION", "us-east-1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	silent := "http://" + ln.Addr().String()
+	st := start(t, "status", "-store", "s3://jobs/cli/silent.json", "-endpoint", silent, "-connect-timeout", "1s")
+	if code := st.status(t); code != exitNoAnswer || !strings.Contains(st.stderr.String(), "Check that the store runs") ||
+		!strings.Contains(st.stderr.String(), silent) {
+		t.Errorf("status against a silent endpoint exited %d; want %d naming the endpoint and the hint\n%s", code, exitNoAnswer, st.stderr.String())
+	}
+	bad := start(t, "status", "-store", "s3://jobs/cli/silent.json", "-endpoint", silent, "-connect-timeout", "0s")
+	if code := bad.status(t); code != exitUsage {
+		t.Errorf("status -connect-timeout 0s exited %d; want %d (usage)", code, exitUsage)
 	}
 }

@@ -66,11 +66,12 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&wait, "wait", false, "watch the lockfile for -timeout and say whether the leader renews")
 	fs.DurationVar(&frequent, "frequent", s3lect.DefaultFrequentInterval, "with -wait: how often to read")
 	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "with -wait: how long to watch (the group's LeaderTimeout)")
+	connect := fs.Duration("connect-timeout", 10*time.Second, "how long one read may wait for the store before status exits 6, naming the endpoint")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
 	}
-	if frequent <= 0 || lt <= 0 {
-		fmt.Fprintln(stderr, "s3lect status: -frequent and -timeout must be positive")
+	if frequent <= 0 || lt <= 0 || *connect <= 0 {
+		fmt.Fprintln(stderr, "s3lect status: -frequent, -timeout and -connect-timeout must be positive")
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -87,7 +88,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 	}
 
 	read := func() (statusReport, error) {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, *connect)
 		defer cancel()
 		rep := statusReport{Lockfile: st.where}
 		rec, found, err := readLockfile(rctx, st.st, st.key)

@@ -179,39 +179,53 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 		switch {
 		case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
 			p.stats.expired.Add(1)
-			s.finish(ld, nil) // the record stays; the others take it over when the lease has run out
+			ld.settled = true // the record stays; the others take it over when the lease has run out
+			s.exit(ld, nil)
 		case cause == s3lect.ErrResigned || ld.workDone:
 			s.release(ctx, ld) // Resign by the user releases at once, as an elector's does
+		case !mutResignWaits:
+			// A handover or Run's end: the release waits for Work, but
+			// the leadership is over for its holder now, so that a
+			// Resign called inside Work (defer lead.Resign(ctx))
+			// returns at once instead of waiting for a release that
+			// waits for Work to return.
+			s.exit(ld, nil)
 		}
-		// Otherwise (a handover, Run's end) the release waits for Work.
 	case ev.workDone != nil:
 		ld := ev.workDone
 		ld.workDone = true
 		switch {
 		case !ld.ended:
 			ld.c.End(s3lect.ErrResigned) // Work returned while leading: resign
-		case !ld.exited:
+		case !ld.settled:
 			s.release(ctx, ld)
 		}
-		if ld.exited && s.mine[ld.shard] == ld {
-			delete(s.mine, ld.shard)
-		}
+		s.forget(ld)
 	default:
 		s.next = p.now() // the session changed: look again now
 	}
 }
 
-// finish marks a leadership over: Resign returns err from now on.
-func (s *loopState) finish(ld *lead, err error) {
-	ld.exited = true
-	ld.c.Exit(err)
-	if ld.workDone && s.mine[ld.shard] == ld {
+// exit marks a leadership over for its holder: Resign returns err from
+// now on. The shard's record may still wait for its release.
+func (s *loopState) exit(ld *lead, err error) {
+	if !ld.exited {
+		ld.exited = true
+		ld.c.Exit(err)
+	}
+	s.forget(ld)
+}
+
+// forget drops a leadership whose Work has returned and whose record is
+// settled.
+func (s *loopState) forget(ld *lead) {
+	if ld.workDone && ld.settled && s.mine[ld.shard] == ld {
 		delete(s.mine, ld.shard)
 	}
 }
 
 // release writes the shard's record released, over this leadership's
-// claim, and finishes the leadership.
+// claim, and ends the leadership for its holder if it had not ended.
 func (s *loopState) release(ctx context.Context, ld *lead) {
 	p := s.p
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
@@ -223,7 +237,8 @@ func (s *loopState) release(ctx context.Context, ld *lead) {
 	} else {
 		p.stats.released.Add(1)
 	}
-	s.finish(ld, err)
+	ld.settled = true
+	s.exit(ld, err)
 }
 
 // view is one tick's picture of the pool.

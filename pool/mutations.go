@@ -15,4 +15,5 @@ const (
 	mutNoReread    = false // a takeover trusts the owner's session object as read before the shard record
 	mutNoTTL       = false // a takeover waits its own LeaderTimeout, not the owner's when longer
 	mutNoClearance = false // an absent shard record is created without reading every member's session first
+	mutResignWaits = false // a leadership ended by a handover or Run's end is over for Resign only once its release is written
 )

@@ -11,4 +11,5 @@ var (
 	mutNoReread    bool // a takeover trusts the owner's session object as read before the shard record
 	mutNoTTL       bool // a takeover waits its own LeaderTimeout, not the owner's when longer
 	mutNoClearance bool // an absent shard record is created without reading every member's session first
+	mutResignWaits bool // a leadership ended by a handover or Run's end is over for Resign only once its release is written
 )

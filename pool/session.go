@@ -62,8 +62,9 @@ type lead struct {
 	sum     [32]byte // the SHA-256 of the claim's bytes
 	etag    string   // the claim's ETag: the release goes over it
 
-	// Loop-owned.
-	ended, workDone, exited bool
+	// Loop-owned: its context's end was seen, Work returned, Exit was
+	// called (Resign returns), the record was released or left to expire.
+	ended, workDone, exited, settled bool
 }
 
 // heartbeat keeps the worker's session alive: it opens a session, renews

@@ -86,7 +86,7 @@ type shardView struct {
 	led         uint64    // the highest term this worker has led
 	seenRecord  bool      // a record was seen: a later absence is a deletion
 	absentSince time.Time // the record absent after one was seen, since
-	ownerGone   time.Time // the owner's session object absent, seen after a read of the record naming it
+	ownerGone   time.Time // mutation absentaged only: the owner's session object first seen absent
 	notBefore   time.Time // do not try before
 	candSince   time.Time // unowned in this worker's view, since
 	unsure      uint64    // the term of a claim whose outcome this worker does not know
@@ -692,6 +692,16 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		} else {
 			sent = s.readSessions(ctx, ws)
 		}
+		if !mutAbsentAged {
+			var gone []string
+			for _, w := range ws {
+				if _, read := sent[w]; read && s.peers[w].sight.etag == "" {
+					gone = append(gone, w)
+					delete(sent, w) // not a sighting: looked at again once buried
+				}
+			}
+			s.bury(ctx, gone)
+		}
 		now := p.now()
 		for i := range at {
 			a := &at[i]
@@ -798,18 +808,15 @@ func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.
 	}
 	switch {
 	case pv.sight.etag == "":
-		// Absent: measured only from a read made after the record was
-		// read, since an absence before and after the session's writes
-		// looks the same.
+		// Only with mutAbsentAged: claim buries an absent object and
+		// looks again (see bury).
 		if sv.ownerGone.IsZero() {
 			sv.ownerGone = readAt
 		}
 		return sv.ownerGone.Add(lt)
 	case pv.session == rec.Session:
-		sv.ownerGone = time.Time{}
 		return pv.seenAt.Add(lt) // its last write, unchanged since
 	default:
-		sv.ownerGone = time.Time{}
 		return pv.runStart.Add(lt) // another session (or none) has held the object since
 	}
 }
@@ -849,6 +856,27 @@ func (s *loopState) clear(shard string, ws []string, sent map[string]time.Time, 
 		}
 	}
 	return ok, retry
+}
+
+// bury writes a tombstone into each of the workers' session objects
+// that a read found absent, unless something else got there first. An
+// absence is not a sighting that can be aged: every deletion looks the
+// same, so a session that wrote between two reads that found its object
+// absent (a new session opened and its object deleted again, or a
+// deleted object restored and renewed) would go unseen. A tombstone has
+// bytes of its own: from its first sight on, it ages as any record of
+// another session does (the takeover rule), and no session can renew
+// over it, since every renewal is If-Match on the session's own last
+// write. The tombstone is not a session record; the worker opens its
+// next session over it.
+func (s *loopState) bury(ctx context.Context, workers []string) {
+	p := s.p
+	parallel(len(workers), func(i int) {
+		out := encode(tombstoneRecord{Pool: formatVersion, Worker: workers[i], By: p.cfg.ID, Nonce: newSessionID(), LastUpdated: time.Now()})
+		if _, err := p.put(ctx, p.sessionKey(workers[i]), out, "", [32]byte{}, time.Time{}); err != nil {
+			p.log.Debug("cannot bury an absent session object", "worker", workers[i], "err", err)
+		}
+	})
 }
 
 func later(a, b time.Time) time.Time {

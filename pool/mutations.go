@@ -16,4 +16,5 @@ const (
 	mutNoTTL       = false // a takeover waits its own LeaderTimeout, not the owner's when longer
 	mutNoClearance = false // an absent shard record is created without reading every member's session first
 	mutResignWaits = false // a leadership ended by a handover or Run's end is over for Resign only once its release is written
+	mutAbsentAged  = false // an absent session object is aged as a sighting, per shard, from the first read after the shard record's that found it absent, not buried
 )

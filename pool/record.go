@@ -61,6 +61,17 @@ func wait(own time.Duration, ttl int64) time.Duration {
 	return max(own, time.Duration(ttl)*time.Millisecond)
 }
 
+// tombstoneRecord is what a worker writes into another worker's session
+// object that it found absent (see bury): unique bytes in place of an
+// absence. It is not a session record.
+type tombstoneRecord struct {
+	Pool        int       `json:"s3lectPoolGone"` // formatVersion
+	Worker      string    `json:"worker"`         // whose session object it is
+	By          string    `json:"by"`             // the worker that wrote it
+	Nonce       string    `json:"nonce"`          // makes every tombstone's bytes unique
+	LastUpdated time.Time `json:"lastUpdated"`    // wall clock, for people only
+}
+
 // membersRecord lists the workers of a pool, so that each can find the
 // others' session objects.
 type membersRecord struct {

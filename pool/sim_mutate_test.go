@@ -13,7 +13,7 @@ import (
 func setMutation(t *testing.T) func() {
 	t.Helper()
 	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL, "noclearance": &mutNoClearance,
-		"resignwaits": &mutResignWaits}
+		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged}
 	if *simMutate == "" {
 		return func() {}
 	}

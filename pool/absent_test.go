@@ -2,6 +2,8 @@ package pool
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,29 +13,61 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// claimer is a worker's loop state driven by hand: a live session "me"
-// and the store, so that a test calls claim at the moments it chooses.
-func claimer(t *testing.T, id string, members []string, shards ...string) (*Pool, *memstore.Store) {
+// claimer is a worker whose heartbeat runs but whose loop a test drives
+// by hand, calling claim at the moments it chooses. It returns the
+// worker, the store and the live session's ID; stop ends the heartbeat
+// and the leaderships won.
+func claimer(t *testing.T, id string, members []string, shards ...string) (p *Pool, mem *memstore.Store, sess string, stop func()) {
 	t.Helper()
-	mem := memstore.New()
-	p, err := New(Config{Store: mem, Prefix: "p/", ID: id, Shards: shards, Logger: quiet,
+	mem = memstore.New()
+	p, err := New(Config{Store: &spyStore{Store: mem, id: id}, Prefix: "p/", ID: id, Shards: shards, Logger: quiet,
 		Work: func(ctx context.Context, _ string, _ *s3lect.Leadership) { <-ctx.Done() }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.leads = shardlead.NewFactory(p.base, p.rate)
-	p.sess.id, p.sess.deadline = "me", time.Now().Add(1000*testLT)
 	p.st.members = members
-	return p, mem
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.heartbeat(ctx) }()
+	synctest.Wait()
+	sess, _ = p.sess.snapshot()
+	if sess == "" {
+		t.Fatal("the claimer's session did not open")
+	}
+	return p, mem, sess, func() {
+		for _, ld := range p.st.mine {
+			ld.c.End(s3lect.ErrResigned)
+			ld.c.Exit(nil)
+		}
+		p.works.Wait()
+		cancel()
+		<-done
+	}
 }
 
-// stopClaimer ends the leaderships a claimer won and waits for their Work.
-func stopClaimer(p *Pool) {
-	for _, ld := range p.st.mine {
-		ld.c.End(s3lect.ErrResigned)
-		ld.c.Exit(nil)
+// spyStore checks, at every write of a shard record by worker id, that
+// the worker's session object lists the shard as being claimed: the
+// intent lands before the claim is sent.
+type spyStore struct {
+	*memstore.Store
+	id       string
+	mu       sync.Mutex
+	unlisted []string // shards claimed without the intent listed
+}
+
+func (s *spyStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	if shard, ok := strings.CutPrefix(key, "p/shards/"); ok {
+		shard = strings.TrimSuffix(shard, ".json")
+		d, _, err := s.Store.Get(ctx, "p/sessions/"+s.id+".json")
+		rec, perr := parseSession(d)
+		if _, listed := rec.Claiming[shard]; err != nil || perr != nil || !listed {
+			s.mu.Lock()
+			s.unlisted = append(s.unlisted, shard)
+			s.mu.Unlock()
+		}
 	}
-	p.works.Wait()
+	return s.Store.PutIfMatch(ctx, key, data, etag)
 }
 
 // TestAbsentSessionIsNotAged: a shard's owner w2 took it over, renewed its
@@ -47,14 +81,14 @@ func stopClaimer(p *Pool) {
 func TestAbsentSessionIsNotAged(t *testing.T) {
 	defer setMutation(t)()
 	synctest.Test(t, func(t *testing.T) {
-		p, mem := claimer(t, "w3", []string{"w1", "w2", "w3"}, "s")
-		defer stopClaimer(p)
+		p, mem, sess, stop := claimer(t, "w3", []string{"w1", "w2", "w3"}, "s")
+		defer stop()
 		s := &p.st
 		ctx := t.Context()
 		set := func(key string, v any) { mem.Set("p/"+key, encode(v)) }
 		claim := func(when string, want int) {
 			t.Helper()
-			if won := s.claim(ctx, []string{"s"}, 1, "me"); won != want {
+			if won := s.claim(ctx, []string{"s"}, 1, sess); won != want {
 				t.Fatalf("%s: claim won %d shards; want %d", when, won, want)
 			}
 		}

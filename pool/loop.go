@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -593,7 +594,7 @@ type attempt struct {
 	rec    shardRecord
 	term   uint64 // the term to write
 	adopt  bool   // the record names this session already (a claim whose reply was lost)
-	absent bool   // no record: to create, if no session can own the shard (clear)
+	cand   bool   // a claim may be written, once the session reads clear it
 	ready  bool
 	result error
 	tag    string
@@ -601,11 +602,13 @@ type attempt struct {
 }
 
 // claim tries to take the shards in want, as the protocol allows
-// (docs/protocol.md, section 10): read each shard record; for those a worker
-// owns, read that worker's session object after it; write the claim with
-// If-Match on the record read, only if the owner's session is over by the
-// elapsed-time rule, measured on reads sent after it could be. It returns
-// how many it won. It writes at most limit claims, in the order of want.
+// (docs/protocol.md, section 10): read each shard record; list the claims
+// in this worker's session object (its intent); read the member list and
+// every other worker's session object; write a claim only where every
+// session read shows that it cannot lead the shard (clearance), with
+// If-Match on the record read (If-None-Match where absent) and a term
+// above every term read. It returns how many it won. It writes at most
+// limit claims, in the order of want.
 func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
 	p := s.p
 	at := make([]attempt, len(want))
@@ -615,7 +618,6 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		a.data, a.etag, a.result = p.get(ctx, p.shardKey(a.shard))
 	})
 	now := p.now()
-	owners := map[string]bool{}
 	for i := range at {
 		a := &at[i]
 		sv := s.shard(a.shard)
@@ -635,7 +637,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 					continue
 				}
 			}
-			a.term, a.absent = sv.highest+1, true // created only if no session owns it (below)
+			a.term, a.cand = sv.highest+1, true
 			continue
 		}
 		rec, err := parseShard(a.data)
@@ -651,94 +653,93 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		}
 		sv.seenRecord, sv.absentSince = true, time.Time{}
 		sv.highest = max(sv.highest, rec.Term)
-		a.rec = rec
-		switch {
-		case rec.Owner == "":
-			a.term, a.ready = sv.highest+1, true
-		case rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led && rec.Term == sv.unsure:
-			a.term, a.ready, a.adopt = rec.Term, true, true // a claim of ours whose reply was lost
-		case rec.Owner == p.cfg.ID && rec.Session == id:
-			a.term, a.ready = sv.highest+1, true // our leadership, over, whose release failed
-		default:
-			owners[rec.Owner] = true
+		a.rec, a.cand = rec, true
+		a.term = sv.highest + 1
+		if rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led && rec.Term == sv.unsure {
+			a.term, a.adopt = rec.Term, true // a claim of ours whose reply was lost
 		}
 	}
-	// An absent record is created only if every other member's session
-	// object, read after the record's absence, shows that its session
-	// cannot lead the shard: a deleted record's owner may live on, and
-	// nothing but its session tells (docs/protocol.md, section 10).
-	absent := slices.ContainsFunc(at, func(a attempt) bool { return a.result == nil && a.absent })
-	if absent && !mutNoClearance {
-		for _, w := range s.members {
-			if w != p.cfg.ID {
-				owners[w] = true
-			}
-		}
-	}
-	if len(owners) > 0 {
-		var ws []string
-		for w := range owners {
-			ws = append(ws, w)
-		}
-		slices.Sort(ws)
-		var sent map[string]time.Time
-		if mutNoReread {
-			sent = map[string]time.Time{}
-			for _, w := range ws {
-				if s.peers[w] != nil {
-					sent[w] = p.now()
-				}
-			}
-		} else {
-			sent = s.readSessions(ctx, ws)
-		}
-		if !mutAbsentAged {
-			var gone []string
-			for _, w := range ws {
-				if _, read := sent[w]; read && s.peers[w].sight.etag == "" {
-					gone = append(gone, w)
-					delete(sent, w) // not a sighting: looked at again once buried
-				}
-			}
-			s.bury(ctx, gone)
-		}
-		now := p.now()
-		for i := range at {
-			a := &at[i]
-			if a.result != nil || a.ready || a.absent || a.rec.Owner == "" {
-				continue
-			}
-			sv := s.shard(a.shard)
-			readAt, ok := sent[a.rec.Owner]
-			if !ok {
-				sv.notBefore = now.Add(p.fi)
-				continue
-			}
-			if t := s.over(a.rec, sv, readAt); readAt.Before(t) {
-				sv.notBefore = t
-				continue
-			}
-			a.term, a.ready = sv.highest+1, true
-		}
-		for i := range at {
-			a := &at[i]
-			if a.result != nil || !a.absent || mutNoClearance {
-				continue
-			}
-			if ok, retry := s.clear(a.shard, ws, sent, now); !ok {
-				s.shard(a.shard).notBefore = retry
-				a.absent = false
-			}
-		}
-	}
+	// The intent: this session lists the shards it is about to claim, with
+	// their terms, before it reads the others' sessions. Two workers that
+	// claim one shard at once cannot then both find the other clear: each
+	// lists before it reads, so the later reader sees the earlier lister.
+	// Only the first limit candidates: listing more would stand in the
+	// way of the workers whose share they are (see wanted).
+	claiming := map[string]uint64{}
 	for i := range at {
-		if a := &at[i]; a.result == nil && a.absent {
+		if a := &at[i]; a.cand {
+			if len(claiming) == limit {
+				a.cand = false
+				continue
+			}
+			claiming[a.shard] = a.term
+		}
+	}
+	if len(claiming) == 0 {
+		return 0
+	}
+	if !mutNoIntent {
+		if err := p.announce(ctx, id, claiming); err != nil {
+			p.log.Debug("cannot list the claims in the session", "err", err)
+			for shard := range claiming {
+				s.shard(shard).notBefore = now.Add(p.fi / 4)
+			}
+			return 0
+		}
+		// The claims' outcomes are known once claim returns: a renewal
+		// drops the intent at once, so that it holds no other worker off
+		// any longer than the claims took.
+		defer p.announce(ctx, id, nil)
+	}
+	// Clearance: every other worker's session, read after the records and
+	// the intent, by a member list read after them too (a worker that
+	// joined since the tick's read may have claimed a shard since, and
+	// lost its record to a deletion).
+	ws := s.clearanceSet(ctx, at)
+	var sent map[string]time.Time
+	if mutNoReread {
+		sent = map[string]time.Time{}
+		for _, w := range ws {
+			if s.peers[w] != nil {
+				sent[w] = p.now()
+			}
+		}
+	} else {
+		sent = s.readSessions(ctx, ws)
+	}
+	if !mutAbsentAged {
+		var gone []string
+		for _, w := range ws {
+			if _, read := sent[w]; read && s.peers[w].sight.etag == "" {
+				gone = append(gone, w)
+				delete(sent, w) // not a sighting: looked at again once buried
+			}
+		}
+		s.bury(ctx, gone)
+	}
+	now = p.now()
+	for i := range at {
+		a := &at[i]
+		if !a.cand {
+			continue
+		}
+		sv := s.shard(a.shard)
+		ok, retry := s.cleared(a, ws, sent, now)
+		switch {
+		case !ok:
+			sv.notBefore = retry
+		case s.listedTerm(a.shard, ws) >= a.term:
+			// A session lists the shard at this term or above (its
+			// record deleted or restored): a term must never repeat.
+			sv.highest = max(sv.highest, s.listedTerm(a.shard, ws))
+			sv.notBefore = now
+		default:
 			a.ready = true
 		}
 	}
 	// Write the claims, the first limit of those ready.
 	for i := range at {
-		if a := &at[i]; a.result == nil && a.ready {
+		if a := &at[i]; a.ready {
 			if limit > 0 {
 				limit--
 			} else {
@@ -748,7 +749,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	}
 	parallel(len(at), func(i int) {
 		a := &at[i]
-		if a.result != nil || !a.ready || a.adopt {
+		if !a.ready || a.adopt {
 			return
 		}
 		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
@@ -790,72 +791,149 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	return won
 }
 
-// over returns when the owner's session named by rec is over, by what this
-// worker has read of the owner's session object, for a read sent after
-// rec was read (docs/protocol.md, section 10, the takeover rule). Every
-// wait is the longer of this worker's LeaderTimeout and the owner's, as
-// the shard record (written by the owner's claim) and the session record
-// state it: workers in a rolling change of configuration differ.
-func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.Time {
+// clearanceSet reads the member list afresh and returns the workers whose
+// sessions a claim of the attempts must clear: every member of that list,
+// of the tick's, every worker this one has read, and every owner a record
+// names, this worker only where a record names an earlier session of
+// its own.
+func (s *loopState) clearanceSet(ctx context.Context, at []attempt) []string {
 	p := s.p
-	pv := s.peers[rec.Owner]
-	lt := wait(p.lt, rec.TTL)
-	if pv.ok {
-		lt = wait(lt, pv.rec.TTL)
+	set := map[string]bool{}
+	if mutStaleMembers {
+		for _, w := range s.members {
+			set[w] = true
+		}
+	} else {
+		data, tag, err := p.get(ctx, p.keyMembers)
+		if err == nil && tag != "" {
+			if m, err := parseMembers(data); err == nil {
+				for _, w := range m.Workers {
+					set[w] = true
+				}
+			}
+		}
+		for _, w := range s.members {
+			set[w] = true
+		}
+		for w := range s.peers {
+			set[w] = true
+		}
+	}
+	delete(set, p.cfg.ID)
+	for i := range at {
+		if a := &at[i]; a.cand && a.etag != "" && a.rec.Owner != "" && !a.adopt {
+			set[a.rec.Owner] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// cleared reports whether the session reads sent at sent show that no
+// session of the workers ws, nor an earlier session of this worker's that
+// the record names, can lead the attempt's shard; if not, it returns when
+// to look again. A failed read is not clear.
+func (s *loopState) cleared(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
+	p := s.p
+	ok, retry := true, now
+	for _, w := range ws {
+		if mutNoClearance && w != a.rec.Owner {
+			continue
+		}
+		readAt, read := sent[w]
+		if !read || s.peers[w] == nil {
+			return false, later(retry, now.Add(p.fi))
+		}
+		t, busy := s.clearance(w, a.shard, a.rec, a.etag != "")
+		if mutAbsentAged && w == a.rec.Owner && s.peers[w].sight.etag == "" {
+			sv := s.shard(a.shard)
+			if sv.ownerGone.IsZero() {
+				sv.ownerGone = readAt
+			}
+			t = sv.ownerGone.Add(p.lt)
+		}
+		switch {
+		case !readAt.Before(t):
+		case busy:
+			// A live worker is claiming it too: the lowest ID looks again
+			// first, after the others have dropped their claims.
+			backoff := p.fi / 4
+			if p.cfg.ID > w {
+				backoff = p.fi
+			}
+			ok, retry = false, later(retry, now.Add(backoff))
+		default:
+			ok, retry = false, later(retry, t)
+		}
+	}
+	return ok, retry
+}
+
+// clearance returns the time from which a read of worker w's session
+// object, sent then or later, shows that no session of w can lead shard,
+// by what this worker has read of that object (zero: clear now). rec is
+// the shard's record as read (present false: absent). The rules
+// (docs/protocol.md, section 10):
+//
+//   - a released session record leads nothing, now or later;
+//   - a session that lists the shard (leading it, or about to claim it),
+//     or that the record names, is over once that exact sighting has
+//     stayed unchanged for L: its lease has run out, and a renewal
+//     would have changed the object;
+//   - an earlier session the record names, or any session at all when
+//     the object holds no session record (a tombstone, something not the
+//     pool's), is over once the run of sightings that do not name it has
+//     lasted L: a session's writes are contiguous, so it wrote last
+//     before that run began;
+//   - a session that releases the shard (the record released by it, at
+//     the term it lists or above) leads it no more.
+//
+// L is the longest of this worker's LeaderTimeout, the ttl the record
+// states when it names w, and the longest ttl w's records have stated:
+// a short lease never cuts a long one short.
+func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (over time.Time, busy bool) {
+	p := s.p
+	pv := s.peers[w]
+	lt := wait(p.lt, max(pv.ttl, pv.rec.TTL))
+	if present && rec.Owner == w {
+		lt = wait(lt, rec.TTL)
 	}
 	if mutNoTTL {
 		lt = p.lt
 	}
-	switch {
-	case pv.sight.etag == "":
-		// Only with mutAbsentAged: claim buries an absent object and
-		// looks again (see bury).
-		if sv.ownerGone.IsZero() {
-			sv.ownerGone = readAt
-		}
-		return sv.ownerGone.Add(lt)
-	case pv.session == rec.Session:
-		return pv.seenAt.Add(lt) // its last write, unchanged since
-	default:
-		return pv.runStart.Add(lt) // another session (or none) has held the object since
+	if !pv.ok {
+		return pv.runStart.Add(lt), false
 	}
+	if pv.rec.Released {
+		return time.Time{}, false
+	}
+	named := present && rec.Owner == w
+	if named && rec.Session != pv.session {
+		over = pv.runStart.Add(lt)
+	}
+	if w == p.cfg.ID {
+		return over, false // this worker's own intents are its own
+	}
+	heldTerm, held := pv.rec.Shards[shard]
+	_, claiming := pv.rec.Claiming[shard]
+	claiming = claiming && !mutNoIntent
+	releasedByIt := present && rec.Owner == "" && rec.Session == pv.session && heldTerm <= rec.Term
+	leads := named && rec.Session == pv.session || held && !releasedByIt
+	if claiming || leads {
+		over = later(over, pv.seenAt.Add(lt))
+	}
+	return over, claiming && !leads && pv.live(s.p.now(), p.lt)
 }
 
-// clear reports whether no session of the workers ws can lead shard,
-// whose record this worker found absent, by their session objects as read
-// by the reads sent at sent (sent after that absence was seen); if not,
-// it returns when to look again. A worker is clear when its object holds
-// a session record released, or one that does not list the shard; or
-// one that lists it but is over by the takeover rule (unchanged for its
-// lease); or no session record (absent, or not the pool's) for the
-// longest lease its records have stated. A worker whose read failed is
-// not clear.
-func (s *loopState) clear(shard string, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
-	p := s.p
-	ok, retry := true, now
+// listedTerm returns the highest term the sessions of ws other than this
+// worker's, as last read, list for shard (leading or claiming it).
+func (s *loopState) listedTerm(shard string, ws []string) uint64 {
+	var t uint64
 	for _, w := range ws {
-		pv := s.peers[w]
-		readAt, read := sent[w]
-		if !read || pv == nil {
-			return false, later(retry, now.Add(p.fi))
-		}
-		var over time.Time // the worker is clear for reads sent from then on
-		switch {
-		case pv.ok && pv.rec.Released:
-			continue
-		case pv.ok:
-			if _, listed := pv.rec.Shards[shard]; !listed {
-				continue
-			}
-			over = pv.seenAt.Add(wait(p.lt, pv.ttl))
-		default:
-			over = pv.runStart.Add(wait(p.lt, pv.ttl))
-		}
-		if readAt.Before(over) {
-			ok, retry = false, later(retry, over)
+		if pv := s.peers[w]; pv != nil && pv.ok && w != s.p.cfg.ID {
+			t = max(t, pv.rec.Shards[shard], pv.rec.Claiming[shard])
 		}
 	}
-	return ok, retry
+	return t
 }
 
 // bury writes a tombstone into each of the workers' session objects

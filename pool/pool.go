@@ -16,18 +16,27 @@
 //
 // # Guarantees
 //
-//   - At most one live leadership per shard, as long as no shard record
-//     is deleted within about a FrequentInterval of its owner's claim
-//     (before the owner's session lists the shard; an absent record is
-//     created only when every other worker's session shows it cannot
-//     lead the shard): a shard's Leadership Context
+//   - At most one live leadership per shard: a shard's Leadership Context
 //     is live only while its worker's session lease is, by that worker's
 //     monotonic clock, and it is cancelled no later than LeaderTimeout
 //     minus a tenth after the send of the session's last successful
-//     write.
-//   - Each shard's leaderships have terms (fencing tokens) that rise by
-//     one with every change of owner and never repeat, as long as no shard
-//     record is deleted.
+//     write. Before a claim, a worker lists it in its session object (its
+//     intent), then reads the member list and every other worker's
+//     session object, and claims only where none of them can lead the
+//     shard. That holds whatever is deleted or restored: session objects
+//     (an absent one is buried under a tombstone that then ages like any
+//     record), shard records, the member list. One case is not covered:
+//     the member list and a shard record both deleted, and a worker
+//     started since (that has never read the owner's session) creating
+//     that record before the owner's next look has put it back in the
+//     list.
+//   - Each shard's leaderships have terms (fencing tokens) that rise
+//     with every change of owner (by one, unless a session listed a
+//     higher term) and never repeat: a claim writes a term above the
+//     record's and above every term a session lists for the shard. Terms can start again lower only when a shard record is
+//     deleted (or restored to an older version) while no session object
+//     lists its last term: a released record, or one whose owner's session
+//     object is deleted too.
 //   - The shards spread evenly: each live worker aims at ⌊N/W⌋ or ⌈N/W⌉
 //     of N shards over W live workers (the workers with the lowest IDs
 //     take the larger share). When a worker dies the survivors take its
@@ -39,7 +48,10 @@
 //
 // In steady state each worker writes one PUT per FrequentInterval,
 // whatever its number of shards, and reads the pool's member list and
-// every other worker's session object once per FrequentInterval.
+// every other worker's session object once per FrequentInterval. A look
+// that claims shards costs, beyond the shard records' reads and the
+// claims, two session renewals (the intent, then its removal), a read of
+// the member list and one of every other worker's session object.
 //
 // # Keys
 //
@@ -208,6 +220,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p.sess.leads = map[string]*lead{}
 	p.sess.kick = make(chan struct{}, 1)
+	p.sess.flush = make(chan chan error)
 	p.queue.wake = make(chan struct{}, 1)
 	p.st.init(p)
 	return p, nil

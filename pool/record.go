@@ -37,6 +37,10 @@ type sessionRecord struct {
 	// hint for the other workers (who owns what, how many); the shard
 	// records decide.
 	Shards map[string]uint64 `json:"shards,omitempty"`
+	// Claiming lists the shards the session is about to claim, with the
+	// terms it will write: written before the claims, so that a worker
+	// that checks the sessions before claiming the same shard sees it.
+	Claiming map[string]uint64 `json:"claiming,omitempty"`
 }
 
 // shardRecord is the content of a shard's ownership record. It is

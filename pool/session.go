@@ -1,9 +1,12 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -22,7 +25,43 @@ type session struct {
 	id       string    // the live session; "" while there is none
 	deadline time.Time // its lease's end, on the local clock
 	leads    map[string]*lead
-	kick     chan struct{} // capacity 1: ownership changed, renew soon
+	claiming map[string]uint64 // the shards the loop is about to claim, with their terms
+	kick     chan struct{}     // capacity 1: ownership changed, renew soon
+	// flush asks for a renewal now, sent after the request; the reply
+	// channel (capacity 1) gets its outcome.
+	flush chan chan error
+}
+
+// setClaiming sets the shards the next renewals list as about to be claimed.
+func (s *session) setClaiming(m map[string]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claiming = m
+}
+
+// announce lists claiming in the session object, by a renewal of session
+// id sent after the call, and returns when that renewal has landed, or
+// with an error when it failed, the session changed, or the heartbeat
+// did not take the request within a FrequentInterval.
+func (p *Pool) announce(ctx context.Context, id string, claiming map[string]uint64) error {
+	p.sess.setClaiming(claiming)
+	reply := make(chan error, 1)
+	t := time.NewTimer(p.fi)
+	defer t.Stop()
+	select {
+	case p.sess.flush <- reply:
+	case <-t.C:
+		return errors.New("the heartbeat is not renewing")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := <-reply; err != nil {
+		return err
+	}
+	if cur, _ := p.sess.snapshot(); cur != id {
+		return errors.New("the session changed")
+	}
+	return nil
 }
 
 // snapshot returns the live session and its lease's end ("" if none).
@@ -32,15 +71,16 @@ func (s *session) snapshot() (string, time.Time) {
 	return s.id, s.deadline
 }
 
-// listing returns the shards of the live leaderships, with their terms.
-func (s *session) listing() map[string]uint64 {
+// listing returns the shards of the live leaderships, with their terms,
+// and those about to be claimed.
+func (s *session) listing() (map[string]uint64, map[string]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]uint64, len(s.leads))
 	for name, l := range s.leads {
 		out[name] = l.term
 	}
-	return out
+	return out, maps.Clone(s.claiming)
 }
 
 // renewSoon asks the heartbeat for an early renewal, so that the others
@@ -104,14 +144,15 @@ func (p *Pool) heartbeat(ctx context.Context) {
 		lastData, lastTag = out, tag
 		sent := first
 		for seq := uint64(1); ; seq++ {
-			if !p.waitRenewal(ctx, sent) {
+			ok, reply := p.waitRenewal(ctx, sent)
+			if !ok {
 				p.closeSession(id, lastData, lastTag)
 				return
 			}
 			sent = p.now()
-			shards := p.sess.listing()
+			shards, claiming := p.sess.listing()
 			out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: seq,
-				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards})
+				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards, Claiming: claiming})
 			_, deadline := p.sess.snapshot()
 			tag, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), deadline)
 			replied := p.now()
@@ -125,8 +166,10 @@ func (p *Pool) heartbeat(ctx context.Context) {
 				}
 				p.sess.mu.Unlock()
 				lastData, lastTag = out, tag
+				reportFlush(reply, nil)
 				continue
 			}
+			reportFlush(reply, fmt.Errorf("pool: renew the session: %w", cmp.Or(err, errLate)))
 			cause := s3lect.ErrLeaseExpired
 			if errors.Is(err, store.ErrPreconditionFailed) {
 				cause = s3lect.ErrLeadershipLost
@@ -149,9 +192,17 @@ func (p *Pool) heartbeat(ctx context.Context) {
 	}
 }
 
+// reportFlush sends the outcome of a flushed renewal, if one was asked for.
+func reportFlush(reply chan error, err error) {
+	if reply != nil {
+		reply <- err
+	}
+}
+
 // waitRenewal waits until the next renewal is due, or a quarter interval
-// after the last one when ownership changed. It returns false when ctx
-// ends.
+// after the last one when ownership changed, or until the loop asks for
+// a renewal now (flush: its reply channel is returned). It returns false
+// when ctx ends.
 //
 // Renewals are due on the wall clock's multiples of FrequentInterval (at
 // least a quarter interval after the last), and the workers read each
@@ -159,15 +210,37 @@ func (p *Pool) heartbeat(ctx context.Context) {
 // wall clocks roughly in step, every worker first sees a renewal about as
 // soon as it lands, so all survivors of a death find it at about the same
 // time. The wall clock only times the calls; no lease is measured on it.
-func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) bool {
+func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) (bool, chan error) {
 	due := p.slot(sent.Add(p.fi/4), 0)
-	if !p.sleep(ctx, due, p.sess.kick) {
-		return false
+	t := time.NewTimer(max(p.realUntil(due), 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.sess.kick:
+		if early := sent.Add(p.fi / 4); p.now().Before(early) {
+			return p.sleepOrFlush(ctx, early)
+		}
+	case reply := <-p.sess.flush:
+		return true, reply
+	case <-ctx.Done():
+		return false, nil
 	}
-	if early := sent.Add(p.fi / 4); p.now().Before(early) {
-		return p.sleep(ctx, early, nil)
+	return true, nil
+}
+
+// sleepOrFlush waits until local time t, or until the loop asks for a
+// renewal now.
+func (p *Pool) sleepOrFlush(ctx context.Context, t time.Time) (bool, chan error) {
+	timer := time.NewTimer(max(p.realUntil(t), 0))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true, nil
+	case reply := <-p.sess.flush:
+		return true, reply
+	case <-ctx.Done():
+		return false, nil
 	}
-	return true
 }
 
 // slot returns the first local time not before after at which the wall

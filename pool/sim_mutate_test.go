@@ -13,7 +13,8 @@ import (
 func setMutation(t *testing.T) func() {
 	t.Helper()
 	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL, "noclearance": &mutNoClearance,
-		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged}
+		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged,
+		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers}
 	if *simMutate == "" {
 		return func() {}
 	}

@@ -37,6 +37,9 @@
 //     deleted (or restored to an older version) while no session object
 //     lists its last term: a released record, or one whose owner's session
 //     object is deleted too.
+//   - Two workers given the same ID are found out: the one whose session
+//     the other's overwrite a second time returns an error matching
+//     ErrDuplicateID from Run, and the other goes on alone.
 //   - The shards spread evenly: each live worker aims at ⌊N/W⌋ or ⌈N/W⌉
 //     of N shards over W live workers (the workers with the lowest IDs
 //     take the larger share). When a worker dies the survivors take its
@@ -102,7 +105,9 @@ type Config struct {
 	// goroutine. ctx is the leadership's context: Work must return soon
 	// after it ends. If Work returns while the leadership is live, the
 	// pool resigns it. The pool claims the shard again only after Work has
-	// returned. Required.
+	// returned. lead.Resign may be called inside Work (defer
+	// lead.Resign(ctx)): after a handover or Run's end it returns at once,
+	// and the release is written when Work returns. Required.
 	Work func(ctx context.Context, shard string, lead *s3lect.Leadership)
 
 	// FrequentInterval is how often the worker renews its session and
@@ -142,6 +147,9 @@ type Pool struct {
 	stats recorder
 	works sync.WaitGroup // the Work goroutines
 	ran   atomic.Bool
+
+	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
+	twins   map[string]bool // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
 
 	// The loop's state: only the goroutine running Run touches it.
 	st loopState
@@ -219,6 +227,7 @@ func New(cfg Config) (*Pool, error) {
 		p.margin = 0
 	}
 	p.sess.leads = map[string]*lead{}
+	p.twins = map[string]bool{}
 	p.sess.kick = make(chan struct{}, 1)
 	p.sess.flush = make(chan chan error)
 	p.queue.wake = make(chan struct{}, 1)
@@ -274,24 +283,36 @@ func shardHash(shard string) uint64 {
 // Work for those it leads and hands shards over to balance the pool,
 // until ctx ends. Then it ends every leadership (Work's contexts are
 // cancelled), waits for Work to return, releases the shard records and
-// the session, and returns nil. Call it once.
+// the session, and returns nil; or, when it finds another process
+// running as the same worker, it stops the same way and returns an error
+// that matches ErrDuplicateID. Call it once.
 func (p *Pool) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("pool: Run called twice")
 	}
 	p.leads = shardlead.NewFactory(p.base, p.rate)
+	lctx, stopLoop := context.WithCancelCause(ctx)
+	defer stopLoop(nil)
+	p.stopRun = stopLoop
 	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
 		p.heartbeat(bctx)
 	}()
-	p.loop(ctx)
+	p.loop(lctx)
 	p.works.Wait()
 	stopBeat()
 	<-beatDone
+	if err := context.Cause(lctx); errors.Is(err, ErrDuplicateID) {
+		return err
+	}
 	return nil
 }
+
+// ErrDuplicateID is returned by Run when another process runs as the same
+// worker: two workers were given one ID.
+var ErrDuplicateID = errors.New("pool: duplicate worker ID")
 
 // Leading returns the shards this worker leads, sorted.
 func (p *Pool) Leading() []string {

@@ -114,6 +114,7 @@ type lead struct {
 func (p *Pool) heartbeat(ctx context.Context) {
 	var lastData []byte
 	var lastTag string
+	opened := map[string]bool{} // the sessions this process opened
 	for ctx.Err() == nil {
 		id := newSessionID()
 		data, tag, err := p.get(ctx, p.keySession)
@@ -133,9 +134,13 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			if ctx.Err() == nil {
 				p.log.Warn("cannot open a session", "err", err)
 			}
+			if p.displaced(ctx, err, opened) {
+				return
+			}
 			p.sleep(ctx, p.now().Add(p.fi), nil)
 			continue
 		}
+		opened[id] = true
 		p.sess.mu.Lock()
 		p.sess.id, p.sess.deadline = id, deadline
 		p.sess.mu.Unlock()
@@ -186,10 +191,41 @@ func (p *Pool) heartbeat(ctx context.Context) {
 				return
 			}
 			p.log.Warn("session lost; its shards are left to the other workers", "err", err)
+			if p.displaced(ctx, err, opened) {
+				return
+			}
 			break
 		}
 		p.sleep(ctx, p.now().Add(p.fi), nil)
 	}
+}
+
+// displaced reports whether a write of the session object refused by a
+// precondition (err) proves that another process runs with this worker's
+// ID: the object holds a live session record of this ID that this process
+// never opened, for the second time. Then it stops Run with
+// ErrDuplicateID. A single one is not proof: a restarted worker's earlier
+// incarnation, or an old version restored, leaves one; a live twin
+// leaves one after every session this worker opens.
+func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool) bool {
+	if !errors.Is(err, store.ErrPreconditionFailed) || mutNoDuplicateCheck || ctx.Err() != nil {
+		return false
+	}
+	data, tag, gerr := p.get(ctx, p.keySession)
+	if gerr != nil || tag == "" {
+		return false
+	}
+	rec, perr := parseSession(data)
+	if perr != nil || rec.Worker != p.cfg.ID || rec.Released || opened[rec.Session] || p.twins[rec.Session] {
+		return false
+	}
+	p.twins[rec.Session] = true
+	if len(p.twins) < 2 {
+		return false
+	}
+	p.stopRun(fmt.Errorf("%w: another process runs as worker %q (its sessions overwrote this one's twice, the last %s); give every worker a unique ID, such as its pod or host name",
+		ErrDuplicateID, p.cfg.ID, rec.Session))
+	return true
 }
 
 // reportFlush sends the outcome of a flushed renewal, if one was asked for.

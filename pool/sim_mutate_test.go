@@ -14,7 +14,8 @@ func setMutation(t *testing.T) func() {
 	t.Helper()
 	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL, "noclearance": &mutNoClearance,
 		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged,
-		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers}
+		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers,
+		"noduplicatecheck": &mutNoDuplicateCheck}
 	if *simMutate == "" {
 		return func() {}
 	}

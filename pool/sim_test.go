@@ -282,6 +282,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	var (
 		mu      sync.Mutex
 		tenures = map[string][]*tenure{}
+		runErrs []string // Run's errors: every worker has an ID of its own
 		wmu     sync.Mutex
 		workers = map[string]*simWorker{}
 		all     []*simWorker
@@ -324,7 +325,11 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		w.cancel = cancel
 		go func() {
 			defer close(w.done)
-			pl.Run(ctx)
+			if err := pl.Run(ctx); err != nil {
+				mu.Lock()
+				runErrs = append(runErrs, fmt.Sprintf("%s: %v", id, err))
+				mu.Unlock()
+			}
 		}()
 		all = append(all, w)
 		return w
@@ -496,6 +501,9 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		<-w.done
 	}
 	synctest.Wait()
+	if len(runErrs) > 0 {
+		t.Errorf("seed %d: Run returned errors: %v", seed, runErrs)
+	}
 	if err := checkTenures(shards, snap); err != nil {
 		t.Errorf("seed %d: %v\nparams %+v\nreplay with -run 'TestShardSimulation' -sim.seed=%d", seed, err, p, seed)
 	}

@@ -84,13 +84,11 @@ func (v *peerView) live(now time.Time, lt time.Duration) bool {
 // shardView is what this worker knows of one shard's record.
 type shardView struct {
 	highest     uint64    // the highest term seen
-	led         uint64    // the highest term this worker has led
 	seenRecord  bool      // a record was seen: a later absence is a deletion
 	absentSince time.Time // the record absent after one was seen, since
 	ownerGone   time.Time // mutation absentaged only: the owner's session object first seen absent
 	notBefore   time.Time // do not try before
 	candSince   time.Time // unowned in this worker's view, since
-	unsure      uint64    // the term of a claim whose outcome this worker does not know
 	foreign     bool      // not a pool record: never touched
 }
 
@@ -170,6 +168,9 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 			return
 		}
 		ld.ended = true
+		// Its term stays in the session's listing (Ended) until a release
+		// puts it in the record: the record may have been deleted.
+		p.sess.noteEnded(ld.shard, max(ld.term, s.shard(ld.shard).highest))
 		p.sess.mu.Lock()
 		if p.sess.leads[ld.shard] == ld {
 			delete(p.sess.leads, ld.shard)
@@ -237,6 +238,7 @@ func (s *loopState) release(ctx context.Context, ld *lead) {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
 	} else {
 		p.stats.released.Add(1)
+		p.sess.noteEnded(ld.shard, 0) // the released record holds the term
 	}
 	ld.settled = true
 	s.exit(ld, err)
@@ -305,6 +307,7 @@ func (s *loopState) tick(ctx context.Context) {
 	now := p.now()
 	v := s.view(now, true)
 	s.account(v, now)
+	s.supersede(v)
 	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
 	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
 		if !s.listedAt.IsZero() {
@@ -593,7 +596,6 @@ type attempt struct {
 	etag   string
 	rec    shardRecord
 	term   uint64 // the term to write
-	adopt  bool   // the record names this session already (a claim whose reply was lost)
 	cand   bool   // a claim may be written, once the session reads clear it
 	ready  bool
 	result error
@@ -618,9 +620,11 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		a.data, a.etag, a.result = p.get(ctx, p.shardKey(a.shard))
 	})
 	now := p.now()
+	own := p.sess.endedTerms()
 	for i := range at {
 		a := &at[i]
 		sv := s.shard(a.shard)
+		sv.highest = max(sv.highest, own[a.shard])
 		if a.result != nil {
 			sv.notBefore = now.Add(p.fi)
 			continue
@@ -655,9 +659,11 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		sv.highest = max(sv.highest, rec.Term)
 		a.rec, a.cand = rec, true
 		a.term = sv.highest + 1
-		if rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led && rec.Term == sv.unsure {
-			a.term, a.adopt = rec.Term, true // a claim of ours whose reply was lost
-		}
+		// A record naming this very session is claimed anew, term + 1,
+		// like any other: a claim of ours whose reply was lost, landed
+		// (perhaps long after, over a deleted record), is never adopted,
+		// so a term that another worker may have led since is never led
+		// again.
 	}
 	// The intent: this session lists the shards it is about to claim, with
 	// their terms, before it reads the others' sessions. Two workers that
@@ -749,7 +755,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	}
 	parallel(len(at), func(i int) {
 		a := &at[i]
-		if !a.ready || a.adopt {
+		if !a.ready {
 			return
 		}
 		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
@@ -771,9 +777,6 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		if a.result != nil || !a.ready {
 			continue
 		}
-		if a.adopt {
-			a.out, a.tag = a.data, a.etag
-		}
 		if s.won(ctx, a, id) {
 			won++
 		}
@@ -783,8 +786,6 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 			p.log.Debug("claim failed", "shard", a.shard, "err", a.result)
 			if errors.Is(a.result, store.ErrPreconditionFailed) {
 				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
-			} else if !a.adopt {
-				s.shard(a.shard).unsure = a.term // it may have landed: adopted if found so
 			}
 		}
 	}
@@ -821,7 +822,7 @@ func (s *loopState) clearanceSet(ctx context.Context, at []attempt) []string {
 	}
 	delete(set, p.cfg.ID)
 	for i := range at {
-		if a := &at[i]; a.cand && a.etag != "" && a.rec.Owner != "" && !a.adopt {
+		if a := &at[i]; a.cand && a.etag != "" && a.rec.Owner != "" {
 			set[a.rec.Owner] = true
 		}
 	}
@@ -924,13 +925,24 @@ func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (o
 	return over, claiming && !leads && pv.live(s.p.now(), p.lt)
 }
 
+// supersede forgets the ended terms (sessionRecord.Ended) of shards that
+// a live session lists at a higher term: that session now holds the
+// shard's terms.
+func (s *loopState) supersede(v view) {
+	for shard, term := range s.p.sess.endedTerms() {
+		if w := v.listed[shard]; w != "" && s.peers[w].rec.Shards[shard] > term {
+			s.p.sess.noteEnded(shard, 0)
+		}
+	}
+}
+
 // listedTerm returns the highest term the sessions of ws other than this
 // worker's, as last read, list for shard (leading or claiming it).
 func (s *loopState) listedTerm(shard string, ws []string) uint64 {
 	var t uint64
 	for _, w := range ws {
 		if pv := s.peers[w]; pv != nil && pv.ok && w != s.p.cfg.ID {
-			t = max(t, pv.rec.Shards[shard], pv.rec.Claiming[shard])
+			t = max(t, pv.rec.Shards[shard], pv.rec.Claiming[shard], pv.rec.Ended[shard])
 		}
 	}
 	return t
@@ -979,8 +991,9 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld
+	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
 	sv := s.shard(a.shard)
-	sv.highest, sv.led = max(sv.highest, a.term), max(sv.led, a.term)
+	sv.highest = max(sv.highest, a.term)
 	p.stats.claims.Add(1)
 	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)
 	p.sess.renewSoon()

@@ -33,10 +33,17 @@
 //   - Each shard's leaderships have terms (fencing tokens) that rise
 //     with every change of owner (by one, unless a session listed a
 //     higher term) and never repeat: a claim writes a term above the
-//     record's and above every term a session lists for the shard. Terms can start again lower only when a shard record is
-//     deleted (or restored to an older version) while no session object
-//     lists its last term: a released record, or one whose owner's session
-//     object is deleted too.
+//     record's and above every term a session object lists for the shard
+//     (leading it, claiming it, or having led it: a leadership that ended
+//     without a release keeps its term listed until a later one
+//     supersedes it, and a new session of the worker takes over the
+//     list). A claim whose reply was lost is never adopted: its record
+//     is claimed anew. Terms can start again lower only when a shard
+//     record is deleted (or restored to an older version) and no object
+//     a worker can find lists its last term: the record was released;
+//     or the session object listing it is deleted too; or it is the
+//     session object of a worker that has left, and the member list,
+//     deleted since, no longer names it.
 //   - Two workers given the same ID are found out: the one whose session
 //     the other's overwrite a second time returns an error matching
 //     ErrDuplicateID from Run, and the other goes on alone.
@@ -227,6 +234,7 @@ func New(cfg Config) (*Pool, error) {
 		p.margin = 0
 	}
 	p.sess.leads = map[string]*lead{}
+	p.sess.ended = map[string]uint64{}
 	p.twins = map[string]bool{}
 	p.sess.kick = make(chan struct{}, 1)
 	p.sess.flush = make(chan chan error)

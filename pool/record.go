@@ -41,6 +41,12 @@ type sessionRecord struct {
 	// terms it will write: written before the claims, so that a worker
 	// that checks the sessions before claiming the same shard sees it.
 	Claiming map[string]uint64 `json:"claiming,omitempty"`
+	// Ended lists, for shards whose leadership by this worker ended
+	// without a release (the lease ran out, the process restarted), the
+	// highest term it knows, until it sees that term superseded. If the
+	// shard's record is deleted, the term lives on here, and a claim
+	// writes a term above it.
+	Ended map[string]uint64 `json:"ended,omitempty"`
 }
 
 // shardRecord is the content of a shard's ownership record. It is

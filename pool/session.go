@@ -26,10 +26,30 @@ type session struct {
 	deadline time.Time // its lease's end, on the local clock
 	leads    map[string]*lead
 	claiming map[string]uint64 // the shards the loop is about to claim, with their terms
+	ended    map[string]uint64 // terms of leaderships that ended without a release (sessionRecord.Ended)
 	kick     chan struct{}     // capacity 1: ownership changed, renew soon
 	// flush asks for a renewal now, sent after the request; the reply
 	// channel (capacity 1) gets its outcome.
 	flush chan chan error
+}
+
+// noteEnded records that this worker's leadership of shard at term ended
+// without a release, or (term 0) that a higher term superseded it.
+func (s *session) noteEnded(shard string, term uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if term == 0 {
+		delete(s.ended, shard)
+	} else {
+		s.ended[shard] = max(s.ended[shard], term)
+	}
+}
+
+// endedTerms returns a copy of the terms noted by noteEnded.
+func (s *session) endedTerms() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.ended)
 }
 
 // setClaiming sets the shards the next renewals list as about to be claimed.
@@ -72,15 +92,15 @@ func (s *session) snapshot() (string, time.Time) {
 }
 
 // listing returns the shards of the live leaderships, with their terms,
-// and those about to be claimed.
-func (s *session) listing() (map[string]uint64, map[string]uint64) {
+// those about to be claimed, and the terms of those ended unreleased.
+func (s *session) listing() (map[string]uint64, map[string]uint64, map[string]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]uint64, len(s.leads))
 	for name, l := range s.leads {
 		out[name] = l.term
 	}
-	return out, maps.Clone(s.claiming)
+	return out, maps.Clone(s.claiming), maps.Clone(s.ended)
 }
 
 // renewSoon asks the heartbeat for an early renewal, so that the others
@@ -123,9 +143,20 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			p.sleep(ctx, p.now().Add(p.fi), nil)
 			continue
 		}
+		if prev, err := parseSession(data); err == nil && prev.Worker == p.cfg.ID {
+			// The terms an earlier session (of this process, or of one
+			// that ran before it) led or knew of live on in this one.
+			for shard, term := range prev.Shards {
+				p.sess.noteEnded(shard, term)
+			}
+			for shard, term := range prev.Ended {
+				p.sess.noteEnded(shard, term)
+			}
+		}
 		first := p.now()
 		deadline := first.Add(p.lt - p.margin)
-		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now(),
+			Ended: p.sess.endedTerms()})
 		tag, err = p.put(ctx, p.keySession, out, tag, sha256.Sum256(data), deadline)
 		if err == nil && !p.now().Before(deadline) {
 			err = errLate
@@ -155,9 +186,9 @@ func (p *Pool) heartbeat(ctx context.Context) {
 				return
 			}
 			sent = p.now()
-			shards, claiming := p.sess.listing()
+			shards, claiming, ended := p.sess.listing()
 			out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: seq,
-				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards, Claiming: claiming})
+				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards, Claiming: claiming, Ended: ended})
 			_, deadline := p.sess.snapshot()
 			tag, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), deadline)
 			replied := p.now()
@@ -296,7 +327,8 @@ func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
 func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*p.fi)
 	defer cancel()
-	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true})
+	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true,
+		Ended: p.sess.endedTerms()})
 	if _, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), time.Time{}); err != nil {
 		p.log.Info("session not released; the other workers wait for it to expire", "err", err)
 	}

@@ -32,6 +32,11 @@ type loopState struct {
 
 	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
 
+	// closing holds the releases that wait since Run's context ended, and
+	// stopAt is when the loop first saw it ended (see releaseAll).
+	closing []*lead
+	stopAt  time.Time
+
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
 	// that workers that start together see each other first.
@@ -145,6 +150,7 @@ func (p *Pool) loop(ctx context.Context) {
 			s.handle(ctx, ev)
 		}
 		if ctx.Err() != nil {
+			s.releaseAll(ctx)
 			if len(s.mine) == 0 {
 				return
 			}
@@ -228,12 +234,54 @@ func (s *loopState) forget(ld *lead) {
 
 // release writes the shard's record released, over this leadership's
 // claim, and ends the leadership for its holder if it had not ended.
+// Once Run's context has ended, the release joins the others that wait
+// for releaseAll.
 func (s *loopState) release(ctx context.Context, ld *lead) {
-	p := s.p
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
+	if ctx.Err() != nil && !mutSerialRelease {
+		s.closing = append(s.closing, ld)
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*s.p.fi+2*time.Second)
 	defer cancel()
+	s.released(ld, s.writeRelease(rctx, ld))
+}
+
+// releaseAll writes the releases that wait since Run's context ended,
+// in parallel, all within a quarter LeaderTimeout of that end: a worker cut
+// off from the store stops within its lease, whatever its number of
+// shards, instead of trying each release in turn with the full retry
+// schedule. A release not written leaves the shard to the others, who
+// take it over when the session's lease has run out.
+func (s *loopState) releaseAll(ctx context.Context) {
+	p := s.p
+	if s.stopAt.IsZero() {
+		s.stopAt = time.Now()
+	}
+	batch := s.closing
+	s.closing = nil
+	if len(batch) == 0 {
+		return
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), s.stopAt.Add(p.lt/4))
+	defer cancel()
+	errs := make([]error, len(batch))
+	parallel(len(batch), func(i int) { errs[i] = s.writeRelease(rctx, batch[i]) })
+	for i, ld := range batch {
+		s.released(ld, errs[i])
+	}
+}
+
+// writeRelease writes the release of ld's shard.
+func (s *loopState) writeRelease(ctx context.Context, ld *lead) error {
+	p := s.p
 	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
-	_, err := p.put(rctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
+	_, err := p.put(ctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
+	return err
+}
+
+// released books the outcome of a release.
+func (s *loopState) released(ld *lead, err error) {
+	p := s.p
 	if err != nil {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
 	} else {

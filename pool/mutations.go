@@ -20,4 +20,5 @@ const (
 	mutNoIntent         = false // a claim is written without listing it in the session first, and clearance ignores the others' listed claims
 	mutStaleMembers     = false // clearance reads the sessions of the member list as the tick read it, not a fresh one
 	mutNoDuplicateCheck = false // a session overwritten by another process of the same ID is not looked at
+	mutSerialRelease    = false // Run's end releases the shards one at a time, each with the full retry schedule
 )

@@ -16,4 +16,5 @@ var (
 	mutNoIntent         bool // a claim is written without listing it in the session first, and clearance ignores the others' listed claims
 	mutStaleMembers     bool // clearance reads the sessions of the member list as the tick read it, not a fresh one
 	mutNoDuplicateCheck bool // a session overwritten by another process of the same ID is not looked at
+	mutSerialRelease    bool // Run's end releases the shards one at a time, each with the full retry schedule
 )

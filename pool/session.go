@@ -325,7 +325,13 @@ func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
 // closeSession writes the session object released, over the session's last
 // write, when the worker stops. Its leaderships have ended by then.
 func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*p.fi)
+	// A quarter LeaderTimeout, as the shards' releases (releaseAll): a worker
+	// cut off from the store stops within its lease.
+	timeout := p.lt / 4
+	if mutSerialRelease {
+		timeout = 3 * p.fi
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true,
 		Ended: p.sess.endedTerms()})

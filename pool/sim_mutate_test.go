@@ -15,7 +15,7 @@ func setMutation(t *testing.T) func() {
 	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL, "noclearance": &mutNoClearance,
 		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged,
 		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers,
-		"noduplicatecheck": &mutNoDuplicateCheck}
+		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease}
 	if *simMutate == "" {
 		return func() {}
 	}

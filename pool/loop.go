@@ -579,7 +579,79 @@ func (s *loopState) readPeers(ctx context.Context) {
 			others = append(others, id)
 		}
 	}
-	s.readSessions(ctx, others)
+	sent := s.readSessions(ctx, others)
+	if err == nil && tag != "" && !mutKeepMembers {
+		s.prune(ctx, data, tag, sent)
+	}
+}
+
+// prune takes the members whose sessions are over, and whose objects list
+// no term that a live session has not superseded, off the member list,
+// so that the workers stop reading them. Only the live worker with the
+// lowest ID does it, so that the others do not race it for the list. A
+// member goes when its session object holds a released session record,
+// or the same session record (or tombstone, or anything not a session
+// record) has stayed unchanged for a lease: whatever session it had has
+// ended, and a new one adds the worker again (and claims nothing before
+// a FrequentInterval after that). An absent object is not enough: an
+// absence is not a sighting (see bury).
+func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map[string]time.Time) {
+	p := s.p
+	now := p.now()
+	// The terms the live sessions hold, this worker's included: a member
+	// whose object lists a term not superseded here stays, since a claim
+	// after a deleted record needs that term (sessionRecord.Ended).
+	held := map[string]uint64{}
+	for _, ld := range s.mine {
+		held[ld.shard] = max(held[ld.shard], ld.term)
+	}
+	for _, pv := range s.peers {
+		if pv.live(now, p.lt) {
+			for shard, term := range pv.rec.Shards {
+				held[shard] = max(held[shard], term)
+			}
+		}
+	}
+	superseded := func(rec sessionRecord) bool {
+		for _, m := range []map[string]uint64{rec.Shards, rec.Ended} {
+			for shard, term := range m {
+				if held[shard] <= term {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	var gone []string
+	for _, w := range s.members {
+		pv := s.peers[w]
+		readAt, read := sent[w]
+		switch {
+		case w == p.cfg.ID || !read || pv == nil:
+		case pv.live(now, p.lt) && w < p.cfg.ID:
+			return // a live worker with a lower ID prunes
+		case pv.sight.etag == "" || pv.ok && !superseded(pv.rec):
+		case pv.ok && pv.rec.Released:
+			gone = append(gone, w)
+		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL)))):
+			gone = append(gone, w)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	m := membersRecord{Pool: formatVersion}
+	for _, w := range s.members {
+		if !slices.Contains(gone, w) {
+			m.Workers = append(m.Workers, w)
+		}
+	}
+	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
+		p.log.Info("cannot take members whose sessions are over off the member list", "members", gone, "err", err)
+		return
+	}
+	p.log.Info("took members whose sessions are over off the member list", "members", gone)
+	s.members = m.Workers
 }
 
 // readSessions reads the session objects of workers, in parallel, and

@@ -21,4 +21,5 @@ const (
 	mutStaleMembers     = false // clearance reads the sessions of the member list as the tick read it, not a fresh one
 	mutNoDuplicateCheck = false // a session overwritten by another process of the same ID is not looked at
 	mutSerialRelease    = false // Run's end releases the shards one at a time, each with the full retry schedule
+	mutKeepMembers      = false // members whose sessions are over stay on the member list for ever
 )

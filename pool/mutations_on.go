@@ -17,4 +17,5 @@ var (
 	mutStaleMembers     bool // clearance reads the sessions of the member list as the tick read it, not a fresh one
 	mutNoDuplicateCheck bool // a session overwritten by another process of the same ID is not looked at
 	mutSerialRelease    bool // Run's end releases the shards one at a time, each with the full retry schedule
+	mutKeepMembers      bool // members whose sessions are over stay on the member list for ever
 )

@@ -58,7 +58,9 @@
 //
 // In steady state each worker writes one PUT per FrequentInterval,
 // whatever its number of shards, and reads the pool's member list and
-// every other worker's session object once per FrequentInterval. A look
+// every other member's session object once per FrequentInterval. A
+// member whose session is over leaves the list (once no term it lists is
+// needed), so dead workers are not read for ever. A look
 // that claims shards costs, beyond the shard records' reads and the
 // claims, two session renewals (the intent, then its removal), a read of
 // the member list and one of every other worker's session object.

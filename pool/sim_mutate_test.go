@@ -15,7 +15,8 @@ func setMutation(t *testing.T) func() {
 	muts := map[string]*bool{"margin0": &mutNoMargin, "latereply": &mutLateReply, "noreread": &mutNoReread, "nottl": &mutNoTTL, "noclearance": &mutNoClearance,
 		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged,
 		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers,
-		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease}
+		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease,
+		"keepmembers": &mutKeepMembers}
 	if *simMutate == "" {
 		return func() {}
 	}

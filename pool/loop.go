@@ -32,6 +32,10 @@ type loopState struct {
 
 	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
 
+	// memberTTL is the ttl the member list states for each member: the
+	// longest lease it has run with (membersRecord.TTL).
+	memberTTL map[string]int64
+
 	// closing holds the releases that wait since Run's context ended, and
 	// stopAt is when the loop first saw it ended (see releaseAll).
 	closing []*lead
@@ -55,22 +59,45 @@ type peerView struct {
 	session  string
 	runStart time.Time
 	rec      sessionRecord
-	ok       bool  // rec is a valid session record of this worker
+	ok       bool  // rec is a valid session record of this worker, its session's latest write as far as this worker knows
 	ttl      int64 // the longest ttl its session records have stated
+	// gap is set when a read of the object failed: the next sighting,
+	// even the same as before, counts from its own read (an object can
+	// change and be restored to the same bytes while a worker cannot see).
+	gap bool
+	// maxSession and maxSeq are the highest write of a session seen: a
+	// record of that session with a lower seq is an older write restored.
+	maxSession string
+	maxSeq     uint64
+	warned     bool // a failed read was logged at Warn (until one succeeds)
+	// advanced reports that rec followed a lower seq of its session seen
+	// by this worker: it is not an older write restored (which a worker
+	// that never saw the later ones could not otherwise tell).
+	advanced bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
 	s := sight(data, etag)
-	if v.read && s == v.sight {
+	if v.read && s == v.sight && !v.gap {
 		return
 	}
+	v.gap = false
 	v.sight, v.seenAt = s, now
 	v.rec, v.ok = sessionRecord{}, false
 	sess := ""
 	if etag != "" {
 		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
-			v.rec, v.ok, sess = rec, true, rec.Session
 			v.ttl = max(v.ttl, rec.TTL)
+			restored := rec.Session == v.maxSession && rec.Seq < v.maxSeq && !mutNoRestoreCheck
+			v.advanced = rec.Session == v.maxSession && rec.Seq > v.maxSeq && v.read || mutNoRestoreCheck
+			if rec.Session != v.maxSession || rec.Seq > v.maxSeq {
+				v.maxSession, v.maxSeq = rec.Session, rec.Seq
+			}
+			if !restored {
+				// A restored older write says nothing of what its session
+				// leads now: it counts as no session record at all.
+				v.rec, v.ok, sess = rec, true, rec.Session
+			}
 		}
 	}
 	if !v.read || sess == "" || sess != v.session {
@@ -558,14 +585,24 @@ func (s *loopState) readPeers(ctx context.Context) {
 				return
 			}
 		}
-		if slices.Contains(m.Workers, p.cfg.ID) && s.listedAt.IsZero() {
+		// Listed means named, with a ttl as long as this worker's lease.
+		listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL)
+		if listed && s.listedAt.IsZero() {
 			s.listedAt = p.now()
 		}
-		if !slices.Contains(m.Workers, p.cfg.ID) {
+		s.noteMemberTTL(m)
+		if !listed {
 			s.listedAt = time.Time{}
 			m.Pool = formatVersion
-			m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
-			slices.Sort(m.Workers)
+			if !slices.Contains(m.Workers, p.cfg.ID) {
+				m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
+				slices.Sort(m.Workers)
+			}
+			m.TTL = maps.Clone(m.TTL)
+			if m.TTL == nil {
+				m.TTL = map[string]int64{}
+			}
+			m.TTL[p.cfg.ID] = max(m.TTL[p.cfg.ID], ttlMillis(p.lt))
 			if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
 				p.log.Info("cannot add this worker to the member list; trying again", "err", err)
 				s.next = p.now().Add(p.fi / 4)
@@ -582,6 +619,21 @@ func (s *loopState) readPeers(ctx context.Context) {
 	sent := s.readSessions(ctx, others)
 	if err == nil && tag != "" && !mutKeepMembers {
 		s.prune(ctx, data, tag, sent)
+	}
+}
+
+// noteMemberTTL takes in the ttls a member list states. They only grow:
+// a member's lease as the list once stated it is waited out even after the
+// list was deleted.
+func (s *loopState) noteMemberTTL(m membersRecord) {
+	if s.memberTTL == nil {
+		s.memberTTL = map[string]int64{}
+	}
+	if mutNoMemberTTL {
+		return
+	}
+	for w, ttl := range m.TTL {
+		s.memberTTL[w] = max(s.memberTTL[w], ttl)
 	}
 }
 
@@ -640,11 +692,14 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 	if len(gone) == 0 {
 		return
 	}
-	m := membersRecord{Pool: formatVersion}
-	for _, w := range s.members {
-		if !slices.Contains(gone, w) {
-			m.Workers = append(m.Workers, w)
-		}
+	m, err := parseMembers(data)
+	if err != nil {
+		return
+	}
+	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return slices.Contains(gone, w) })
+	m.TTL = maps.Clone(m.TTL)
+	for _, w := range gone {
+		delete(m.TTL, w)
 	}
 	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
 		p.log.Info("cannot take members whose sessions are over off the member list", "members", gone, "err", err)
@@ -673,14 +728,20 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 	})
 	sent := map[string]time.Time{}
 	for i, w := range workers {
-		if out[i].err != nil {
-			continue
-		}
 		pv := s.peers[w]
 		if pv == nil {
 			pv = &peerView{}
 			s.peers[w] = pv
 		}
+		if err := out[i].err; err != nil {
+			pv.gap = !mutNoRestoreCheck
+			if !pv.warned && ctx.Err() == nil {
+				pv.warned = true
+				p.log.Warn("cannot read a worker's session object; no shard can be claimed while it cannot be read", "of", w, "err", err)
+			}
+			continue
+		}
+		pv.warned = false
 		pv.update(w, out[i].data, out[i].etag, out[i].at)
 		sent[w] = out[i].sent
 	}
@@ -931,13 +992,27 @@ func (s *loopState) clearanceSet(ctx context.Context, at []attempt) []string {
 				for _, w := range m.Workers {
 					set[w] = true
 				}
+				s.noteMemberTTL(m)
 			}
 		}
 		for _, w := range s.members {
 			set[w] = true
 		}
-		for w := range s.peers {
-			set[w] = true
+		// And every worker this one has read that may still lead (a
+		// member list deleted forgets workers): one whose last sighting
+		// is a released session, or whose session was over, and that no
+		// list names any more, leads nothing, and must add itself to the
+		// list again before it claims.
+		now := p.now()
+		for w, pv := range s.peers {
+			if set[w] {
+				continue
+			}
+			over := pv.ok && pv.rec.Released ||
+				!pv.seenAt.IsZero() && !now.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))))
+			if !over {
+				set[w] = true
+			}
 		}
 	}
 	delete(set, p.cfg.ID)
@@ -1014,7 +1089,7 @@ func (s *loopState) cleared(a *attempt, ws []string, sent map[string]time.Time, 
 func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (over time.Time, busy bool) {
 	p := s.p
 	pv := s.peers[w]
-	lt := wait(p.lt, max(pv.ttl, pv.rec.TTL))
+	lt := wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))
 	if present && rec.Owner == w {
 		lt = wait(lt, rec.TTL)
 	}
@@ -1024,12 +1099,19 @@ func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (o
 	if !pv.ok {
 		return pv.runStart.Add(lt), false
 	}
+	if !pv.advanced && w != p.cfg.ID {
+		// Not seen to follow an earlier write of its session: it may be an
+		// older one restored, so what it says proves nothing until it has
+		// stood unchanged for a lease (the session, whatever it leads, is
+		// then over).
+		over = pv.seenAt.Add(lt)
+	}
 	if pv.rec.Released {
-		return time.Time{}, false
+		return over, false
 	}
 	named := present && rec.Owner == w
 	if named && rec.Session != pv.session {
-		over = pv.runStart.Add(lt)
+		over = later(over, pv.runStart.Add(lt))
 	}
 	if w == p.cfg.ID {
 		return over, false // this worker's own intents are its own

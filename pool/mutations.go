@@ -22,4 +22,6 @@ const (
 	mutNoDuplicateCheck = false // a session overwritten by another process of the same ID is not looked at
 	mutSerialRelease    = false // Run's end releases the shards one at a time, each with the full retry schedule
 	mutKeepMembers      = false // members whose sessions are over stay on the member list for ever
+	mutNoRestoreCheck   = false // a sighting seen again after failed reads, or an older write of a session restored, counts as unchanged or current
+	mutNoMemberTTL      = false // the member list states no ttl: a worker that never read a member's records waits out its own lease only
 )

@@ -18,4 +18,6 @@ var (
 	mutNoDuplicateCheck bool // a session overwritten by another process of the same ID is not looked at
 	mutSerialRelease    bool // Run's end releases the shards one at a time, each with the full retry schedule
 	mutKeepMembers      bool // members whose sessions are over stay on the member list for ever
+	mutNoRestoreCheck   bool // a sighting seen again after failed reads, or an older write of a session restored, counts as unchanged or current
+	mutNoMemberTTL      bool // the member list states no ttl: a worker that never read a member's records waits out its own lease only
 )

@@ -25,7 +25,12 @@
 //     session object, and claims only where none of them can lead the
 //     shard. That holds whatever is deleted or restored: session objects
 //     (an absent one is buried under a tombstone that then ages like any
-//     record), shard records, the member list. One case is not covered:
+//     record; a record counts by what it lists only once seen to follow
+//     an earlier write of its session, else it must stand unchanged for
+//     a lease; a failed read breaks a sighting's age), shard records, the
+//     member list (which states each member's longest lease, so that a
+//     worker that never read a member's records waits out its lease
+//     all the same). One case is not covered:
 //     the member list and a shard record both deleted, and a worker
 //     started since (that has never read the owner's session) creating
 //     that record before the owner's next look has put it back in the

@@ -87,6 +87,12 @@ type tombstoneRecord struct {
 type membersRecord struct {
 	Pool    int      `json:"s3lectPoolMembers"` // formatVersion
 	Workers []string `json:"workers"`
+	// TTL is, for each worker, the longest LeaderTimeout it has run with,
+	// in milliseconds, rounded up: a worker that never read a member's
+	// records still waits out its lease (a rolling change of
+	// configuration). A worker claims nothing before the list states its
+	// own.
+	TTL map[string]int64 `json:"ttl,omitempty"`
 }
 
 var errNotPool = errors.New("not a pool record")

@@ -16,7 +16,8 @@ func setMutation(t *testing.T) func() {
 		"resignwaits": &mutResignWaits, "absentaged": &mutAbsentAged,
 		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers,
 		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease,
-		"keepmembers": &mutKeepMembers}
+		"keepmembers":    &mutKeepMembers,
+		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL}
 	if *simMutate == "" {
 		return func() {}
 	}

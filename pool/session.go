@@ -75,8 +75,13 @@ func (p *Pool) announce(ctx context.Context, id string, claiming map[string]uint
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if err := <-reply; err != nil {
-		return err
+	select {
+	case err := <-reply: // the heartbeat always answers; reply has room for it
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	if cur, _ := p.sess.snapshot(); cur != id {
 		return errors.New("the session changed")

@@ -70,6 +70,10 @@ type peerView struct {
 	maxSession string
 	maxSeq     uint64
 	warned     bool // a failed read was logged at Warn (until one succeeds)
+	// raw is the session record the object holds, restored or not: the
+	// terms it lists count (listedTerm, prune) even when it says nothing
+	// of what its session leads now.
+	raw sessionRecord
 	// advanced reports that rec followed a lower seq of its session seen
 	// by this worker: it is not an older write restored (which a worker
 	// that never saw the later ones could not otherwise tell).
@@ -83,10 +87,11 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 	}
 	v.gap = false
 	v.sight, v.seenAt = s, now
-	v.rec, v.ok = sessionRecord{}, false
+	v.rec, v.ok, v.raw = sessionRecord{}, false, sessionRecord{}
 	sess := ""
 	if etag != "" {
 		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
+			v.raw = rec
 			v.ttl = max(v.ttl, rec.TTL)
 			restored := rec.Session == v.maxSession && rec.Seq < v.maxSeq && !mutNoRestoreCheck
 			v.advanced = rec.Session == v.maxSession && rec.Seq > v.maxSeq && v.read || mutNoRestoreCheck
@@ -682,7 +687,7 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 		case w == p.cfg.ID || !read || pv == nil:
 		case pv.live(now, p.lt) && w < p.cfg.ID:
 			return // a live worker with a lower ID prunes
-		case pv.sight.etag == "" || pv.ok && !superseded(pv.rec):
+		case pv.sight.etag == "" || !superseded(pv.raw):
 		case pv.ok && pv.rec.Released:
 			gone = append(gone, w)
 		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL)))):
@@ -1143,8 +1148,8 @@ func (s *loopState) supersede(v view) {
 func (s *loopState) listedTerm(shard string, ws []string) uint64 {
 	var t uint64
 	for _, w := range ws {
-		if pv := s.peers[w]; pv != nil && pv.ok && w != s.p.cfg.ID {
-			t = max(t, pv.rec.Shards[shard], pv.rec.Claiming[shard], pv.rec.Ended[shard])
+		if pv := s.peers[w]; pv != nil && w != s.p.cfg.ID {
+			t = max(t, pv.raw.Shards[shard], pv.raw.Claiming[shard], pv.raw.Ended[shard])
 		}
 	}
 	return t

@@ -690,7 +690,7 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 		case pv.sight.etag == "" || !superseded(pv.raw):
 		case pv.ok && pv.rec.Released:
 			gone = append(gone, w)
-		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL)))):
+		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w])))):
 			gone = append(gone, w)
 		}
 	}
@@ -872,6 +872,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	}
 	if !mutNoIntent {
 		if err := p.announce(ctx, id, claiming); err != nil {
+			p.sess.setClaiming(nil) // the claims are not made: no renewal lists them from now on
 			p.log.Debug("cannot list the claims in the session", "err", err)
 			for shard := range claiming {
 				s.shard(shard).notBefore = now.Add(p.fi / 4)

@@ -30,11 +30,15 @@
 //     a lease; a failed read breaks a sighting's age), shard records, the
 //     member list (which states each member's longest lease, so that a
 //     worker that never read a member's records waits out its lease
-//     all the same). One case is not covered:
-//     the member list and a shard record both deleted, and a worker
-//     started since (that has never read the owner's session) creating
-//     that record before the owner's next look has put it back in the
-//     list.
+//     all the same). Two cases are not covered. A session object put
+//     back to exactly the bytes of an earlier write of a live session
+//     (an exact restore: with content-hash ETags nothing tells it from
+//     the write it copies) within one read interval of another worker
+//     that had seen that write: the two leaderships can overlap by up to
+//     a FrequentInterval less a tenth of LeaderTimeout. And the member
+//     list and a shard record both deleted, and a worker started since
+//     (that has never read the owner's session) creating that record
+//     before the owner's next look has put it back in the list.
 //   - Each shard's leaderships have terms (fencing tokens) that rise
 //     with every change of owner (by one, unless a session listed a
 //     higher term) and never repeat: a claim writes a term above the
@@ -162,8 +166,8 @@ type Pool struct {
 	works sync.WaitGroup // the Work goroutines
 	ran   atomic.Bool
 
-	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
-	twins   map[string]bool // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
+	stopRun func(error)       // ends Run's loop with a cause (ErrDuplicateID)
+	twins   map[string]uint64 // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it, with their seq
 
 	// The loop's state: only the goroutine running Run touches it.
 	st loopState
@@ -242,7 +246,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p.sess.leads = map[string]*lead{}
 	p.sess.ended = map[string]uint64{}
-	p.twins = map[string]bool{}
+	p.twins = map[string]uint64{}
 	p.sess.kick = make(chan struct{}, 1)
 	p.sess.flush = make(chan chan error)
 	p.queue.wake = make(chan struct{}, 1)

@@ -148,6 +148,9 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			p.sleep(ctx, p.now().Add(p.fi), nil)
 			continue
 		}
+		if p.twinLives(data) {
+			return
+		}
 		if prev, err := parseSession(data); err == nil && prev.Worker == p.cfg.ID {
 			// The terms an earlier session (of this process, or of one
 			// that ran before it) led or knew of live on in this one.
@@ -236,13 +239,12 @@ func (p *Pool) heartbeat(ctx context.Context) {
 	}
 }
 
-// displaced reports whether a write of the session object refused by a
-// precondition (err) proves that another process runs with this worker's
-// ID: the object holds a live session record of this ID that this process
-// never opened, for the second time. Then it stops Run with
-// ErrDuplicateID. A single one is not proof: a restarted worker's earlier
-// incarnation, or an old version restored, leaves one; a live twin
-// leaves one after every session this worker opens.
+// displaced notes, after a write of the session object refused by a
+// precondition (err), the session of this worker's ID that this process
+// never opened which the object now holds, with its seq. It reports
+// false: a record seen once is not proof of a twin (a restarted worker's
+// earlier incarnation, or an old version restored, leaves one). twinLives
+// decides at the next read.
 func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool) bool {
 	if !errors.Is(err, store.ErrPreconditionFailed) || mutNoDuplicateCheck || ctx.Err() != nil {
 		return false
@@ -251,15 +253,29 @@ func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool)
 	if gerr != nil || tag == "" {
 		return false
 	}
-	rec, perr := parseSession(data)
-	if perr != nil || rec.Worker != p.cfg.ID || rec.Released || opened[rec.Session] || p.twins[rec.Session] {
+	if rec, perr := parseSession(data); perr == nil && rec.Worker == p.cfg.ID && !rec.Released && !opened[rec.Session] {
+		if _, seen := p.twins[rec.Session]; !seen {
+			p.twins[rec.Session] = rec.Seq
+		}
+	}
+	return false
+}
+
+// twinLives reports whether the session object's bytes data, read before
+// opening a session, show that another process runs with this worker's
+// ID: a session that displaced this worker, seen again at a higher seq
+// (it renews; a restored version never does). Then it stops Run with
+// ErrDuplicateID.
+func (p *Pool) twinLives(data []byte) bool {
+	rec, err := parseSession(data)
+	if err != nil || rec.Worker != p.cfg.ID || mutNoDuplicateCheck {
 		return false
 	}
-	p.twins[rec.Session] = true
-	if len(p.twins) < 2 {
+	last, seen := p.twins[rec.Session]
+	if !seen || rec.Seq <= last {
 		return false
 	}
-	p.stopRun(fmt.Errorf("%w: another process runs as worker %q (its sessions overwrote this one's twice, the last %s); give every worker a unique ID, such as its pod or host name",
+	p.stopRun(fmt.Errorf("%w: another process runs as worker %q (its session %s overwrote this one's and renews); give every worker a unique ID, such as its pod or host name",
 		ErrDuplicateID, p.cfg.ID, rec.Session))
 	return true
 }

@@ -30,12 +30,15 @@
 //     a lease; a failed read breaks a sighting's age), shard records, the
 //     member list (which states each member's longest lease, so that a
 //     worker that never read a member's records waits out its lease
-//     all the same). Two cases are not covered. A session object put
-//     back to exactly the bytes of an earlier write of a live session
-//     (an exact restore: with content-hash ETags nothing tells it from
-//     the write it copies) within one read interval of another worker
-//     that had seen that write: the two leaderships can overlap by up to
-//     a FrequentInterval less a tenth of LeaderTimeout. And the member
+//     all the same). Three cases are not covered. A session object of a
+//     live session put back to an earlier write of that session that
+//     another worker has not seen superseded (with content-hash ETags an
+//     exact copy of a write it had seen looks unchanged; an older write
+//     it never saw looks current): that worker may take a shard the
+//     session leads until the session's next renewal fails on the
+//     restored object (at most its lease; a FrequentInterval less a tenth
+//     of LeaderTimeout when the copy is of a write it had seen). Restore
+//     a session object only while its worker is stopped. And the member
 //     list and a shard record both deleted, and a worker started since
 //     (that has never read the owner's session) creating that record
 //     before the owner's next look has put it back in the list.
@@ -166,8 +169,8 @@ type Pool struct {
 	works sync.WaitGroup // the Work goroutines
 	ran   atomic.Bool
 
-	stopRun func(error)       // ends Run's loop with a cause (ErrDuplicateID)
-	twins   map[string]uint64 // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it, with their seq
+	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
+	twins   map[string]twin // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
 
 	// The loop's state: only the goroutine running Run touches it.
 	st loopState
@@ -246,7 +249,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p.sess.leads = map[string]*lead{}
 	p.sess.ended = map[string]uint64{}
-	p.twins = map[string]uint64{}
+	p.twins = map[string]twin{}
 	p.sess.kick = make(chan struct{}, 1)
 	p.sess.flush = make(chan chan error)
 	p.queue.wake = make(chan struct{}, 1)

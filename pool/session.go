@@ -148,8 +148,11 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			p.sleep(ctx, p.now().Add(p.fi), nil)
 			continue
 		}
-		if p.twinLives(data) {
+		if stop, wait := p.twinLives(data); stop {
 			return
+		} else if wait {
+			p.sleep(ctx, p.now().Add(p.fi), nil)
+			continue
 		}
 		if prev, err := parseSession(data); err == nil && prev.Worker == p.cfg.ID {
 			// The terms an earlier session (of this process, or of one
@@ -255,29 +258,44 @@ func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool)
 	}
 	if rec, perr := parseSession(data); perr == nil && rec.Worker == p.cfg.ID && !rec.Released && !opened[rec.Session] {
 		if _, seen := p.twins[rec.Session]; !seen {
-			p.twins[rec.Session] = rec.Seq
+			p.twins[rec.Session] = twin{seq: rec.Seq}
 		}
 	}
 	return false
 }
 
-// twinLives reports whether the session object's bytes data, read before
-// opening a session, show that another process runs with this worker's
-// ID: a session that displaced this worker, seen again at a higher seq
-// (it renews; a restored version never does). Then it stops Run with
-// ErrDuplicateID.
-func (p *Pool) twinLives(data []byte) bool {
+// twinLives looks at the session object's bytes data, read before
+// opening a session, for another process running with this worker's ID:
+// a session that displaced this worker, seen again at a higher seq twice
+// (it renews; a restored version never does, and a dead incarnation's
+// last write landing late advances it once at most). On the first
+// advance it reports wait: the worker looks again a FrequentInterval
+// later instead of opening a session over it. On the second it stops Run
+// with ErrDuplicateID and reports stop.
+func (p *Pool) twinLives(data []byte) (stop, wait bool) {
 	rec, err := parseSession(data)
 	if err != nil || rec.Worker != p.cfg.ID || mutNoDuplicateCheck {
-		return false
+		return false, false
 	}
-	last, seen := p.twins[rec.Session]
-	if !seen || rec.Seq <= last {
-		return false
+	tw, seen := p.twins[rec.Session]
+	if !seen || rec.Seq <= tw.seq {
+		return false, false
+	}
+	tw.seq, tw.advances = rec.Seq, tw.advances+1
+	p.twins[rec.Session] = tw
+	if tw.advances < 2 {
+		return false, true
 	}
 	p.stopRun(fmt.Errorf("%w: another process runs as worker %q (its session %s overwrote this one's and renews); give every worker a unique ID, such as its pod or host name",
 		ErrDuplicateID, p.cfg.ID, rec.Session))
-	return true
+	return true, false
+}
+
+// twin is a session of this worker's ID that this process never opened,
+// seen displacing it: its highest seq seen, and how often it rose.
+type twin struct {
+	seq      uint64
+	advances int
 }
 
 // reportFlush sends the outcome of a flushed renewal, if one was asked for.

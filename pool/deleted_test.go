@@ -13,6 +13,7 @@ import (
 // a while, is created at once: two live leaders. docs/protocol.md 10 says
 // only that terms can restart after a deletion.
 func TestDeletedShardRecordUnderALiveOwner(t *testing.T) {
+	defer setMutation(t)()
 	synctest.Test(t, func(t *testing.T) {
 		fp := newFaultPools(t, []string{"s0", "s1"}, func(worker, shard string) string { return worker + "/" + shard })
 		fp.blindKey = "pool/sessions/w2.json"

@@ -34,11 +34,16 @@ var errCrashed = errors.New("worker crashed")
 type crashStore struct {
 	store.Store
 	dead atomic.Bool
+	cut  atomic.Bool // every call hangs until its context ends, as over a cut connection
 }
 
 func (c *crashStore) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if c.dead.Load() {
 		return nil, "", errCrashed
+	}
+	if c.cut.Load() {
+		<-ctx.Done()
+		return nil, "", ctx.Err()
 	}
 	return c.Store.Get(ctx, key)
 }
@@ -46,6 +51,10 @@ func (c *crashStore) Get(ctx context.Context, key string) ([]byte, string, error
 func (c *crashStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	if c.dead.Load() {
 		return "", errCrashed
+	}
+	if c.cut.Load() {
+		<-ctx.Done()
+		return "", ctx.Err()
 	}
 	return c.Store.PutIfMatch(ctx, key, data, etag)
 }

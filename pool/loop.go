@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -31,6 +32,15 @@ type loopState struct {
 
 	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
 
+	// memberTTL is the ttl the member list states for each member: the
+	// longest lease it has run with (membersRecord.TTL).
+	memberTTL map[string]int64
+
+	// closing holds the releases that wait since Run's context ended, and
+	// stopAt is when the loop first saw it ended (see releaseAll).
+	closing []*lead
+	stopAt  time.Time
+
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
 	// that workers that start together see each other first.
@@ -49,22 +59,50 @@ type peerView struct {
 	session  string
 	runStart time.Time
 	rec      sessionRecord
-	ok       bool  // rec is a valid session record of this worker
+	ok       bool  // rec is a valid session record of this worker, its session's latest write as far as this worker knows
 	ttl      int64 // the longest ttl its session records have stated
+	// gap is set when a read of the object failed: the next sighting,
+	// even the same as before, counts from its own read (an object can
+	// change and be restored to the same bytes while a worker cannot see).
+	gap bool
+	// maxSession and maxSeq are the highest write of a session seen: a
+	// record of that session with a lower seq is an older write restored.
+	maxSession string
+	maxSeq     uint64
+	warned     bool // a failed read was logged at Warn (until one succeeds)
+	// raw is the session record the object holds, restored or not: the
+	// terms it lists count (listedTerm, prune) even when it says nothing
+	// of what its session leads now.
+	raw sessionRecord
+	// advanced reports that rec followed a lower seq of its session seen
+	// by this worker: it is not an older write restored (which a worker
+	// that never saw the later ones could not otherwise tell).
+	advanced bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
 	s := sight(data, etag)
-	if v.read && s == v.sight {
+	if v.read && s == v.sight && !v.gap {
 		return
 	}
+	v.gap = false
 	v.sight, v.seenAt = s, now
-	v.rec, v.ok = sessionRecord{}, false
+	v.rec, v.ok, v.raw = sessionRecord{}, false, sessionRecord{}
 	sess := ""
 	if etag != "" {
 		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
-			v.rec, v.ok, sess = rec, true, rec.Session
+			v.raw = rec
 			v.ttl = max(v.ttl, rec.TTL)
+			restored := rec.Session == v.maxSession && rec.Seq < v.maxSeq && !mutNoRestoreCheck
+			v.advanced = rec.Session == v.maxSession && rec.Seq > v.maxSeq && v.read || mutNoRestoreCheck
+			if rec.Session != v.maxSession || rec.Seq > v.maxSeq {
+				v.maxSession, v.maxSeq = rec.Session, rec.Seq
+			}
+			if !restored {
+				// A restored older write says nothing of what its session
+				// leads now: it counts as no session record at all.
+				v.rec, v.ok, sess = rec, true, rec.Session
+			}
 		}
 	}
 	if !v.read || sess == "" || sess != v.session {
@@ -83,13 +121,11 @@ func (v *peerView) live(now time.Time, lt time.Duration) bool {
 // shardView is what this worker knows of one shard's record.
 type shardView struct {
 	highest     uint64    // the highest term seen
-	led         uint64    // the highest term this worker has led
 	seenRecord  bool      // a record was seen: a later absence is a deletion
 	absentSince time.Time // the record absent after one was seen, since
-	ownerGone   time.Time // the owner's session object absent, seen after a read of the record naming it
+	ownerGone   time.Time // mutation absentaged only: the owner's session object first seen absent
 	notBefore   time.Time // do not try before
 	candSince   time.Time // unowned in this worker's view, since
-	unsure      uint64    // the term of a claim whose outcome this worker does not know
 	foreign     bool      // not a pool record: never touched
 }
 
@@ -146,6 +182,7 @@ func (p *Pool) loop(ctx context.Context) {
 			s.handle(ctx, ev)
 		}
 		if ctx.Err() != nil {
+			s.releaseAll(ctx)
 			if len(s.mine) == 0 {
 				return
 			}
@@ -169,6 +206,9 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 			return
 		}
 		ld.ended = true
+		// Its term stays in the session's listing (Ended) until a release
+		// puts it in the record: the record may have been deleted.
+		p.sess.noteEnded(ld.shard, max(ld.term, s.shard(ld.shard).highest))
 		p.sess.mu.Lock()
 		if p.sess.leads[ld.shard] == ld {
 			delete(p.sess.leads, ld.shard)
@@ -179,51 +219,109 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 		switch {
 		case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
 			p.stats.expired.Add(1)
-			s.finish(ld, nil) // the record stays; the others take it over when the lease has run out
+			ld.settled = true // the record stays; the others take it over when the lease has run out
+			s.exit(ld, nil)
 		case cause == s3lect.ErrResigned || ld.workDone:
 			s.release(ctx, ld) // Resign by the user releases at once, as an elector's does
+		case !mutResignWaits:
+			// A handover or Run's end: the release waits for Work, but
+			// the leadership is over for its holder now, so that a
+			// Resign called inside Work (defer lead.Resign(ctx))
+			// returns at once instead of waiting for a release that
+			// waits for Work to return.
+			s.exit(ld, nil)
 		}
-		// Otherwise (a handover, Run's end) the release waits for Work.
 	case ev.workDone != nil:
 		ld := ev.workDone
 		ld.workDone = true
 		switch {
 		case !ld.ended:
 			ld.c.End(s3lect.ErrResigned) // Work returned while leading: resign
-		case !ld.exited:
+		case !ld.settled:
 			s.release(ctx, ld)
 		}
-		if ld.exited && s.mine[ld.shard] == ld {
-			delete(s.mine, ld.shard)
-		}
+		s.forget(ld)
 	default:
 		s.next = p.now() // the session changed: look again now
 	}
 }
 
-// finish marks a leadership over: Resign returns err from now on.
-func (s *loopState) finish(ld *lead, err error) {
-	ld.exited = true
-	ld.c.Exit(err)
-	if ld.workDone && s.mine[ld.shard] == ld {
+// exit marks a leadership over for its holder: Resign returns err from
+// now on. The shard's record may still wait for its release.
+func (s *loopState) exit(ld *lead, err error) {
+	if !ld.exited {
+		ld.exited = true
+		ld.c.Exit(err)
+	}
+	s.forget(ld)
+}
+
+// forget drops a leadership whose Work has returned and whose record is
+// settled.
+func (s *loopState) forget(ld *lead) {
+	if ld.workDone && ld.settled && s.mine[ld.shard] == ld {
 		delete(s.mine, ld.shard)
 	}
 }
 
 // release writes the shard's record released, over this leadership's
-// claim, and finishes the leadership.
+// claim, and ends the leadership for its holder if it had not ended.
+// Once Run's context has ended, the release joins the others that wait
+// for releaseAll.
 func (s *loopState) release(ctx context.Context, ld *lead) {
-	p := s.p
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
+	if ctx.Err() != nil && !mutSerialRelease {
+		s.closing = append(s.closing, ld)
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*s.p.fi+2*time.Second)
 	defer cancel()
+	s.released(ld, s.writeRelease(rctx, ld))
+}
+
+// releaseAll writes the releases that wait since Run's context ended,
+// in parallel, all within a quarter LeaderTimeout of that end: a worker cut
+// off from the store stops within its lease, whatever its number of
+// shards, instead of trying each release in turn with the full retry
+// schedule. A release not written leaves the shard to the others, who
+// take it over when the session's lease has run out.
+func (s *loopState) releaseAll(ctx context.Context) {
+	p := s.p
+	if s.stopAt.IsZero() {
+		s.stopAt = time.Now()
+	}
+	batch := s.closing
+	s.closing = nil
+	if len(batch) == 0 {
+		return
+	}
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), s.stopAt.Add(p.lt/4))
+	defer cancel()
+	errs := make([]error, len(batch))
+	parallel(len(batch), func(i int) { errs[i] = s.writeRelease(rctx, batch[i]) })
+	for i, ld := range batch {
+		s.released(ld, errs[i])
+	}
+}
+
+// writeRelease writes the release of ld's shard.
+func (s *loopState) writeRelease(ctx context.Context, ld *lead) error {
+	p := s.p
 	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
-	_, err := p.put(rctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
+	_, err := p.put(ctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
+	return err
+}
+
+// released books the outcome of a release.
+func (s *loopState) released(ld *lead, err error) {
+	p := s.p
 	if err != nil {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
 	} else {
 		p.stats.released.Add(1)
+		p.sess.noteEnded(ld.shard, 0) // the released record holds the term
 	}
-	s.finish(ld, err)
+	ld.settled = true
+	s.exit(ld, err)
 }
 
 // view is one tick's picture of the pool.
@@ -289,6 +387,7 @@ func (s *loopState) tick(ctx context.Context) {
 	now := p.now()
 	v := s.view(now, true)
 	s.account(v, now)
+	s.supersede(v)
 	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
 	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
 		if !s.listedAt.IsZero() {
@@ -491,14 +590,24 @@ func (s *loopState) readPeers(ctx context.Context) {
 				return
 			}
 		}
-		if slices.Contains(m.Workers, p.cfg.ID) && s.listedAt.IsZero() {
+		// Listed means named, with a ttl as long as this worker's lease.
+		listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL)
+		if listed && s.listedAt.IsZero() {
 			s.listedAt = p.now()
 		}
-		if !slices.Contains(m.Workers, p.cfg.ID) {
+		s.noteMemberTTL(m)
+		if !listed {
 			s.listedAt = time.Time{}
 			m.Pool = formatVersion
-			m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
-			slices.Sort(m.Workers)
+			if !slices.Contains(m.Workers, p.cfg.ID) {
+				m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
+				slices.Sort(m.Workers)
+			}
+			m.TTL = maps.Clone(m.TTL)
+			if m.TTL == nil {
+				m.TTL = map[string]int64{}
+			}
+			m.TTL[p.cfg.ID] = max(m.TTL[p.cfg.ID], ttlMillis(p.lt))
 			if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
 				p.log.Info("cannot add this worker to the member list; trying again", "err", err)
 				s.next = p.now().Add(p.fi / 4)
@@ -512,7 +621,97 @@ func (s *loopState) readPeers(ctx context.Context) {
 			others = append(others, id)
 		}
 	}
-	s.readSessions(ctx, others)
+	sent := s.readSessions(ctx, others)
+	if err == nil && tag != "" && !mutKeepMembers {
+		s.prune(ctx, data, tag, sent)
+	}
+}
+
+// noteMemberTTL takes in the ttls a member list states. They only grow:
+// a member's lease as the list once stated it is waited out even after the
+// list was deleted.
+func (s *loopState) noteMemberTTL(m membersRecord) {
+	if s.memberTTL == nil {
+		s.memberTTL = map[string]int64{}
+	}
+	if mutNoMemberTTL {
+		return
+	}
+	for w, ttl := range m.TTL {
+		s.memberTTL[w] = max(s.memberTTL[w], ttl)
+	}
+}
+
+// prune takes the members whose sessions are over, and whose objects list
+// no term that a live session has not superseded, off the member list,
+// so that the workers stop reading them. Only the live worker with the
+// lowest ID does it, so that the others do not race it for the list. A
+// member goes when its session object holds a released session record,
+// or the same session record (or tombstone, or anything not a session
+// record) has stayed unchanged for a lease: whatever session it had has
+// ended, and a new one adds the worker again (and claims nothing before
+// a FrequentInterval after that). An absent object is not enough: an
+// absence is not a sighting (see bury).
+func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map[string]time.Time) {
+	p := s.p
+	now := p.now()
+	// The terms the live sessions hold, this worker's included: a member
+	// whose object lists a term not superseded here stays, since a claim
+	// after a deleted record needs that term (sessionRecord.Ended).
+	held := map[string]uint64{}
+	for _, ld := range s.mine {
+		held[ld.shard] = max(held[ld.shard], ld.term)
+	}
+	for _, pv := range s.peers {
+		if pv.live(now, p.lt) {
+			for shard, term := range pv.rec.Shards {
+				held[shard] = max(held[shard], term)
+			}
+		}
+	}
+	superseded := func(rec sessionRecord) bool {
+		for _, m := range []map[string]uint64{rec.Shards, rec.Ended} {
+			for shard, term := range m {
+				if held[shard] <= term {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	var gone []string
+	for _, w := range s.members {
+		pv := s.peers[w]
+		readAt, read := sent[w]
+		switch {
+		case w == p.cfg.ID || !read || pv == nil:
+		case pv.live(now, p.lt) && w < p.cfg.ID:
+			return // a live worker with a lower ID prunes
+		case pv.sight.etag == "" || !superseded(pv.raw):
+		case pv.ok && pv.rec.Released:
+			gone = append(gone, w)
+		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w])))):
+			gone = append(gone, w)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	m, err := parseMembers(data)
+	if err != nil {
+		return
+	}
+	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return slices.Contains(gone, w) })
+	m.TTL = maps.Clone(m.TTL)
+	for _, w := range gone {
+		delete(m.TTL, w)
+	}
+	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
+		p.log.Info("cannot take members whose sessions are over off the member list", "members", gone, "err", err)
+		return
+	}
+	p.log.Info("took members whose sessions are over off the member list", "members", gone)
+	s.members = m.Workers
 }
 
 // readSessions reads the session objects of workers, in parallel, and
@@ -534,14 +733,20 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 	})
 	sent := map[string]time.Time{}
 	for i, w := range workers {
-		if out[i].err != nil {
-			continue
-		}
 		pv := s.peers[w]
 		if pv == nil {
 			pv = &peerView{}
 			s.peers[w] = pv
 		}
+		if err := out[i].err; err != nil {
+			pv.gap = !mutNoRestoreCheck
+			if !pv.warned && ctx.Err() == nil {
+				pv.warned = true
+				p.log.Warn("cannot read a worker's session object; no shard can be claimed while it cannot be read", "of", w, "err", err)
+			}
+			continue
+		}
+		pv.warned = false
 		pv.update(w, out[i].data, out[i].etag, out[i].at)
 		sent[w] = out[i].sent
 	}
@@ -577,8 +782,7 @@ type attempt struct {
 	etag   string
 	rec    shardRecord
 	term   uint64 // the term to write
-	adopt  bool   // the record names this session already (a claim whose reply was lost)
-	absent bool   // no record: to create, if no session can own the shard (clear)
+	cand   bool   // a claim may be written, once the session reads clear it
 	ready  bool
 	result error
 	tag    string
@@ -586,11 +790,13 @@ type attempt struct {
 }
 
 // claim tries to take the shards in want, as the protocol allows
-// (docs/protocol.md, section 10): read each shard record; for those a worker
-// owns, read that worker's session object after it; write the claim with
-// If-Match on the record read, only if the owner's session is over by the
-// elapsed-time rule, measured on reads sent after it could be. It returns
-// how many it won. It writes at most limit claims, in the order of want.
+// (docs/protocol.md, section 10): read each shard record; list the claims
+// in this worker's session object (its intent); read the member list and
+// every other worker's session object; write a claim only where every
+// session read shows that it cannot lead the shard (clearance), with
+// If-Match on the record read (If-None-Match where absent) and a term
+// above every term read. It returns how many it won. It writes at most
+// limit claims, in the order of want.
 func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
 	p := s.p
 	at := make([]attempt, len(want))
@@ -600,10 +806,11 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		a.data, a.etag, a.result = p.get(ctx, p.shardKey(a.shard))
 	})
 	now := p.now()
-	owners := map[string]bool{}
+	own := p.sess.endedTerms()
 	for i := range at {
 		a := &at[i]
 		sv := s.shard(a.shard)
+		sv.highest = max(sv.highest, own[a.shard])
 		if a.result != nil {
 			sv.notBefore = now.Add(p.fi)
 			continue
@@ -620,7 +827,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 					continue
 				}
 			}
-			a.term, a.absent = sv.highest+1, true // created only if no session owns it (below)
+			a.term, a.cand = sv.highest+1, true
 			continue
 		}
 		rec, err := parseShard(a.data)
@@ -636,84 +843,96 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		}
 		sv.seenRecord, sv.absentSince = true, time.Time{}
 		sv.highest = max(sv.highest, rec.Term)
-		a.rec = rec
-		switch {
-		case rec.Owner == "":
-			a.term, a.ready = sv.highest+1, true
-		case rec.Owner == p.cfg.ID && rec.Session == id && rec.Term > sv.led && rec.Term == sv.unsure:
-			a.term, a.ready, a.adopt = rec.Term, true, true // a claim of ours whose reply was lost
-		case rec.Owner == p.cfg.ID && rec.Session == id:
-			a.term, a.ready = sv.highest+1, true // our leadership, over, whose release failed
-		default:
-			owners[rec.Owner] = true
-		}
+		a.rec, a.cand = rec, true
+		a.term = sv.highest + 1
+		// A record naming this very session is claimed anew, term + 1,
+		// like any other: a claim of ours whose reply was lost, landed
+		// (perhaps long after, over a deleted record), is never adopted,
+		// so a term that another worker may have led since is never led
+		// again.
 	}
-	// An absent record is created only if every other member's session
-	// object, read after the record's absence, shows that its session
-	// cannot lead the shard: a deleted record's owner may live on, and
-	// nothing but its session tells (docs/protocol.md, section 10).
-	absent := slices.ContainsFunc(at, func(a attempt) bool { return a.result == nil && a.absent })
-	if absent && !mutNoClearance {
-		for _, w := range s.members {
-			if w != p.cfg.ID {
-				owners[w] = true
-			}
-		}
-	}
-	if len(owners) > 0 {
-		var ws []string
-		for w := range owners {
-			ws = append(ws, w)
-		}
-		slices.Sort(ws)
-		var sent map[string]time.Time
-		if mutNoReread {
-			sent = map[string]time.Time{}
-			for _, w := range ws {
-				if s.peers[w] != nil {
-					sent[w] = p.now()
-				}
-			}
-		} else {
-			sent = s.readSessions(ctx, ws)
-		}
-		now := p.now()
-		for i := range at {
-			a := &at[i]
-			if a.result != nil || a.ready || a.absent || a.rec.Owner == "" {
-				continue
-			}
-			sv := s.shard(a.shard)
-			readAt, ok := sent[a.rec.Owner]
-			if !ok {
-				sv.notBefore = now.Add(p.fi)
-				continue
-			}
-			if t := s.over(a.rec, sv, readAt); readAt.Before(t) {
-				sv.notBefore = t
-				continue
-			}
-			a.term, a.ready = sv.highest+1, true
-		}
-		for i := range at {
-			a := &at[i]
-			if a.result != nil || !a.absent || mutNoClearance {
-				continue
-			}
-			if ok, retry := s.clear(a.shard, ws, sent, now); !ok {
-				s.shard(a.shard).notBefore = retry
-				a.absent = false
-			}
-		}
-	}
+	// The intent: this session lists the shards it is about to claim, with
+	// their terms, before it reads the others' sessions. Two workers that
+	// claim one shard at once cannot then both find the other clear: each
+	// lists before it reads, so the later reader sees the earlier lister.
+	// Only the first limit candidates: listing more would stand in the
+	// way of the workers whose share they are (see wanted).
+	claiming := map[string]uint64{}
 	for i := range at {
-		if a := &at[i]; a.result == nil && a.absent {
+		if a := &at[i]; a.cand {
+			if len(claiming) == limit {
+				a.cand = false
+				continue
+			}
+			claiming[a.shard] = a.term
+		}
+	}
+	if len(claiming) == 0 {
+		return 0
+	}
+	if !mutNoIntent {
+		if err := p.announce(ctx, id, claiming); err != nil {
+			p.sess.setClaiming(nil) // the claims are not made: no renewal lists them from now on
+			p.log.Debug("cannot list the claims in the session", "err", err)
+			for shard := range claiming {
+				s.shard(shard).notBefore = now.Add(p.fi / 4)
+			}
+			return 0
+		}
+		// The claims' outcomes are known once claim returns: a renewal
+		// drops the intent at once, so that it holds no other worker off
+		// any longer than the claims took.
+		defer p.announce(ctx, id, nil)
+	}
+	// Clearance: every other worker's session, read after the records and
+	// the intent, by a member list read after them too (a worker that
+	// joined since the tick's read may have claimed a shard since, and
+	// lost its record to a deletion).
+	ws := s.clearanceSet(ctx, at)
+	var sent map[string]time.Time
+	if mutNoReread {
+		sent = map[string]time.Time{}
+		for _, w := range ws {
+			if s.peers[w] != nil {
+				sent[w] = p.now()
+			}
+		}
+	} else {
+		sent = s.readSessions(ctx, ws)
+	}
+	if !mutAbsentAged {
+		var gone []string
+		for _, w := range ws {
+			if _, read := sent[w]; read && s.peers[w].sight.etag == "" {
+				gone = append(gone, w)
+				delete(sent, w) // not a sighting: looked at again once buried
+			}
+		}
+		s.bury(ctx, gone)
+	}
+	now = p.now()
+	for i := range at {
+		a := &at[i]
+		if !a.cand {
+			continue
+		}
+		sv := s.shard(a.shard)
+		ok, retry := s.cleared(a, ws, sent, now)
+		switch {
+		case !ok:
+			sv.notBefore = retry
+		case s.listedTerm(a.shard, ws) >= a.term:
+			// A session lists the shard at this term or above (its
+			// record deleted or restored): a term must never repeat.
+			sv.highest = max(sv.highest, s.listedTerm(a.shard, ws))
+			sv.notBefore = now
+		default:
 			a.ready = true
 		}
 	}
 	// Write the claims, the first limit of those ready.
 	for i := range at {
-		if a := &at[i]; a.result == nil && a.ready {
+		if a := &at[i]; a.ready {
 			if limit > 0 {
 				limit--
 			} else {
@@ -723,7 +942,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	}
 	parallel(len(at), func(i int) {
 		a := &at[i]
-		if a.result != nil || !a.ready || a.adopt {
+		if !a.ready {
 			return
 		}
 		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
@@ -745,9 +964,6 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		if a.result != nil || !a.ready {
 			continue
 		}
-		if a.adopt {
-			a.out, a.tag = a.data, a.etag
-		}
 		if s.won(ctx, a, id) {
 			won++
 		}
@@ -757,83 +973,208 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 			p.log.Debug("claim failed", "shard", a.shard, "err", a.result)
 			if errors.Is(a.result, store.ErrPreconditionFailed) {
 				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
-			} else if !a.adopt {
-				s.shard(a.shard).unsure = a.term // it may have landed: adopted if found so
 			}
 		}
 	}
 	return won
 }
 
-// over returns when the owner's session named by rec is over, by what this
-// worker has read of the owner's session object, for a read sent after
-// rec was read (docs/protocol.md, section 10, the takeover rule). Every
-// wait is the longer of this worker's LeaderTimeout and the owner's, as
-// the shard record (written by the owner's claim) and the session record
-// state it: workers in a rolling change of configuration differ.
-func (s *loopState) over(rec shardRecord, sv *shardView, readAt time.Time) time.Time {
+// clearanceSet reads the member list afresh and returns the workers whose
+// sessions a claim of the attempts must clear: every member of that list,
+// of the tick's, every worker this one has read, and every owner a record
+// names, this worker only where a record names an earlier session of
+// its own.
+func (s *loopState) clearanceSet(ctx context.Context, at []attempt) []string {
 	p := s.p
-	pv := s.peers[rec.Owner]
-	lt := wait(p.lt, rec.TTL)
-	if pv.ok {
-		lt = wait(lt, pv.rec.TTL)
+	set := map[string]bool{}
+	if mutStaleMembers {
+		for _, w := range s.members {
+			set[w] = true
+		}
+	} else {
+		data, tag, err := p.get(ctx, p.keyMembers)
+		if err == nil && tag != "" {
+			if m, err := parseMembers(data); err == nil {
+				for _, w := range m.Workers {
+					set[w] = true
+				}
+				s.noteMemberTTL(m)
+			}
+		}
+		for _, w := range s.members {
+			set[w] = true
+		}
+		// And every worker this one has read that may still lead (a
+		// member list deleted forgets workers): one whose last sighting
+		// is a released session, or whose session was over, and that no
+		// list names any more, leads nothing, and must add itself to the
+		// list again before it claims.
+		now := p.now()
+		for w, pv := range s.peers {
+			if set[w] {
+				continue
+			}
+			over := pv.ok && pv.rec.Released ||
+				!pv.seenAt.IsZero() && !now.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))))
+			if !over {
+				set[w] = true
+			}
+		}
+	}
+	delete(set, p.cfg.ID)
+	for i := range at {
+		if a := &at[i]; a.cand && a.etag != "" && a.rec.Owner != "" {
+			set[a.rec.Owner] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// cleared reports whether the session reads sent at sent show that no
+// session of the workers ws, nor an earlier session of this worker's that
+// the record names, can lead the attempt's shard; if not, it returns when
+// to look again. A failed read is not clear.
+func (s *loopState) cleared(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
+	p := s.p
+	ok, retry := true, now
+	for _, w := range ws {
+		if mutNoClearance && w != a.rec.Owner {
+			continue
+		}
+		readAt, read := sent[w]
+		if !read || s.peers[w] == nil {
+			return false, later(retry, now.Add(p.fi))
+		}
+		t, busy := s.clearance(w, a.shard, a.rec, a.etag != "")
+		if mutAbsentAged && w == a.rec.Owner && s.peers[w].sight.etag == "" {
+			sv := s.shard(a.shard)
+			if sv.ownerGone.IsZero() {
+				sv.ownerGone = readAt
+			}
+			t = sv.ownerGone.Add(p.lt)
+		}
+		switch {
+		case !readAt.Before(t):
+		case busy:
+			// A live worker is claiming it too: the lowest ID looks again
+			// first, after the others have dropped their claims.
+			backoff := p.fi / 4
+			if p.cfg.ID > w {
+				backoff = p.fi
+			}
+			ok, retry = false, later(retry, now.Add(backoff))
+		default:
+			ok, retry = false, later(retry, t)
+		}
+	}
+	return ok, retry
+}
+
+// clearance returns the time from which a read of worker w's session
+// object, sent then or later, shows that no session of w can lead shard,
+// by what this worker has read of that object (zero: clear now). rec is
+// the shard's record as read (present false: absent). The rules
+// (docs/protocol.md, section 10):
+//
+//   - a released session record leads nothing, now or later;
+//   - a session that lists the shard (leading it, or about to claim it),
+//     or that the record names, is over once that exact sighting has
+//     stayed unchanged for L: its lease has run out, and a renewal
+//     would have changed the object;
+//   - an earlier session the record names, or any session at all when
+//     the object holds no session record (a tombstone, something not the
+//     pool's), is over once the run of sightings that do not name it has
+//     lasted L: a session's writes are contiguous, so it wrote last
+//     before that run began;
+//   - a session that releases the shard (the record released by it, at
+//     the term it lists or above) leads it no more.
+//
+// L is the longest of this worker's LeaderTimeout, the ttl the record
+// states when it names w, and the longest ttl w's records have stated:
+// a short lease never cuts a long one short.
+func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (over time.Time, busy bool) {
+	p := s.p
+	pv := s.peers[w]
+	lt := wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))
+	if present && rec.Owner == w {
+		lt = wait(lt, rec.TTL)
 	}
 	if mutNoTTL {
 		lt = p.lt
 	}
-	switch {
-	case pv.sight.etag == "":
-		// Absent: measured only from a read made after the record was
-		// read, since an absence before and after the session's writes
-		// looks the same.
-		if sv.ownerGone.IsZero() {
-			sv.ownerGone = readAt
+	if !pv.ok {
+		return pv.runStart.Add(lt), false
+	}
+	if !pv.advanced && w != p.cfg.ID {
+		// Not seen to follow an earlier write of its session: it may be an
+		// older one restored, so what it says proves nothing until it has
+		// stood unchanged for a lease (the session, whatever it leads, is
+		// then over).
+		over = pv.seenAt.Add(lt)
+	}
+	if pv.rec.Released {
+		return over, false
+	}
+	named := present && rec.Owner == w
+	if named && rec.Session != pv.session {
+		over = later(over, pv.runStart.Add(lt))
+	}
+	if w == p.cfg.ID {
+		return over, false // this worker's own intents are its own
+	}
+	heldTerm, held := pv.rec.Shards[shard]
+	_, claiming := pv.rec.Claiming[shard]
+	claiming = claiming && !mutNoIntent
+	releasedByIt := present && rec.Owner == "" && rec.Session == pv.session && heldTerm <= rec.Term
+	leads := named && rec.Session == pv.session || held && !releasedByIt
+	if claiming || leads {
+		over = later(over, pv.seenAt.Add(lt))
+	}
+	return over, claiming && !leads && pv.live(s.p.now(), p.lt)
+}
+
+// supersede forgets the ended terms (sessionRecord.Ended) of shards that
+// a live session lists at a higher term: that session now holds the
+// shard's terms.
+func (s *loopState) supersede(v view) {
+	for shard, term := range s.p.sess.endedTerms() {
+		if w := v.listed[shard]; w != "" && s.peers[w].rec.Shards[shard] > term {
+			s.p.sess.noteEnded(shard, 0)
 		}
-		return sv.ownerGone.Add(lt)
-	case pv.session == rec.Session:
-		sv.ownerGone = time.Time{}
-		return pv.seenAt.Add(lt) // its last write, unchanged since
-	default:
-		sv.ownerGone = time.Time{}
-		return pv.runStart.Add(lt) // another session (or none) has held the object since
 	}
 }
 
-// clear reports whether no session of the workers ws can lead shard,
-// whose record this worker found absent, by their session objects as read
-// by the reads sent at sent (sent after that absence was seen); if not,
-// it returns when to look again. A worker is clear when its object holds
-// a session record released, or one that does not list the shard; or
-// one that lists it but is over by the takeover rule (unchanged for its
-// lease); or no session record (absent, or not the pool's) for the
-// longest lease its records have stated. A worker whose read failed is
-// not clear.
-func (s *loopState) clear(shard string, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
-	p := s.p
-	ok, retry := true, now
+// listedTerm returns the highest term the sessions of ws other than this
+// worker's, as last read, list for shard (leading or claiming it).
+func (s *loopState) listedTerm(shard string, ws []string) uint64 {
+	var t uint64
 	for _, w := range ws {
-		pv := s.peers[w]
-		readAt, read := sent[w]
-		if !read || pv == nil {
-			return false, later(retry, now.Add(p.fi))
-		}
-		var over time.Time // the worker is clear for reads sent from then on
-		switch {
-		case pv.ok && pv.rec.Released:
-			continue
-		case pv.ok:
-			if _, listed := pv.rec.Shards[shard]; !listed {
-				continue
-			}
-			over = pv.seenAt.Add(wait(p.lt, pv.ttl))
-		default:
-			over = pv.runStart.Add(wait(p.lt, pv.ttl))
-		}
-		if readAt.Before(over) {
-			ok, retry = false, later(retry, over)
+		if pv := s.peers[w]; pv != nil && w != s.p.cfg.ID {
+			t = max(t, pv.raw.Shards[shard], pv.raw.Claiming[shard], pv.raw.Ended[shard])
 		}
 	}
-	return ok, retry
+	return t
+}
+
+// bury writes a tombstone into each of the workers' session objects
+// that a read found absent, unless something else got there first. An
+// absence is not a sighting that can be aged: every deletion looks the
+// same, so a session that wrote between two reads that found its object
+// absent (a new session opened and its object deleted again, or a
+// deleted object restored and renewed) would go unseen. A tombstone has
+// bytes of its own: from its first sight on, it ages as any record of
+// another session does (the takeover rule), and no session can renew
+// over it, since every renewal is If-Match on the session's own last
+// write. The tombstone is not a session record; the worker opens its
+// next session over it.
+func (s *loopState) bury(ctx context.Context, workers []string) {
+	p := s.p
+	parallel(len(workers), func(i int) {
+		out := encode(tombstoneRecord{Pool: formatVersion, Worker: workers[i], By: p.cfg.ID, Nonce: newSessionID(), LastUpdated: time.Now()})
+		if _, err := p.put(ctx, p.sessionKey(workers[i]), out, "", [32]byte{}, time.Time{}); err != nil {
+			p.log.Debug("cannot bury an absent session object", "worker", workers[i], "err", err)
+		}
+	})
 }
 
 func later(a, b time.Time) time.Time {
@@ -858,8 +1199,9 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld
+	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
 	sv := s.shard(a.shard)
-	sv.highest, sv.led = max(sv.highest, a.term), max(sv.led, a.term)
+	sv.highest = max(sv.highest, a.term)
 	p.stats.claims.Add(1)
 	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)
 	p.sess.renewSoon()

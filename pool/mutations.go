@@ -10,9 +10,18 @@ package pool
 //
 //	go test -tags s3lect_mutations -run TestShardSimulation -sim.mutate=NAME ./pool
 const (
-	mutNoMargin    = false // the session lease runs the whole LeaderTimeout
-	mutLateReply   = false // a renewal whose reply came after the lease's end still extends it
-	mutNoReread    = false // a takeover trusts the owner's session object as read before the shard record
-	mutNoTTL       = false // a takeover waits its own LeaderTimeout, not the owner's when longer
-	mutNoClearance = false // an absent shard record is created without reading every member's session first
+	mutNoMargin         = false // the session lease runs the whole LeaderTimeout
+	mutLateReply        = false // a renewal whose reply came after the lease's end still extends it
+	mutNoReread         = false // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL            = false // a takeover waits its own LeaderTimeout, not the owner's when longer
+	mutNoClearance      = false // an absent shard record is created without reading every member's session first
+	mutResignWaits      = false // a leadership ended by a handover or Run's end is over for Resign only once its release is written
+	mutAbsentAged       = false // an absent session object is aged as a sighting, per shard, from the first read after the shard record's that found it absent, not buried
+	mutNoIntent         = false // a claim is written without listing it in the session first, and clearance ignores the others' listed claims
+	mutStaleMembers     = false // clearance reads the sessions of the member list as the tick read it, not a fresh one
+	mutNoDuplicateCheck = false // a session overwritten by another process of the same ID is not looked at
+	mutSerialRelease    = false // Run's end releases the shards one at a time, each with the full retry schedule
+	mutKeepMembers      = false // members whose sessions are over stay on the member list for ever
+	mutNoRestoreCheck   = false // a sighting seen again after failed reads, or an older write of a session restored, counts as unchanged or current
+	mutNoMemberTTL      = false // the member list states no ttl: a worker that never read a member's records waits out its own lease only
 )

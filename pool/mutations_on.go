@@ -6,9 +6,18 @@ package pool
 // -sim.mutate flag. Only a test binary built with -tags s3lect_mutations
 // has them.
 var (
-	mutNoMargin    bool // the session lease runs the whole LeaderTimeout
-	mutLateReply   bool // a renewal whose reply came after the lease's end still extends it
-	mutNoReread    bool // a takeover trusts the owner's session object as read before the shard record
-	mutNoTTL       bool // a takeover waits its own LeaderTimeout, not the owner's when longer
-	mutNoClearance bool // an absent shard record is created without reading every member's session first
+	mutNoMargin         bool // the session lease runs the whole LeaderTimeout
+	mutLateReply        bool // a renewal whose reply came after the lease's end still extends it
+	mutNoReread         bool // a takeover trusts the owner's session object as read before the shard record
+	mutNoTTL            bool // a takeover waits its own LeaderTimeout, not the owner's when longer
+	mutNoClearance      bool // an absent shard record is created without reading every member's session first
+	mutResignWaits      bool // a leadership ended by a handover or Run's end is over for Resign only once its release is written
+	mutAbsentAged       bool // an absent session object is aged as a sighting, per shard, from the first read after the shard record's that found it absent, not buried
+	mutNoIntent         bool // a claim is written without listing it in the session first, and clearance ignores the others' listed claims
+	mutStaleMembers     bool // clearance reads the sessions of the member list as the tick read it, not a fresh one
+	mutNoDuplicateCheck bool // a session overwritten by another process of the same ID is not looked at
+	mutSerialRelease    bool // Run's end releases the shards one at a time, each with the full retry schedule
+	mutKeepMembers      bool // members whose sessions are over stay on the member list for ever
+	mutNoRestoreCheck   bool // a sighting seen again after failed reads, or an older write of a session restored, counts as unchanged or current
+	mutNoMemberTTL      bool // the member list states no ttl: a worker that never read a member's records waits out its own lease only
 )

@@ -16,18 +16,49 @@
 //
 // # Guarantees
 //
-//   - At most one live leadership per shard, as long as no shard record
-//     is deleted within about a FrequentInterval of its owner's claim
-//     (before the owner's session lists the shard; an absent record is
-//     created only when every other worker's session shows it cannot
-//     lead the shard): a shard's Leadership Context
+//   - At most one live leadership per shard: a shard's Leadership Context
 //     is live only while its worker's session lease is, by that worker's
 //     monotonic clock, and it is cancelled no later than LeaderTimeout
 //     minus a tenth after the send of the session's last successful
-//     write.
-//   - Each shard's leaderships have terms (fencing tokens) that rise by
-//     one with every change of owner and never repeat, as long as no shard
-//     record is deleted.
+//     write. Before a claim, a worker lists it in its session object (its
+//     intent), then reads the member list and every other worker's
+//     session object, and claims only where none of them can lead the
+//     shard. That holds whatever is deleted or restored: session objects
+//     (an absent one is buried under a tombstone that then ages like any
+//     record; a record counts by what it lists only once seen to follow
+//     an earlier write of its session, else it must stand unchanged for
+//     a lease; a failed read breaks a sighting's age), shard records, the
+//     member list (which states each member's longest lease, so that a
+//     worker that never read a member's records waits out its lease
+//     all the same). Three cases are not covered. A session object of a
+//     live session put back to an earlier write of that session that
+//     another worker has not seen superseded (with content-hash ETags an
+//     exact copy of a write it had seen looks unchanged; an older write
+//     it never saw looks current): that worker may take a shard the
+//     session leads until the session's next renewal fails on the
+//     restored object (at most its lease; a FrequentInterval less a tenth
+//     of LeaderTimeout when the copy is of a write it had seen). Restore
+//     a session object only while its worker is stopped. And the member
+//     list and a shard record both deleted, and a worker started since
+//     (that has never read the owner's session) creating that record
+//     before the owner's next look has put it back in the list.
+//   - Each shard's leaderships have terms (fencing tokens) that rise
+//     with every change of owner (by one, unless a session listed a
+//     higher term) and never repeat: a claim writes a term above the
+//     record's and above every term a session object lists for the shard
+//     (leading it, claiming it, or having led it: a leadership that ended
+//     without a release keeps its term listed until a later one
+//     supersedes it, and a new session of the worker takes over the
+//     list). A claim whose reply was lost is never adopted: its record
+//     is claimed anew. Terms can start again lower only when a shard
+//     record is deleted (or restored to an older version) and no object
+//     a worker can find lists its last term: the record was released;
+//     or the session object listing it is deleted too; or it is the
+//     session object of a worker that has left, and the member list,
+//     deleted since, no longer names it.
+//   - Two workers given the same ID are found out: the one whose session
+//     the other's overwrite a second time returns an error matching
+//     ErrDuplicateID from Run, and the other goes on alone.
 //   - The shards spread evenly: each live worker aims at ⌊N/W⌋ or ⌈N/W⌉
 //     of N shards over W live workers (the workers with the lowest IDs
 //     take the larger share). When a worker dies the survivors take its
@@ -39,7 +70,12 @@
 //
 // In steady state each worker writes one PUT per FrequentInterval,
 // whatever its number of shards, and reads the pool's member list and
-// every other worker's session object once per FrequentInterval.
+// every other member's session object once per FrequentInterval. A
+// member whose session is over leaves the list (once no term it lists is
+// needed), so dead workers are not read for ever. A look
+// that claims shards costs, beyond the shard records' reads and the
+// claims, two session renewals (the intent, then its removal), a read of
+// the member list and one of every other worker's session object.
 //
 // # Keys
 //
@@ -90,7 +126,9 @@ type Config struct {
 	// goroutine. ctx is the leadership's context: Work must return soon
 	// after it ends. If Work returns while the leadership is live, the
 	// pool resigns it. The pool claims the shard again only after Work has
-	// returned. Required.
+	// returned. lead.Resign may be called inside Work (defer
+	// lead.Resign(ctx)): after a handover or Run's end it returns at once,
+	// and the release is written when Work returns. Required.
 	Work func(ctx context.Context, shard string, lead *s3lect.Leadership)
 
 	// FrequentInterval is how often the worker renews its session and
@@ -130,6 +168,9 @@ type Pool struct {
 	stats recorder
 	works sync.WaitGroup // the Work goroutines
 	ran   atomic.Bool
+
+	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
+	twins   map[string]twin // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
 
 	// The loop's state: only the goroutine running Run touches it.
 	st loopState
@@ -207,7 +248,10 @@ func New(cfg Config) (*Pool, error) {
 		p.margin = 0
 	}
 	p.sess.leads = map[string]*lead{}
+	p.sess.ended = map[string]uint64{}
+	p.twins = map[string]twin{}
 	p.sess.kick = make(chan struct{}, 1)
+	p.sess.flush = make(chan chan error)
 	p.queue.wake = make(chan struct{}, 1)
 	p.st.init(p)
 	return p, nil
@@ -261,24 +305,36 @@ func shardHash(shard string) uint64 {
 // Work for those it leads and hands shards over to balance the pool,
 // until ctx ends. Then it ends every leadership (Work's contexts are
 // cancelled), waits for Work to return, releases the shard records and
-// the session, and returns nil. Call it once.
+// the session, and returns nil; or, when it finds another process
+// running as the same worker, it stops the same way and returns an error
+// that matches ErrDuplicateID. Call it once.
 func (p *Pool) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("pool: Run called twice")
 	}
 	p.leads = shardlead.NewFactory(p.base, p.rate)
+	lctx, stopLoop := context.WithCancelCause(ctx)
+	defer stopLoop(nil)
+	p.stopRun = stopLoop
 	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	beatDone := make(chan struct{})
 	go func() {
 		defer close(beatDone)
 		p.heartbeat(bctx)
 	}()
-	p.loop(ctx)
+	p.loop(lctx)
 	p.works.Wait()
 	stopBeat()
 	<-beatDone
+	if err := context.Cause(lctx); errors.Is(err, ErrDuplicateID) {
+		return err
+	}
 	return nil
 }
+
+// ErrDuplicateID is returned by Run when another process runs as the same
+// worker: two workers were given one ID.
+var ErrDuplicateID = errors.New("pool: duplicate worker ID")
 
 // Leading returns the shards this worker leads, sorted.
 func (p *Pool) Leading() []string {

@@ -37,6 +37,16 @@ type sessionRecord struct {
 	// hint for the other workers (who owns what, how many); the shard
 	// records decide.
 	Shards map[string]uint64 `json:"shards,omitempty"`
+	// Claiming lists the shards the session is about to claim, with the
+	// terms it will write: written before the claims, so that a worker
+	// that checks the sessions before claiming the same shard sees it.
+	Claiming map[string]uint64 `json:"claiming,omitempty"`
+	// Ended lists, for shards whose leadership by this worker ended
+	// without a release (the lease ran out, the process restarted), the
+	// highest term it knows, until it sees that term superseded. If the
+	// shard's record is deleted, the term lives on here, and a claim
+	// writes a term above it.
+	Ended map[string]uint64 `json:"ended,omitempty"`
 }
 
 // shardRecord is the content of a shard's ownership record. It is
@@ -61,11 +71,28 @@ func wait(own time.Duration, ttl int64) time.Duration {
 	return max(own, time.Duration(ttl)*time.Millisecond)
 }
 
+// tombstoneRecord is what a worker writes into another worker's session
+// object that it found absent (see bury): unique bytes in place of an
+// absence. It is not a session record.
+type tombstoneRecord struct {
+	Pool        int       `json:"s3lectPoolGone"` // formatVersion
+	Worker      string    `json:"worker"`         // whose session object it is
+	By          string    `json:"by"`             // the worker that wrote it
+	Nonce       string    `json:"nonce"`          // makes every tombstone's bytes unique
+	LastUpdated time.Time `json:"lastUpdated"`    // wall clock, for people only
+}
+
 // membersRecord lists the workers of a pool, so that each can find the
 // others' session objects.
 type membersRecord struct {
 	Pool    int      `json:"s3lectPoolMembers"` // formatVersion
 	Workers []string `json:"workers"`
+	// TTL is, for each worker, the longest LeaderTimeout it has run with,
+	// in milliseconds, rounded up: a worker that never read a member's
+	// records still waits out its lease (a rolling change of
+	// configuration). A worker claims nothing before the list states its
+	// own.
+	TTL map[string]int64 `json:"ttl,omitempty"`
 }
 
 var errNotPool = errors.New("not a pool record")

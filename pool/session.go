@@ -1,9 +1,12 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -22,7 +25,68 @@ type session struct {
 	id       string    // the live session; "" while there is none
 	deadline time.Time // its lease's end, on the local clock
 	leads    map[string]*lead
-	kick     chan struct{} // capacity 1: ownership changed, renew soon
+	claiming map[string]uint64 // the shards the loop is about to claim, with their terms
+	ended    map[string]uint64 // terms of leaderships that ended without a release (sessionRecord.Ended)
+	kick     chan struct{}     // capacity 1: ownership changed, renew soon
+	// flush asks for a renewal now, sent after the request; the reply
+	// channel (capacity 1) gets its outcome.
+	flush chan chan error
+}
+
+// noteEnded records that this worker's leadership of shard at term ended
+// without a release, or (term 0) that a higher term superseded it.
+func (s *session) noteEnded(shard string, term uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if term == 0 {
+		delete(s.ended, shard)
+	} else {
+		s.ended[shard] = max(s.ended[shard], term)
+	}
+}
+
+// endedTerms returns a copy of the terms noted by noteEnded.
+func (s *session) endedTerms() map[string]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.ended)
+}
+
+// setClaiming sets the shards the next renewals list as about to be claimed.
+func (s *session) setClaiming(m map[string]uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claiming = m
+}
+
+// announce lists claiming in the session object, by a renewal of session
+// id sent after the call, and returns when that renewal has landed, or
+// with an error when it failed, the session changed, or the heartbeat
+// did not take the request within a FrequentInterval.
+func (p *Pool) announce(ctx context.Context, id string, claiming map[string]uint64) error {
+	p.sess.setClaiming(claiming)
+	reply := make(chan error, 1)
+	t := time.NewTimer(p.fi)
+	defer t.Stop()
+	select {
+	case p.sess.flush <- reply:
+	case <-t.C:
+		return errors.New("the heartbeat is not renewing")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-reply: // the heartbeat always answers; reply has room for it
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if cur, _ := p.sess.snapshot(); cur != id {
+		return errors.New("the session changed")
+	}
+	return nil
 }
 
 // snapshot returns the live session and its lease's end ("" if none).
@@ -32,15 +96,16 @@ func (s *session) snapshot() (string, time.Time) {
 	return s.id, s.deadline
 }
 
-// listing returns the shards of the live leaderships, with their terms.
-func (s *session) listing() map[string]uint64 {
+// listing returns the shards of the live leaderships, with their terms,
+// those about to be claimed, and the terms of those ended unreleased.
+func (s *session) listing() (map[string]uint64, map[string]uint64, map[string]uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string]uint64, len(s.leads))
 	for name, l := range s.leads {
 		out[name] = l.term
 	}
-	return out
+	return out, maps.Clone(s.claiming), maps.Clone(s.ended)
 }
 
 // renewSoon asks the heartbeat for an early renewal, so that the others
@@ -62,8 +127,9 @@ type lead struct {
 	sum     [32]byte // the SHA-256 of the claim's bytes
 	etag    string   // the claim's ETag: the release goes over it
 
-	// Loop-owned.
-	ended, workDone, exited bool
+	// Loop-owned: its context's end was seen, Work returned, Exit was
+	// called (Resign returns), the record was released or left to expire.
+	ended, workDone, exited, settled bool
 }
 
 // heartbeat keeps the worker's session alive: it opens a session, renews
@@ -73,6 +139,7 @@ type lead struct {
 func (p *Pool) heartbeat(ctx context.Context) {
 	var lastData []byte
 	var lastTag string
+	opened := map[string]bool{} // the sessions this process opened
 	for ctx.Err() == nil {
 		id := newSessionID()
 		data, tag, err := p.get(ctx, p.keySession)
@@ -81,9 +148,26 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			p.sleep(ctx, p.now().Add(p.fi), nil)
 			continue
 		}
+		if stop, wait := p.twinLives(data); stop {
+			return
+		} else if wait {
+			p.sleep(ctx, p.now().Add(p.fi), nil)
+			continue
+		}
+		if prev, err := parseSession(data); err == nil && prev.Worker == p.cfg.ID {
+			// The terms an earlier session (of this process, or of one
+			// that ran before it) led or knew of live on in this one.
+			for shard, term := range prev.Shards {
+				p.sess.noteEnded(shard, term)
+			}
+			for shard, term := range prev.Ended {
+				p.sess.noteEnded(shard, term)
+			}
+		}
 		first := p.now()
 		deadline := first.Add(p.lt - p.margin)
-		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now(),
+			Ended: p.sess.endedTerms()})
 		tag, err = p.put(ctx, p.keySession, out, tag, sha256.Sum256(data), deadline)
 		if err == nil && !p.now().Before(deadline) {
 			err = errLate
@@ -92,9 +176,13 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			if ctx.Err() == nil {
 				p.log.Warn("cannot open a session", "err", err)
 			}
+			if p.displaced(ctx, err, opened) {
+				return
+			}
 			p.sleep(ctx, p.now().Add(p.fi), nil)
 			continue
 		}
+		opened[id] = true
 		p.sess.mu.Lock()
 		p.sess.id, p.sess.deadline = id, deadline
 		p.sess.mu.Unlock()
@@ -103,14 +191,15 @@ func (p *Pool) heartbeat(ctx context.Context) {
 		lastData, lastTag = out, tag
 		sent := first
 		for seq := uint64(1); ; seq++ {
-			if !p.waitRenewal(ctx, sent) {
+			ok, reply := p.waitRenewal(ctx, sent)
+			if !ok {
 				p.closeSession(id, lastData, lastTag)
 				return
 			}
 			sent = p.now()
-			shards := p.sess.listing()
+			shards, claiming, ended := p.sess.listing()
 			out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: seq,
-				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards})
+				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards, Claiming: claiming, Ended: ended})
 			_, deadline := p.sess.snapshot()
 			tag, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), deadline)
 			replied := p.now()
@@ -124,8 +213,10 @@ func (p *Pool) heartbeat(ctx context.Context) {
 				}
 				p.sess.mu.Unlock()
 				lastData, lastTag = out, tag
+				reportFlush(reply, nil)
 				continue
 			}
+			reportFlush(reply, fmt.Errorf("pool: renew the session: %w", cmp.Or(err, errLate)))
 			cause := s3lect.ErrLeaseExpired
 			if errors.Is(err, store.ErrPreconditionFailed) {
 				cause = s3lect.ErrLeadershipLost
@@ -142,15 +233,82 @@ func (p *Pool) heartbeat(ctx context.Context) {
 				return
 			}
 			p.log.Warn("session lost; its shards are left to the other workers", "err", err)
+			if p.displaced(ctx, err, opened) {
+				return
+			}
 			break
 		}
 		p.sleep(ctx, p.now().Add(p.fi), nil)
 	}
 }
 
+// displaced notes, after a write of the session object refused by a
+// precondition (err), the session of this worker's ID that this process
+// never opened which the object now holds, with its seq. It reports
+// false: a record seen once is not proof of a twin (a restarted worker's
+// earlier incarnation, or an old version restored, leaves one). twinLives
+// decides at the next read.
+func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool) bool {
+	if !errors.Is(err, store.ErrPreconditionFailed) || mutNoDuplicateCheck || ctx.Err() != nil {
+		return false
+	}
+	data, tag, gerr := p.get(ctx, p.keySession)
+	if gerr != nil || tag == "" {
+		return false
+	}
+	if rec, perr := parseSession(data); perr == nil && rec.Worker == p.cfg.ID && !rec.Released && !opened[rec.Session] {
+		if _, seen := p.twins[rec.Session]; !seen {
+			p.twins[rec.Session] = twin{seq: rec.Seq}
+		}
+	}
+	return false
+}
+
+// twinLives looks at the session object's bytes data, read before
+// opening a session, for another process running with this worker's ID:
+// a session that displaced this worker, seen again at a higher seq twice
+// (it renews; a restored version never does, and a dead incarnation's
+// last write landing late advances it once at most). On the first
+// advance it reports wait: the worker looks again a FrequentInterval
+// later instead of opening a session over it. On the second it stops Run
+// with ErrDuplicateID and reports stop.
+func (p *Pool) twinLives(data []byte) (stop, wait bool) {
+	rec, err := parseSession(data)
+	if err != nil || rec.Worker != p.cfg.ID || mutNoDuplicateCheck {
+		return false, false
+	}
+	tw, seen := p.twins[rec.Session]
+	if !seen || rec.Seq <= tw.seq {
+		return false, false
+	}
+	tw.seq, tw.advances = rec.Seq, tw.advances+1
+	p.twins[rec.Session] = tw
+	if tw.advances < 2 {
+		return false, true
+	}
+	p.stopRun(fmt.Errorf("%w: another process runs as worker %q (its session %s overwrote this one's and renews); give every worker a unique ID, such as its pod or host name",
+		ErrDuplicateID, p.cfg.ID, rec.Session))
+	return true, false
+}
+
+// twin is a session of this worker's ID that this process never opened,
+// seen displacing it: its highest seq seen, and how often it rose.
+type twin struct {
+	seq      uint64
+	advances int
+}
+
+// reportFlush sends the outcome of a flushed renewal, if one was asked for.
+func reportFlush(reply chan error, err error) {
+	if reply != nil {
+		reply <- err
+	}
+}
+
 // waitRenewal waits until the next renewal is due, or a quarter interval
-// after the last one when ownership changed. It returns false when ctx
-// ends.
+// after the last one when ownership changed, or until the loop asks for
+// a renewal now (flush: its reply channel is returned). It returns false
+// when ctx ends.
 //
 // Renewals are due on the wall clock's multiples of FrequentInterval (at
 // least a quarter interval after the last), and the workers read each
@@ -158,15 +316,37 @@ func (p *Pool) heartbeat(ctx context.Context) {
 // wall clocks roughly in step, every worker first sees a renewal about as
 // soon as it lands, so all survivors of a death find it at about the same
 // time. The wall clock only times the calls; no lease is measured on it.
-func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) bool {
+func (p *Pool) waitRenewal(ctx context.Context, sent time.Time) (bool, chan error) {
 	due := p.slot(sent.Add(p.fi/4), 0)
-	if !p.sleep(ctx, due, p.sess.kick) {
-		return false
+	t := time.NewTimer(max(p.realUntil(due), 0))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.sess.kick:
+		if early := sent.Add(p.fi / 4); p.now().Before(early) {
+			return p.sleepOrFlush(ctx, early)
+		}
+	case reply := <-p.sess.flush:
+		return true, reply
+	case <-ctx.Done():
+		return false, nil
 	}
-	if early := sent.Add(p.fi / 4); p.now().Before(early) {
-		return p.sleep(ctx, early, nil)
+	return true, nil
+}
+
+// sleepOrFlush waits until local time t, or until the loop asks for a
+// renewal now.
+func (p *Pool) sleepOrFlush(ctx context.Context, t time.Time) (bool, chan error) {
+	timer := time.NewTimer(max(p.realUntil(t), 0))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true, nil
+	case reply := <-p.sess.flush:
+		return true, reply
+	case <-ctx.Done():
+		return false, nil
 	}
-	return true
 }
 
 // slot returns the first local time not before after at which the wall
@@ -184,9 +364,16 @@ func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
 // closeSession writes the session object released, over the session's last
 // write, when the worker stops. Its leaderships have ended by then.
 func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*p.fi)
+	// A quarter LeaderTimeout, as the shards' releases (releaseAll): a worker
+	// cut off from the store stops within its lease.
+	timeout := p.lt / 4
+	if mutSerialRelease {
+		timeout = 3 * p.fi
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true})
+	out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: ^uint64(0), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Released: true,
+		Ended: p.sess.endedTerms()})
 	if _, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), time.Time{}); err != nil {
 		p.log.Info("session not released; the other workers wait for it to expire", "err", err)
 	}

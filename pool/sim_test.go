@@ -24,7 +24,7 @@ var (
 	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestShardSimulation runs (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed   = flag.Int64("sim.seed", -1, "run TestShardSimulation for this seed only (replay)")
 	simFirst  = flag.Int64("sim.first", 0, "the first seed TestShardSimulation runs")
-	simMutate = flag.String("sim.mutate", "", "break one rule (margin0, latereply, noreread, nottl) to see TestShardSimulation catch it")
+	simMutate = flag.String("sim.mutate", "", "break one rule (see mutations.go) to see TestShardSimulation or a deterministic test catch it")
 )
 
 // envInt returns the environment variable name as a number, or def.
@@ -43,7 +43,10 @@ var errInjected = errors.New("injected fault")
 // that land after their caller gave up, partitions (most right after a
 // write lands), workers killed and restarted, paused (every call held,
 // then sent late), joining and leaving, every worker's clock at its own
-// rate within 5%. It checks that no shard ever has two live leaderships,
+// rate within 5%; and an operator who deletes session objects, shard
+// records and the member list, and restores older versions of session
+// objects and shard records (operatorEvents). It checks that no shard
+// ever has two live leaderships,
 // that each shard's terms rise with every new leadership, and that every
 // shard is led again once the faults stop. A failing seed replays with
 // -sim.seed=N.
@@ -99,9 +102,35 @@ type poolSimParams struct {
 	partitions        int
 	crashes, pauses   int
 	joins, leaves     int
+	// Operators at work on the pool's objects: deletions of session
+	// objects, shard records and the member list, and restores of older
+	// versions of session objects and shard records.
+	delSessions, delShards, delMembers int
+	restores                           int
 }
 
 func newPoolSimParams(r *rand.Rand) poolSimParams {
+	p := drawPoolSimParams(r)
+	if p.delShards > 0 && p.delMembers > 0 {
+		// Not both in one world: a deleted shard record's term can live
+		// on only in the session object of a worker that has since left,
+		// and a deleted member list forgets that worker (the limit the
+		// package doc states).
+		if r.IntN(2) == 0 {
+			p.delShards = 0
+		} else {
+			p.delMembers = 0
+		}
+	}
+	if p.delSessions+p.delShards+p.delMembers+p.restores > 0 {
+		// A deleted record is watched for a lease, a buried session object
+		// aged for one, before anyone claims: room for both.
+		p.calmFor += 2 * max(p.lt, p.lt2)
+	}
+	return p
+}
+
+func drawPoolSimParams(r *rand.Rand) poolSimParams {
 	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
 	lt := fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond
 	fi2 := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
@@ -126,6 +155,11 @@ func newPoolSimParams(r *rand.Rand) poolSimParams {
 		pauses:     r.IntN(3),
 		joins:      r.IntN(3),
 		leaves:     r.IntN(2),
+		// Drawn last, so that the worlds above stay those of earlier seeds.
+		delSessions: r.IntN(4),
+		delShards:   r.IntN(6),
+		delMembers:  r.IntN(3),
+		restores:    r.IntN(4),
 	}
 }
 
@@ -133,6 +167,7 @@ func newPoolSimParams(r *rand.Rand) poolSimParams {
 // faults. A call sent before its caller gave up may still land.
 type simStore struct {
 	mem    store.Store
+	hist   *history
 	p      *poolSimParams
 	counts *tally
 
@@ -143,6 +178,33 @@ type simStore struct {
 	crashed     bool      // for good
 	cutNext     bool      // partition right after the next write lands
 	pausedUntil time.Time // the process is stopped: nothing is sent or received before
+}
+
+// history keeps the last writes of every key, for the restores.
+type history struct {
+	mu sync.Mutex
+	m  map[string][][]byte
+}
+
+func (h *history) add(key string, data []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v := append(h.m[key], data)
+	if len(v) > 4 {
+		v = v[1:]
+	}
+	h.m[key] = v
+}
+
+// older returns a write of key older than its last, or nil.
+func (h *history) older(key string, r *rand.Rand) []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v := h.m[key]
+	if len(v) < 2 {
+		return nil
+	}
+	return v[r.IntN(len(v)-1)]
 }
 
 type tally struct {
@@ -246,6 +308,9 @@ func (s *simStore) Get(ctx context.Context, key string) ([]byte, string, error) 
 func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	return call(ctx, s, func() (string, error) {
 		tag, err := s.mem.PutIfMatch(context.Background(), key, data, etag)
+		if err == nil {
+			s.hist.add(key, data)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err == nil && s.cutNext {
@@ -253,6 +318,131 @@ func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag
 		}
 		return tag, err
 	})
+}
+
+// simEvent is something the simulation does at a time after its start.
+type simEvent struct {
+	at time.Duration
+	fn func()
+}
+
+// operatorEvents returns the deletions and restores an operator makes of
+// the pool's objects, at times drawn by at. Each runs while every worker
+// is blocked (synctest.Wait), so that what it checks holds while it acts.
+// Session objects and the member list are deleted at any time. A shard
+// record is deleted, or restored to an older version, only while its
+// owner's session object lists the shard at the record's term, and a
+// session object is deleted, or restored to an older version, only while
+// every term it lists is still in its shard's record, and restored only
+// while its worker does not run (an older write of a live session can
+// hide what it leads from a worker that never saw the later ones: the
+// limit the package doc states); the terms of a
+// shard are then never known only to an object that is gone, the limit
+// the package doc states.
+func operatorEvents(r *rand.Rand, p *poolSimParams, mem *memstore.Store, hist *history, counts *tally, shards []string, at func() time.Duration,
+	running func(worker string) bool) []simEvent {
+	get := func(key string) []byte {
+		d, _, err := mem.Get(context.Background(), key)
+		if err != nil {
+			return nil
+		}
+		return d
+	}
+	// termsKept reports whether every term the session object at key lists
+	// is in its shard's record.
+	termsKept := func(data []byte) bool {
+		rec, err := parseSession(data)
+		if err != nil {
+			return true
+		}
+		for _, m := range []map[string]uint64{rec.Shards, rec.Ended} {
+			for shard, term := range m {
+				sr, err := parseShard(get("sim/shards/" + shard + ".json"))
+				if err != nil || sr.Term < term {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	// listed reports whether the shard record's owner's session object
+	// lists it at the record's term.
+	listed := func(shard string) bool {
+		sr, err := parseShard(get("sim/shards/" + shard + ".json"))
+		if err != nil || sr.Owner == "" {
+			return false
+		}
+		rec, err := parseSession(get("sim/sessions/" + sr.Owner + ".json"))
+		return err == nil && rec.Session == sr.Session && rec.Shards[shard] == sr.Term
+	}
+	sessionKey := func(seed uint64) string {
+		var ms membersRecord
+		if d := get("sim/members.json"); d != nil {
+			ms, _ = parseMembers(d)
+		}
+		if len(ms.Workers) == 0 {
+			return ""
+		}
+		return "sim/sessions/" + ms.Workers[seed%uint64(len(ms.Workers))] + ".json"
+	}
+	var evs []simEvent
+	for range p.delSessions {
+		pick := r.Uint64()
+		evs = append(evs, simEvent{at(), func() {
+			synctest.Wait()
+			if key := sessionKey(pick); key != "" && (*simAnyOp || termsKept(get(key))) {
+				mem.Delete(key)
+				counts.add("session deleted")
+				dbgf("delete %s", key)
+			}
+		}})
+	}
+	for range p.delMembers {
+		evs = append(evs, simEvent{at(), func() {
+			synctest.Wait()
+			mem.Delete("sim/members.json")
+			counts.add("member list deleted")
+			dbgf("delete members")
+		}})
+	}
+	for range p.delShards {
+		shard := shards[r.IntN(len(shards))]
+		evs = append(evs, simEvent{at(), func() {
+			synctest.Wait()
+			if *simAnyOp || listed(shard) {
+				dbgf("delete %s: %s", shard, get("sim/shards/"+shard+".json"))
+				mem.Delete("sim/shards/" + shard + ".json")
+				counts.add("shard record deleted")
+			}
+		}})
+	}
+	for range p.restores {
+		pick, shard, session := r.Uint64(), shards[r.IntN(len(shards))], r.IntN(2) == 0
+		// A restored shard record is a deletion too: not in a world that
+		// deletes the member list (seed 48669 repeated a term so).
+		session = session || p.delMembers > 0 && !*simAnyOp
+		rr := rand.New(rand.NewPCG(pick, 7))
+		evs = append(evs, simEvent{at(), func() {
+			synctest.Wait()
+			if session {
+				key := sessionKey(pick)
+				worker := strings.TrimSuffix(strings.TrimPrefix(key, "sim/sessions/"), ".json")
+				if old := hist.older(key, rr); key != "" && old != nil && !running(worker) && (*simAnyOp || termsKept(get(key)) && termsKept(old)) {
+					dbgf("restore %s: %s", key, old)
+					mem.Set(key, old)
+					counts.add("session restored")
+				}
+				return
+			}
+			key := "sim/shards/" + shard + ".json"
+			if old := hist.older(key, rr); old != nil && (*simAnyOp || listed(shard)) {
+				dbgf("restore %s: %s over %s", key, old, get(key))
+				mem.Set(key, old)
+				counts.add("shard record restored")
+			}
+		}})
+	}
+	return evs
 }
 
 // tenure is one leadership of a shard as the checker sees it.
@@ -274,6 +464,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5ade))
 	p := newPoolSimParams(r)
 	mem := memstore.New()
+	hist := &history{m: map[string][][]byte{}}
 	counts := &tally{m: map[string]int{}}
 	var shards []string
 	for i := range p.shards {
@@ -282,6 +473,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	var (
 		mu      sync.Mutex
 		tenures = map[string][]*tenure{}
+		runErrs []string // Run's errors: every worker has an ID of its own
 		wmu     sync.Mutex
 		workers = map[string]*simWorker{}
 		all     []*simWorker
@@ -293,7 +485,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 
 	start := func(id string, incarnation int) *simWorker {
 		wr := rand.New(rand.NewPCG(uint64(seed), uint64(len(id)*7919+incarnation*104729+int(id[1]))))
-		st := &simStore{mem: mem, p: &p, r: wr, faulty: faulty(), counts: counts}
+		st := &simStore{mem: mem, hist: hist, p: &p, r: wr, faulty: faulty(), counts: counts}
 		w := &simWorker{id: id, st: st, done: make(chan struct{})}
 		fi, lt := p.fi, p.lt
 		if p.mixed && wr.IntN(2) == 0 {
@@ -324,7 +516,11 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		w.cancel = cancel
 		go func() {
 			defer close(w.done)
-			pl.Run(ctx)
+			if err := pl.Run(ctx); err != nil {
+				mu.Lock()
+				runErrs = append(runErrs, fmt.Sprintf("%s: %v", id, err))
+				mu.Unlock()
+			}
 		}()
 		all = append(all, w)
 		return w
@@ -371,16 +567,12 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		return workers[ids[r.IntN(len(ids))]]
 	}
 
-	type event struct {
-		at time.Duration
-		fn func()
-	}
-	var events []event
+	var events []simEvent
 	at := func() time.Duration { return time.Duration(r.Int64N(int64(p.faultsFor - 3*time.Second))) }
 	for range p.partitions {
 		when, d, afterWrite := at(), time.Duration(r.Int64N(int64(3*p.lt))), r.IntN(3) > 0
 		var cut *simWorker
-		events = append(events, event{when, func() {
+		events = append(events, simEvent{when, func() {
 			if cut = pick(); cut == nil {
 				return
 			}
@@ -392,7 +584,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 				cut.st.down = true
 			}
 			cut.st.mu.Unlock()
-		}}, event{when + d, func() {
+		}}, simEvent{when + d, func() {
 			if cut != nil {
 				cut.st.mu.Lock()
 				cut.st.down, cut.st.cutNext = cut.st.crashed, false
@@ -402,7 +594,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	}
 	for range p.crashes {
 		when, d := at(), time.Duration(r.Int64N(int64(10*time.Second)))
-		events = append(events, event{when, func() {
+		events = append(events, simEvent{when, func() {
 			w := pick()
 			if w == nil {
 				return
@@ -422,7 +614,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	}
 	for range p.pauses {
 		when, d := at(), p.lt/2+time.Duration(r.Int64N(int64(2*p.lt)))
-		events = append(events, event{when, func() {
+		events = append(events, simEvent{when, func() {
 			if w := pick(); w != nil {
 				counts.add("pause")
 				w.st.mu.Lock()
@@ -432,7 +624,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}})
 	}
 	for range p.joins {
-		events = append(events, event{at(), func() {
+		events = append(events, simEvent{at(), func() {
 			wmu.Lock()
 			defer wmu.Unlock()
 			counts.add("join")
@@ -442,7 +634,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}})
 	}
 	for range p.leaves {
-		events = append(events, event{at(), func() {
+		events = append(events, simEvent{at(), func() {
 			w := pick()
 			wmu.Lock()
 			if w == nil || len(workers) < 2 {
@@ -455,7 +647,19 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			w.cancel()
 		}})
 	}
-	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
+	running := func(id string) bool {
+		wmu.Lock()
+		defer wmu.Unlock()
+		w := workers[id]
+		if w == nil {
+			return false
+		}
+		w.st.mu.Lock()
+		defer w.st.mu.Unlock()
+		return !w.st.crashed
+	}
+	events = append(events, operatorEvents(r, &p, mem, hist, counts, shards, at, running)...)
+	slices.SortStableFunc(events, func(a, b simEvent) int { return int(a.at - b.at) })
 	for _, ev := range events {
 		time.Sleep(t0.Add(ev.at).Sub(time.Now()))
 		ev.fn()
@@ -496,6 +700,9 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		<-w.done
 	}
 	synctest.Wait()
+	if len(runErrs) > 0 {
+		t.Errorf("seed %d: Run returned errors: %v", seed, runErrs)
+	}
 	if err := checkTenures(shards, snap); err != nil {
 		t.Errorf("seed %d: %v\nparams %+v\nreplay with -run 'TestShardSimulation' -sim.seed=%d", seed, err, p, seed)
 	}
@@ -514,8 +721,12 @@ func checkTenures(shards []string, tenures map[string][]tenure) error {
 				return fmt.Errorf("shard %s: %s term %d (from %v) overlaps %s term %d (from %v)", s, prev.worker, prev.term,
 					prev.start.Format("05.000"), cur.worker, cur.term, cur.start.Format("05.000"))
 			}
-			if cur.term <= prev.term {
-				return fmt.Errorf("shard %s: term %d (%s) after term %d (%s)", s, cur.term, cur.worker, prev.term, prev.worker)
+			if cur.term <= prev.term && !*simAnyOp {
+				var b strings.Builder
+				for _, tn := range ts {
+					fmt.Fprintf(&b, "\n  %s term %d: %s - %s", tn.worker, tn.term, tn.start.Format("05.000"), tn.end.Format("05.000"))
+				}
+				return fmt.Errorf("shard %s: term %d (%s) after term %d (%s):%s", s, cur.term, cur.worker, prev.term, prev.worker, b.String())
 			}
 		}
 		if len(ts) == 0 || !ts[len(ts)-1].end.IsZero() {
@@ -523,4 +734,10 @@ func checkTenures(shards []string, tenures map[string][]tenure) error {
 		}
 	}
 	return nil
+}
+
+func dbgf(format string, args ...any) {
+	if os.Getenv("SIMDEBUG") != "" {
+		fmt.Println(time.Now().Format("05.000"), fmt.Sprintf(format, args...))
+	}
 }

@@ -3,7 +3,7 @@
 package s3lect
 
 // Mutations break one rule of the protocol each, to measure what the
-// safety simulation catches (docs/protocol.md, section 8). In every build
+// safety simulation catches (docs/testing.md, "The protocol's evidence"). In every build
 // but the simulation's mutation runs they are constants, false: the rules
 // are compiled as written and nothing can switch one off. Built with
 // -tags s3lect_mutations (mutations_on.go), they are variables that the

@@ -257,38 +257,13 @@ func TestReviewTombstoneAgedByTheClaimersLease(t *testing.T) {
 	defer setMutation(t)()
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
-		type lead struct {
-			id   string
-			term uint64
-			ctx  context.Context
-		}
-		leads := make(chan lead, 8)
-		var cancels []context.CancelFunc
-		var dones []chan struct{}
-		start := func(id string, st store.Store, fi, lt time.Duration) {
-			p, err := New(Config{Store: st, Prefix: "p/", ID: id, Shards: []string{"x"}, Logger: quiet,
-				FrequentInterval: fi, LeaderTimeout: lt,
-				Work: func(ctx context.Context, _ string, l *s3lect.Leadership) {
-					leads <- lead{id, l.Term(), ctx}
-					<-ctx.Done()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			cancels, dones = append(cancels, cancel), append(dones, done)
-		}
+		type lead = reviewLead
+		tp := &timedPool{t: t, leads: make(chan lead, 8)}
+		leads, start := tp.leads, tp.start
 		fs2 := faultstore.New(mem)
 		defer func() {
 			fs2.Unstall()
-			for _, c := range cancels {
-				c()
-			}
-			for _, d := range dones {
-				<-d
-			}
+			tp.stop()
 		}()
 		const fi2, lt2 = 40 * time.Second, 90 * time.Second // w2's configuration, before the change
 		start("w2", fs2, fi2, lt2)
@@ -676,38 +651,13 @@ func TestReviewPrunedLongLeaseMember(t *testing.T) {
 	defer setMutation(t)()
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
-		type lead struct {
-			id   string
-			term uint64
-			ctx  context.Context
-		}
-		leads := make(chan lead, 8)
-		var cancels []context.CancelFunc
-		var dones []chan struct{}
-		start := func(id string, st store.Store, fi, lt time.Duration) {
-			p, err := New(Config{Store: st, Prefix: "p/", ID: id, Shards: []string{"x"}, Logger: quiet,
-				FrequentInterval: fi, LeaderTimeout: lt,
-				Work: func(ctx context.Context, _ string, l *s3lect.Leadership) {
-					leads <- lead{id, l.Term(), ctx}
-					<-ctx.Done()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			cancels, dones = append(cancels, cancel), append(dones, done)
-		}
+		type lead = reviewLead
+		tp := &timedPool{t: t, leads: make(chan lead, 8)}
+		leads, start := tp.leads, tp.start
 		fs2 := faultstore.New(mem)
 		defer func() {
 			fs2.Unstall()
-			for _, c := range cancels {
-				c()
-			}
-			for _, d := range dones {
-				<-d
-			}
+			tp.stop()
 		}()
 		const fi2, lt2 = 40 * time.Second, 90 * time.Second
 		start("w2", fs2, fi2, lt2)
@@ -743,4 +693,46 @@ func TestReviewPrunedLongLeaseMember(t *testing.T) {
 			break
 		}
 	})
+}
+
+// reviewLead is a shard leadership a worker of a timedPool reported.
+type reviewLead struct {
+	id   string
+	term uint64
+	ctx  context.Context
+}
+
+// timedPool starts workers of a one-shard pool ("x" under "p/"), each with
+// timings of its own, that report their leaderships on leads; stop
+// cancels every worker and waits for its Run to return.
+type timedPool struct {
+	t       *testing.T
+	leads   chan reviewLead
+	cancels []context.CancelFunc
+	dones   []chan struct{}
+}
+
+func (tp *timedPool) start(id string, st store.Store, fi, lt time.Duration) {
+	p, err := New(Config{Store: st, Prefix: "p/", ID: id, Shards: []string{"x"}, Logger: quiet,
+		FrequentInterval: fi, LeaderTimeout: lt,
+		Work: func(ctx context.Context, _ string, l *s3lect.Leadership) {
+			tp.leads <- reviewLead{id, l.Term(), ctx}
+			<-ctx.Done()
+		}})
+	if err != nil {
+		tp.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	tp.cancels, tp.dones = append(tp.cancels, cancel), append(tp.dones, done)
+}
+
+func (tp *timedPool) stop() {
+	for _, c := range tp.cancels {
+		c()
+	}
+	for _, d := range tp.dones {
+		<-d
+	}
 }

@@ -51,6 +51,7 @@ type simVariant struct {
 	rolling     bool // nodes are restarted one by one, mid-run, onto another configuration
 	foreign     bool // a writer without terms, leases or ttl (the original s3lect, or worse) takes the lockfile now and then
 	deleter     bool // the lockfile, its term object, or both are deleted now and then
+	stepDown    bool // operators write step-down requests (s3lect release), some to a named member, some at once; holders Transfer (review of issue 29)
 }
 
 var simVariants = []simVariant{
@@ -62,6 +63,8 @@ var simVariants = []simVariant{
 	{name: "rolling", rolling: true},
 	{name: "foreign", foreign: true},
 	{name: "deleter", deleter: true},
+	{name: "stepdown", stepDown: true},
+	{name: "stepdownpeer", stepDown: true, peer: true},
 }
 
 // TestSafetySimulation runs randomized fault schedules against groups of
@@ -516,11 +519,26 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				hold := time.NewTimer(time.Duration(hr.Int64N(int64(20 * time.Second))))
 				select {
 				case <-l.Context().Done():
+					if v.stepDown && ctx.Err() == nil {
+						// The holder stops its work a while after the
+						// context ends (s3lect run: its command exits),
+						// then says so: a step-down is released then.
+						time.Sleep(time.Duration(hr.Int64N(int64(p.fi))))
+						switch hr.IntN(3) {
+						case 0:
+							l.Resign(ctx)
+						case 1:
+							l.Transfer(ctx, fmt.Sprintf("n%d", hr.IntN(p.nodes+1))) // n<nodes> runs nowhere
+						}
+					}
 				case <-ctx.Done():
 				case <-hold.C:
-					if faulty() && hr.IntN(2) == 0 {
+					switch {
+					case faulty() && v.stepDown && hr.IntN(2) == 0:
+						l.Transfer(ctx, fmt.Sprintf("n%d", hr.IntN(p.nodes+1)))
+					case faulty() && hr.IntN(2) == 0:
 						l.Resign(ctx)
-					} else {
+					default:
 						<-l.Context().Done() // hold until lost or stopped
 					}
 				}
@@ -782,6 +800,43 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					wipes = append(wipes, time.Now())
 				}
 				mu.Unlock()
+			}})
+		}
+	}
+	if v.stepDown {
+		// Operators run s3lect release (requestStepDown's write: the
+		// record as read, plus stepDown and to, If-Match on what was
+		// read), now and then two at once.
+		for k := range 1 + r.IntN(6) {
+			at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
+			to := ""
+			if x := r.IntN(p.nodes + 2); x <= p.nodes {
+				to = fmt.Sprintf("n%d", x)
+			}
+			again := time.Duration(-1)
+			if r.IntN(3) == 0 {
+				again = time.Duration(r.Int64N(int64(p.fi)))
+			}
+			request := func(to string) {
+				data, tag, err := shared.Get(context.Background(), testKey)
+				if err != nil {
+					return
+				}
+				rec, err := ParseRecord(data)
+				if err != nil || rec.LastUpdated.IsZero() || rec.LeaderID == to {
+					return
+				}
+				rec.StepDown, rec.To = fmt.Sprintf("op%d", k), to
+				b, _ := json.Marshal(rec)
+				if _, err := shared.PutIfMatch(context.Background(), testKey, b, tag); err == nil {
+					counts.add("step-down request")
+				}
+			}
+			events = append(events, event{at, func() {
+				request(to)
+				if again >= 0 {
+					time.AfterFunc(again, func() { request("") })
+				}
 			}})
 		}
 	}

@@ -24,10 +24,11 @@ import (
 )
 
 var (
-	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
-	simSeed   = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
-	simFirst  = flag.Int64("sim.first", 0, "the first seed TestSafetySimulation runs (to run a long range in parts)")
-	simMutate = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
+	simSeeds        = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
+	simSeed         = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
+	simFirst        = flag.Int64("sim.first", 0, "the first seed TestSafetySimulation runs (to run a long range in parts)")
+	simStrictHolder = flag.Bool("sim.strictholder", false, "stepdown variants: a holder's work ends when it calls Resign or Transfer, not when its context ends (review of issue 29)")
+	simMutate       = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
 )
 
 var simDebug = os.Getenv("S3LECT_SIM_DEBUG") != ""
@@ -65,6 +66,7 @@ var simVariants = []simVariant{
 	{name: "deleter", deleter: true},
 	{name: "stepdown", stepDown: true},
 	{name: "stepdownpeer", stepDown: true, peer: true},
+	{name: "stepdownforeign", stepDown: true, foreign: true},
 }
 
 // TestSafetySimulation runs randomized fault schedules against groups of
@@ -523,7 +525,31 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 						// The holder stops its work a while after the
 						// context ends (s3lect run: its command exits),
 						// then says so: a step-down is released then.
-						time.Sleep(time.Duration(hr.Int64N(int64(p.fi))))
+						// A holder asked to step down takes its time:
+						// up to a FrequentInterval.
+						// Its work is stopped by its lease's end at the
+						// latest (s3lect run kills its command's group).
+						leaseEnd := time.Now().Add(l.e.realUntil(l.e.base.Add(time.Duration(l.deadline.Load()))))
+						asked := false
+						if data, _, err := shared.Get(context.Background(), testKey); err == nil && errors.Is(context.Cause(l.Context()), ErrLeadershipLost) {
+							rec, err := ParseRecord(data)
+							asked = err == nil && rec.StepDown != "" && rec.LeaderID == id && rec.Term == l.Term()
+						}
+						if asked {
+							time.Sleep(time.Duration(hr.Int64N(int64(p.fi))))
+						}
+						if end := time.Now(); asked && *simStrictHolder {
+							if end.After(leaseEnd) {
+								end = leaseEnd
+							}
+							// Its work ran until end: a release must not
+							// let anyone lead before.
+							mu.Lock()
+							if end.After(iv.end) {
+								iv.end = end
+							}
+							mu.Unlock()
+						}
 						switch hr.IntN(3) {
 						case 0:
 							l.Resign(ctx)

@@ -67,3 +67,35 @@ func TestReviewTwoOperatorsStepDown(t *testing.T) {
 	t.Fatalf("no release over the second operator's request q2 before the lease deadline %v: "+
 		"the step-down falls back to a whole lease (view now %v %s)", deadline.Sub(t0), m.c.fol().v.kind, m.c.fol().v.etag)
 }
+
+// TestReviewLostReleaseReplyHandsBackToItself (review of issue 29): the
+// resigner's release lands but its reply is lost and the retries fail (a
+// store that errs for a second): releaseDone takes the "release failed"
+// branch, which sets no hold-off. The README's loop campaigns again at
+// once; its first read finds its own released record (vacant, T2) and it
+// takes it back at once: the handover lands on itself although other
+// members are live (issue 29 wants all of them on another member). The
+// same holds for the PreconditionFailed branch. Suggested fix: holdOff(l)
+// in every branch of releaseDone (the hold only delays a takeover of a
+// record with this leadership's key, so it is harmless when nothing
+// landed).
+func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
+	p := coreParams
+	m := newMachine(t, p)
+	campaignAt(t, m, nil, "", at(0))
+	mustEffect[doClaim](t, m, "claim")
+	m.wrote(`"c"`, nil, at(100*time.Millisecond))
+	mustEffect[doLead](t, m, "winning write")
+	m.on(evResign{}, at(500*time.Millisecond))
+	w := mustEffect[doRelease](t, m, "release")
+	m.on(evStore{gen: m.c.sh.gen, err: errors.New("503 SlowDown"), unsure: true}, at(1600*time.Millisecond))
+	mustEffect[doExited](t, m, "release failed")
+	m.on(evCampaign{id: 2, lease: "l2"}, at(1700*time.Millisecond))
+	if calling[doRead](m) {
+		m.read(w.data, `"r"`, at(1700*time.Millisecond))
+	}
+	if _, ok := effectOf[doClaim](m); ok {
+		t.Fatalf("the resigner took its own release (which had landed, its reply lost) back at once, at its first read; " +
+			"want it to hold off as after an acknowledged release")
+	}
+}

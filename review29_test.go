@@ -99,3 +99,48 @@ func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
 			"want it to hold off as after an acknowledged release")
 	}
 }
+
+// TestReviewResignRacesStepDownRequest (review of issue 29): the holder
+// resigns (s3lect run on SIGTERM, a maintenance script) just as an
+// operator's step-down request q lands over the leader's record k. The
+// release is written If-Match k's ETag and refused; releaseDone takes it
+// as "another holder wrote since" and follows, writing nothing. q is a
+// live-looking record of the ended leadership: every member waits its
+// whole lease out, although both the holder and the operator asked for a
+// handover. Suggested fix: a release refused by the store reads the
+// lockfile, as a refused renewal does (finishLost), and a step-down
+// request over the same leadership is released over.
+func TestReviewResignRacesStepDownRequest(t *testing.T) {
+	p := coreParams
+	m := newMachine(t, p)
+	campaignAt(t, m, nil, "", at(0))
+	mustEffect[doClaim](t, m, "claim")
+	m.wrote(`"c"`, nil, at(100*time.Millisecond))
+	mustEffect[doLead](t, m, "winning write")
+	deadline := m.c.lead().deadline
+	q := m.c.lead().rec
+	q.StepDown = "op1"
+	m.on(evResign{}, at(500*time.Millisecond))
+	if w := mustEffect[doRelease](t, m, "release"); w.ifMatch != `"c"` {
+		t.Fatalf("release over %s; want over the leader's record", w.ifMatch)
+	}
+	m.wrote("", store.ErrPreconditionFailed, at(510*time.Millisecond)) // q landed just before
+	for now := at(510 * time.Millisecond); now.Before(deadline); {
+		if w, ok := effectOf[doRelease](m); ok {
+			if w.ifMatch != `"q"` {
+				t.Fatalf("release over %s; want over the request q", w.ifMatch)
+			}
+			return
+		}
+		if calling[doRead](m) {
+			m.read(q.encode(), `"q"`, now)
+			continue
+		}
+		if m.wake.IsZero() || !m.wake.After(now) {
+			break
+		}
+		now = m.wake
+		m.on(evTimer{}, now)
+	}
+	t.Fatalf("no release over the operator's request before the lease deadline %v: the group waits the whole lease out", deadline.Sub(t0))
+}

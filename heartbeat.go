@@ -39,6 +39,7 @@ type leader struct {
 	stepChecked bool         // after a refused renewal, the lockfile was read for a step-down request
 	step        *stepRequest // the operator's step-down request found then
 	holderDone  bool         // the holder is done with the leadership (Resign, Transfer, a new Campaign)
+	rereads     int          // reads after a refused release, looking for a step-down request over it
 }
 
 // newLeader starts the leadership won for campaign campID by a takeover
@@ -155,7 +156,7 @@ func (l *leader) renewDone(sh *shared, ev evStore, data []byte, sentAt time.Time
 // in flight; otherwise it hands the lockfile back to a new follower.
 func (c *core) finishLead(l *leader, now time.Time, emit func(effect)) bool {
 	switch {
-	case errors.Is(l.ending, ErrLeadershipLost):
+	case errors.Is(l.ending, ErrLeadershipLost) || l.rereads > 0:
 		return c.finishLost(l, now, emit) // someone else wrote: see who, and whether it asks this leader to step down
 	case errors.Is(l.ending, errSlowTakeover) || !l.handed && !l.handAt.IsZero() && now.Before(l.handAt):
 		// The takeover landed after its lease had run out: it may have
@@ -191,13 +192,27 @@ func (c *core) releaseDone(l *leader, ev evStore, now time.Time, emit func(effec
 	case ev.err == nil:
 		c.leadOver(view{}.observe(l.released().encode(), ev.etag, now), now.Add(c.sh.p.fi), now, nil, emit)
 		c.holdOff(l) // the others take it first (handover.go)
+	case errors.Is(ev.err, store.ErrPreconditionFailed) && l.rereads < maxReleaseRereads && !mutNoReleaseReread:
+		// The record the release named is gone. An operator's step-down
+		// request may have landed over it (racing Resign or Close), or a
+		// second operator's over the first's: read once more, and release
+		// over a request on this leadership (finishLost, handover.go).
+		l.rereads++
+		l.stepChecked, l.step = false, nil
 	case errors.Is(ev.err, store.ErrPreconditionFailed):
 		c.leadOver(view{}, now, now, nil, emit) // another holder wrote since: nothing of ours is left
+		c.holdOff(l)
 	default:
 		emit(doLog{"release failed; followers take over after LeaderTimeout", []any{"term", l.rec.Term, "err", ev.err}})
 		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, ev.err, emit)
+		c.holdOff(l) // it may have landed, its reply lost: the others take it first
 	}
 }
+
+// maxReleaseRereads bounds the reads after refused releases: each finds a
+// newer step-down request over the same leadership, which only operators
+// write.
+const maxReleaseRereads = 3
 
 // leadOver forgets the ended leadership, starts following with view v and
 // the next read at nextRead, and answers whoever waits for the end. err is

@@ -18,6 +18,7 @@ const (
 	mutIgnoreTTL    = false // a follower waits its own LeaderTimeout whatever the record says (version 2)
 	mutNoTermObject = false // takeovers neither read nor raise the term object (version 2)
 
-	mutStepNoWait     = false // a step-down request is released at once, without waiting for the holder (handover.go)
-	mutNoHandoverHold = false // a resigner may take its own released record back at once (handover.go)
+	mutStepNoWait      = false // a step-down request is released at once, without waiting for the holder (handover.go)
+	mutNoHandoverHold  = false // a resigner may take its own released record back at once (handover.go)
+	mutNoReleaseReread = false // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
 )

@@ -26,6 +26,7 @@ import (
 // same leadership carrying another step-down request is released over in
 // the same way (the holder is already done).
 func TestReviewTwoOperatorsStepDown(t *testing.T) {
+	defer setMutation(t)()
 	p := coreParams
 	m := newMachine(t, p)
 	campaignAt(t, m, nil, "", at(0))
@@ -54,6 +55,10 @@ func TestReviewTwoOperatorsStepDown(t *testing.T) {
 			}
 			return
 		}
+		if calling[doStepRead](m) { // the ex-leader's read for a step-down request
+			m.on(evStore{gen: m.c.sh.gen, data: q2.encode(), etag: `"q2"`}, now)
+			continue
+		}
 		if calling[doRead](m) {
 			m.read(q2.encode(), `"q2"`, now)
 			continue
@@ -80,6 +85,7 @@ func TestReviewTwoOperatorsStepDown(t *testing.T) {
 // record with this leadership's key, so it is harmless when nothing
 // landed).
 func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
+	defer setMutation(t)()
 	p := coreParams
 	m := newMachine(t, p)
 	campaignAt(t, m, nil, "", at(0))
@@ -91,7 +97,7 @@ func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
 	m.on(evStore{gen: m.c.sh.gen, err: errors.New("503 SlowDown"), unsure: true}, at(1600*time.Millisecond))
 	mustEffect[doExited](t, m, "release failed")
 	m.on(evCampaign{id: 2, lease: "l2"}, at(1700*time.Millisecond))
-	if calling[doRead](m) {
+	if calling[doRead](m) || calling[doStepRead](m) {
 		m.read(w.data, `"r"`, at(1700*time.Millisecond))
 	}
 	if _, ok := effectOf[doClaim](m); ok {
@@ -111,6 +117,7 @@ func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
 // lockfile, as a refused renewal does (finishLost), and a step-down
 // request over the same leadership is released over.
 func TestReviewResignRacesStepDownRequest(t *testing.T) {
+	defer setMutation(t)()
 	p := coreParams
 	m := newMachine(t, p)
 	campaignAt(t, m, nil, "", at(0))
@@ -131,6 +138,10 @@ func TestReviewResignRacesStepDownRequest(t *testing.T) {
 				t.Fatalf("release over %s; want over the request q", w.ifMatch)
 			}
 			return
+		}
+		if calling[doStepRead](m) { // the ex-leader's read for a step-down request
+			m.on(evStore{gen: m.c.sh.gen, data: q.encode(), etag: `"q"`}, now)
+			continue
 		}
 		if calling[doRead](m) {
 			m.read(q.encode(), `"q"`, now)

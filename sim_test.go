@@ -27,7 +27,7 @@ var (
 	simSeeds        = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
 	simSeed         = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
 	simFirst        = flag.Int64("sim.first", 0, "the first seed TestSafetySimulation runs (to run a long range in parts)")
-	simStrictHolder = flag.Bool("sim.strictholder", false, "stepdown variants: a holder's work ends when it calls Resign or Transfer, not when its context ends (review of issue 29)")
+	simStrictHolder = flag.Bool("sim.strictholder", true, "stepdown variants: a holder's work ends when it calls Resign or Transfer, not when its context ends (review of issue 29)")
 	simMutate       = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
 )
 

@@ -48,29 +48,14 @@ func TestReviewTwoOperatorsStepDown(t *testing.T) {
 		t.Fatalf("release over %s; want over q1", w.ifMatch)
 	}
 	m.wrote("", store.ErrPreconditionFailed, at(p.fi+310*time.Millisecond)) // q2 landed first
-	for now := at(p.fi + 310*time.Millisecond); now.Before(deadline); {
-		if w, ok := effectOf[doRelease](m); ok {
-			if w.ifMatch != `"q2"` {
-				t.Fatalf("release over %s; want over the second request q2", w.ifMatch)
-			}
-			return
-		}
-		if calling[doStepRead](m) { // the ex-leader's read for a step-down request
-			m.on(evStore{gen: m.c.sh.gen, data: q2.encode(), etag: `"q2"`}, now)
-			continue
-		}
-		if calling[doRead](m) {
-			m.read(q2.encode(), `"q2"`, now)
-			continue
-		}
-		if m.wake.IsZero() || !m.wake.After(now) {
-			break
-		}
-		now = m.wake
-		m.on(evTimer{}, now)
+	w, ok := releaseOverRequest(m, q2.encode(), `"q2"`, at(p.fi+310*time.Millisecond), deadline)
+	if !ok {
+		t.Fatalf("no release over the second operator's request q2 before the lease deadline %v: "+
+			"the step-down falls back to a whole lease", deadline.Sub(t0))
 	}
-	t.Fatalf("no release over the second operator's request q2 before the lease deadline %v: "+
-		"the step-down falls back to a whole lease (view now %v %s)", deadline.Sub(t0), m.c.fol().v.kind, m.c.fol().v.etag)
+	if w.ifMatch != `"q2"` {
+		t.Fatalf("release over %s; want over the second request q2", w.ifMatch)
+	}
 }
 
 // TestReviewLostReleaseReplyHandsBackToItself (review of issue 29): the
@@ -132,19 +117,30 @@ func TestReviewResignRacesStepDownRequest(t *testing.T) {
 		t.Fatalf("release over %s; want over the leader's record", w.ifMatch)
 	}
 	m.wrote("", store.ErrPreconditionFailed, at(510*time.Millisecond)) // q landed just before
-	for now := at(510 * time.Millisecond); now.Before(deadline); {
+	w, ok := releaseOverRequest(m, q.encode(), `"q"`, at(510*time.Millisecond), deadline)
+	if !ok {
+		t.Fatalf("no release over the operator's request before the lease deadline %v: the group waits the whole lease out", deadline.Sub(t0))
+	}
+	if w.ifMatch != `"q"` {
+		t.Fatalf("release over %s; want over the request q", w.ifMatch)
+	}
+}
+
+// releaseOverRequest runs m from now until deadline, answering every read
+// (the ex-leader's read for a step-down request included) with the
+// request's bytes and ETag, and returns the first release m writes; false
+// if none comes before deadline.
+func releaseOverRequest(m *machine, data []byte, etag string, now, deadline time.Time) (doRelease, bool) {
+	for now.Before(deadline) {
 		if w, ok := effectOf[doRelease](m); ok {
-			if w.ifMatch != `"q"` {
-				t.Fatalf("release over %s; want over the request q", w.ifMatch)
-			}
-			return
+			return w, true
 		}
-		if calling[doStepRead](m) { // the ex-leader's read for a step-down request
-			m.on(evStore{gen: m.c.sh.gen, data: q.encode(), etag: `"q"`}, now)
+		switch {
+		case calling[doStepRead](m):
+			m.on(evStore{gen: m.c.sh.gen, data: data, etag: etag}, now)
 			continue
-		}
-		if calling[doRead](m) {
-			m.read(q.encode(), `"q"`, now)
+		case calling[doRead](m):
+			m.read(data, etag, now)
 			continue
 		}
 		if m.wake.IsZero() || !m.wake.After(now) {
@@ -153,5 +149,5 @@ func TestReviewResignRacesStepDownRequest(t *testing.T) {
 		now = m.wake
 		m.on(evTimer{}, now)
 	}
-	t.Fatalf("no release over the operator's request before the lease deadline %v: the group waits the whole lease out", deadline.Sub(t0))
+	return doRelease{}, false
 }

@@ -72,6 +72,29 @@ type Store interface {
 	PutIfMatch(ctx context.Context, key string, data []byte, etag string) (newETag string, err error)
 }
 
+// Lister is implemented by stores that can list the keys under a prefix,
+// with each object's current ETag, in one request per page. Package pool
+// uses it to watch every worker's session with one request per interval
+// instead of one read per worker; on a store without it, the pool reads
+// each session object.
+//
+// A listing is a hint, never a decision: it may lag behind writes on some
+// stores, so a caller that acts on an ETag it listed first reads the
+// object. The ETag of an entry must be the one Get returns for the same
+// version of the object.
+type Lister interface {
+	// List returns the objects whose keys begin with prefix, in
+	// lexicographic order of their keys. A prefix with no object under it
+	// gives an empty list and no error.
+	List(ctx context.Context, prefix string) ([]Entry, error)
+}
+
+// Entry is one object in a listing.
+type Entry struct {
+	Key  string
+	ETag string
+}
+
 // PermanentError marks a store failure that retrying will not fix, such as
 // a missing bucket, denied access or a store that ignores conditional
 // writes. Its message says what to fix.

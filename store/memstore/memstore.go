@@ -11,6 +11,8 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/s3lect/s3lect/store"
@@ -28,7 +30,10 @@ type object struct {
 	etag string
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store {
@@ -66,6 +71,23 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 		return "", fmt.Errorf("memstore: put %q: etag %s is not %s: %w", key, o.etag, etag, store.ErrPreconditionFailed)
 	}
 	return s.putLocked(key, data), nil
+}
+
+// List implements store.Lister.
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memstore: list %q: %w", prefix, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var entries []store.Entry
+	for key, o := range s.objects {
+		if strings.HasPrefix(key, prefix) {
+			entries = append(entries, store.Entry{Key: key, ETag: o.etag})
+		}
+	}
+	slices.SortFunc(entries, func(a, b store.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return entries, nil
 }
 
 // Delete removes key, as an operator or a lifecycle rule might. s3lect

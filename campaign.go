@@ -11,6 +11,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -254,7 +255,7 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", c.camp.lease, c.camp.claims)
 	c.camp.term = Record{LeaderID: c.sh.p.id, LeaderAddr: c.sh.p.addr, Term: base + 1,
-		Lease: fmt.Sprintf("%016x", h.Sum64()), TTL: ttlMillis(c.sh.p.lt)}
+		Lease: fmt.Sprintf("%016x", h.Sum64()), TTL: lease.TTLMillis(c.sh.p.lt)}
 	if mutNoTermObject {
 		return true
 	}

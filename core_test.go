@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/retry"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -1104,7 +1105,7 @@ func TestCoreLeaderTrustedUntil(t *testing.T) {
 		m.on(evTimer{}, at(now)).read(held("x", 1, "a", i*1000, now-slack), fmt.Sprintf(`"%d"`, i), at(now))
 	}
 	st := mustEffect[doStatus](t, m, "a stable follower").st
-	if want := m.c.fol().nextRead.Add(3*coreParams.fi + retryWaits); !st.until.Equal(want) {
+	if want := m.c.fol().nextRead.Add(3*coreParams.fi + retry.Waits); !st.until.Equal(want) {
 		t.Errorf("stable follower trusts the leader until %v; want its next read's end %v", st.until.Sub(t0), want.Sub(t0))
 	}
 }

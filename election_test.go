@@ -453,7 +453,7 @@ func TestContextErrReadsTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, a, w := soleLeader(t)
 		puts := a.fs.count("put")
-		w.l.deadline.Store(int64(time.Since(w.l.e.base))) // as if the process had slept through its lease
+		w.l.deadline.Store(int64(time.Since(w.l.e.clock.Base))) // as if the process had slept through its lease
 		if err := w.l.Context().Err(); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Context().Err() after the deadline = %v; want it cancelled", err)
 		}

@@ -3,6 +3,7 @@ package s3lect
 import (
 	"time"
 
+	"github.com/s3lect/s3lect/internal/retry"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -301,7 +302,7 @@ func (f *follower) trustedUntil(sh *shared) time.Time {
 	if f.mode == frequent || f.mode == peerWatch && !f.peerNoETag {
 		return at
 	}
-	due := f.nextRead.Add(3*sh.p.fi + retryWaits) // three attempts of at most FrequentInterval (section 6)
+	due := f.nextRead.Add(3*sh.p.fi + retry.Waits) // three attempts of at most FrequentInterval (section 6)
 	if due.After(at) {
 		return due
 	}

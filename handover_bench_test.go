@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect/devtls"
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store/s3store"
 )
@@ -32,7 +33,7 @@ func BenchmarkHandover(b *testing.B) {
 
 func benchHandover(b *testing.B, peer bool) {
 	st := s3store.New(s3test.NewClient(b, nil, "", ""), s3test.Bucket(b))
-	key := "bench/handover-" + map[bool]string{false: "storage", true: "peer"}[peer] + "-" + newLease() + ".json"
+	key := "bench/handover-" + map[bool]string{false: "storage", true: "peer"}[peer] + "-" + lease.NewID() + ".json"
 	pki, err := devtls.New()
 	if err != nil {
 		b.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/s3lect/s3lect/internal/retry"
 )
 
 // healthPingTimeout is how long HealthHandler waits for an elector's run
@@ -61,7 +63,7 @@ func (e *Elector) health(ctx context.Context) error {
 		if s.lead == nil || !s.lead.live() {
 			limit += e.releaseBudget()
 		}
-		if age := e.now().Sub(s.lastWrite); age > limit {
+		if age := e.clock.Now().Sub(s.lastWrite); age > limit {
 			return fmt.Errorf("s3lect: %q: stuck leader: last renewed %v ago, more than the %v its lease allows",
 				e.key, age.Round(time.Millisecond), limit)
 		}
@@ -79,7 +81,7 @@ func (e *Elector) health(ctx context.Context) error {
 // up to FrequentInterval.
 func (e *Elector) releaseBudget() time.Duration {
 	one := e.cfg.FrequentInterval
-	for b := retrySchedule(); ; {
+	for b := retry.Schedule(); ; {
 		d := b.NextBackOff()
 		if d == backoff.Stop {
 			break

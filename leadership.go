@@ -17,7 +17,7 @@ type Leadership struct {
 	exited chan struct{} // closed by the run loop when the leadership is over, its release written or abandoned
 	endErr error         // why the release could not be written; set before exited is closed
 
-	// deadline is the lease's end, in nanoseconds after e.base on the
+	// deadline is the lease's end, in nanoseconds after e.clock.Base on the
 	// elector's local clock. The run loop moves it at every renewal; Err,
 	// the expiry timer and the peer handler read it.
 	deadline atomic.Int64
@@ -37,7 +37,7 @@ func newLeadership(e *Elector, parent context.Context, term uint64, deadline tim
 	l := &Leadership{e: e, ctx: ctx, cancel: cancel, term: term, exited: make(chan struct{})}
 	l.pub = leaseContext{Context: ctx, l: l}
 	l.setDeadline(deadline)
-	l.expiry = time.AfterFunc(e.realUntil(deadline), func() { l.cancel(ErrLeaseExpired) })
+	l.expiry = time.AfterFunc(e.clock.RealUntil(deadline), func() { l.cancel(ErrLeaseExpired) })
 	l.stopDone = context.AfterFunc(ctx, func() {
 		select {
 		case e.leadDone <- l:
@@ -50,13 +50,13 @@ func newLeadership(e *Elector, parent context.Context, term uint64, deadline tim
 // extend moves the lease's end after a renewal.
 func (l *Leadership) extend(deadline time.Time) {
 	l.setDeadline(deadline)
-	l.expiry.Reset(l.e.realUntil(deadline))
+	l.expiry.Reset(l.e.clock.RealUntil(deadline))
 }
 
 // setDeadline records the lease's end, a local time read from the
 // elector's clock (it carries a wall reading too).
 func (l *Leadership) setDeadline(deadline time.Time) {
-	l.deadline.Store(int64(deadline.Sub(l.e.base)))
+	l.deadline.Store(int64(deadline.Sub(l.e.clock.Base)))
 	l.wallDeadline.Store(deadline.UnixNano())
 }
 
@@ -114,8 +114,8 @@ func (c leaseContext) Err() error {
 // expired reports whether the lease deadline has passed on the local
 // monotonic clock or on the wall clock.
 func (l *Leadership) expired() bool {
-	return !l.e.now().Before(l.e.base.Add(time.Duration(l.deadline.Load()))) ||
-		l.e.wall().UnixNano() >= l.wallDeadline.Load()
+	return !l.e.clock.Now().Before(l.e.clock.Base.Add(time.Duration(l.deadline.Load()))) ||
+		l.e.clock.Wall().UnixNano() >= l.wallDeadline.Load()
 }
 
 // Term returns the leadership's fencing token: higher than every term

@@ -1,8 +1,9 @@
 package s3lect
 
 import (
-	"crypto/sha256"
 	"time"
+
+	"github.com/s3lect/s3lect/internal/lease"
 )
 
 // The lease arithmetic: how long a lease is, what a follower knows of the
@@ -17,13 +18,6 @@ import (
 // (docs/protocol.md, 3.1).
 const noTTLLease = DefaultLeaderTimeout
 
-// ttlMillis is a LeaderTimeout as the record's ttl states it: in whole
-// milliseconds, rounded up so that no follower waits less than the
-// writer's lease.
-func ttlMillis(lt time.Duration) int64 {
-	return int64((lt + time.Millisecond - 1) / time.Millisecond)
-}
-
 // lease returns how long a follower must watch v unchanged before it may
 // take it over (section 3.1): the longer of its own LeaderTimeout and the
 // lease the record states; for a record that states none, the longest
@@ -34,7 +28,7 @@ func (sh *shared) lease(v view) time.Duration {
 	case mutIgnoreTTL:
 		return sh.p.lt
 	case v.ttl > 0:
-		return max(sh.p.lt, v.ttl)
+		return lease.Wait(sh.p.lt, v.ttl.Milliseconds())
 	}
 	return max(sh.p.lt, noTTLLease, sh.maxTTL)
 }
@@ -111,10 +105,9 @@ func stretch(d time.Duration) time.Duration {
 // observe returns the view after a read at local time now that returned
 // data and etag (absent when etag == "").
 func (v view) observe(data []byte, etag string, now time.Time) view {
-	n := view{etag: etag, seenAt: now}
-	if etag != "" {
-		n.sum = sha256.Sum256(data)
-	} else {
+	s := lease.Sight(data, etag)
+	n := view{etag: s.ETag, sum: s.Sum, seenAt: now}
+	if etag == "" {
 		n.kind = kindAbsent
 	}
 	if v.kind != kindUnknown && etag == v.etag && (n.sum == v.sum || mutETagOnly) {

@@ -2,12 +2,12 @@ package s3lect
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/s3lect/s3lect/internal/lease"
 )
 
 // The run loop is the one goroutine that owns an elector's election state.
@@ -51,7 +51,7 @@ type (
 
 func (r *campaignReq) serve(lp *loop) event {
 	lp.camps[r.id] = r
-	return evCampaign{id: r.id, lease: newLease()}
+	return evCampaign{id: r.id, lease: lease.NewID()}
 }
 
 func (r withdrawReq) serve(*loop) event { return evWithdraw(r) }
@@ -161,13 +161,13 @@ func (e *Elector) run(ctx context.Context) error {
 // step feeds ev to the decisions and performs the effects.
 func (lp *loop) step(ev event) {
 	e := lp.e
-	fx, wake := lp.c.next(ev, e.now())
+	fx, wake := lp.c.next(ev, e.clock.Now())
 	for _, f := range fx {
 		f.do(lp)
 	}
 	lp.timer.Stop()
 	if !wake.IsZero() {
-		lp.timer.Reset(max(e.realUntil(wake), time.Millisecond/10))
+		lp.timer.Reset(max(e.clock.RealUntil(wake), time.Millisecond/10))
 	}
 }
 
@@ -273,13 +273,6 @@ func (lp *loop) log(f doLog) {
 }
 
 func (lp *loop) closed(f doClosed) { lp.done, lp.failed = true, f.err }
-
-// newLease draws a leadership's lease value.
-func newLease() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
 
 // ask sends r to the run loop, starting it if needed. It returns false if
 // the loop has ended (the elector is closed) or ctx ended first.

@@ -138,7 +138,7 @@ func TestErrCrossChecksTheWallClock(t *testing.T) {
 		if err := w.l.Context().Err(); err != nil {
 			t.Fatalf("Err() on a live leadership = %v; want nil", err)
 		}
-		a.e.wallNow = func() time.Time { return time.Now().Add(testLT) } // resumed: the wall clock jumped
+		a.e.clock.WallNow = func() time.Time { return time.Now().Add(testLT) } // resumed: the wall clock jumped
 		if err := w.l.Context().Err(); err == nil || !errors.Is(context.Cause(w.l.Context()), ErrLeaseExpired) {
 			t.Fatalf("Err() after the wall clock passed the lease = %v (cause %v); want the lease's end", err, context.Cause(w.l.Context()))
 		}
@@ -158,11 +158,11 @@ func TestLeaderChecksExpiry(t *testing.T) {
 	show := func(until time.Time) {
 		e.snap.Store(&snapshot{status: status{change: Change{Leader: rec}, known: true, until: until}, next: make(chan struct{})})
 	}
-	show(e.now().Add(time.Hour))
+	show(e.clock.Now().Add(time.Hour))
 	if got, ok := e.Leader(); !ok || got != rec {
 		t.Errorf("Leader() before the knowledge runs out = %+v, %v; want x", got, ok)
 	}
-	show(e.now().Add(-time.Nanosecond))
+	show(e.clock.Now().Add(-time.Nanosecond))
 	if got, ok := e.Leader(); ok {
 		t.Errorf("Leader() after the knowledge ran out = %+v; want none", got)
 	}

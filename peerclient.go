@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/s3lect/s3lect/internal/retry"
 )
 
 // maxPeerBody bounds a peer's answer; a lockfile record is far smaller.
@@ -86,7 +88,7 @@ func (e *Elector) pollPeers(ctx context.Context) error {
 			return nil
 		}
 		select {
-		case e.peerReports <- peerReport{gen: t.gen, rec: rec, etag: etag, at: e.now(), err: err}:
+		case e.peerReports <- peerReport{gen: t.gen, rec: rec, etag: etag, at: e.clock.Now(), err: err}:
 		case t = <-e.peerTargets:
 			continue
 		case <-ctx.Done():
@@ -138,9 +140,9 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 		etag string
 	}
 	refuse := func(format string, args ...any) (answer, error) {
-		return answer{}, final(fmt.Errorf(format, args...))
+		return answer{}, retry.Final(fmt.Errorf(format, args...))
 	}
-	a, err := retry(ctx, wait+e.cfg.PeerTimeout, func(ctx context.Context) (answer, error) {
+	a, err := retry.Do(ctx, wait+e.cfg.PeerTimeout, func(ctx context.Context, _ int) (answer, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
 			return refuse("%w", err)

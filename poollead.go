@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/internal/shardlead"
 )
 
@@ -15,11 +16,11 @@ func init() { shardlead.NewFactory = detachedLeaderships }
 // only carries the clock; its loop counts as ended, so a leadership's end
 // is reported to nobody.
 func detachedLeaderships(base time.Time, rate float64) shardlead.Factory {
-	e := &Elector{base: base, rate: rate, loopDone: closedChan}
+	e := &Elector{clock: lease.Clock{Base: base, Rate: rate}, loopDone: closedChan}
 	if rate != 0 && rate != 1 {
 		// A simulated clock: Err's wall-clock cross-check reads the same
 		// clock, as the pool's deadlines are on it.
-		e.wallNow = e.now
+		e.clock.WallNow = e.clock.Now
 	}
 	return func(parent context.Context, term uint64, deadline time.Time) (any, shardlead.Control) {
 		l := newLeadership(e, parent, term, deadline)

@@ -69,6 +69,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/s3lect/s3lect/internal/defaultstore"
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -345,10 +346,8 @@ type Elector struct {
 	stats     recorder                 // counters for Stats and the health check
 	campaigns atomic.Uint64            // numbers Campaign calls
 
-	base time.Time // a fixed local time, for rate
-	rate float64   // the local clock's rate relative to real time; 0 or 1: real (tests only)
-
-	wallNow func() time.Time // the wall clock; nil: time.Now (tests only)
+	clock lease.Clock // the local and wall clocks; tests run them fast or slow
+	calls lease.Calls // the store calls, under the retry policy, on clock
 
 	life      sync.Mutex // guards started and closed, nothing else
 	started   bool
@@ -404,9 +403,10 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		loopDone:    make(chan struct{}),
 		peerClient:  peerClient,
 		ownedPeer:   ownedPeer,
-		base:        time.Now(),
+		clock:       lease.NewClock(),
 		closeDone:   make(chan struct{}),
 	}
+	e.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &e.clock, Count: e.stats.storeCall, Log: e.log}
 	if mutMarginZero {
 		e.margin = 0
 	}
@@ -512,7 +512,7 @@ func (e *Elector) Leader() (Record, bool) {
 	if s.change.IsLeader && !s.leading() {
 		return Record{}, false // this elector's leadership ended; the run loop has not taken it in yet
 	}
-	if !s.change.IsLeader && !s.until.IsZero() && !e.now().Before(s.until) {
+	if !s.change.IsLeader && !s.until.IsZero() && !e.clock.Now().Before(s.until) {
 		return Record{}, false // what this elector knew has run out, whether or not the run loop has stepped since
 	}
 	return s.change.Leader, s.known && s.change.Leader.LeaderID != ""

@@ -440,7 +440,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			t.Fatalf("seed %d: New() = %v", seed, err)
 		}
 		// Each incarnation's clock runs at its own rate, within 5%.
-		e.rate = 0.95 + 0.1*nr.Float64()
+		e.clock.Rate = 0.95 + 0.1*nr.Float64()
 		if v.peer {
 			peers.add(cfg.ServerAddr, PeerHandler(e))
 		}
@@ -529,7 +529,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 						// up to a FrequentInterval.
 						// Its work is stopped by its lease's end at the
 						// latest (s3lect run kills its command's group).
-						leaseEnd := time.Now().Add(l.e.realUntil(l.e.base.Add(time.Duration(l.deadline.Load()))))
+						leaseEnd := time.Now().Add(l.e.clock.RealUntil(l.e.clock.Base.Add(time.Duration(l.deadline.Load()))))
 						asked := false
 						if data, _, err := shared.Get(context.Background(), testKey); err == nil && errors.Is(context.Cause(l.Context()), ErrLeadershipLost) {
 							rec, err := ParseRecord(data)

@@ -3,11 +3,11 @@ package s3lect
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -33,14 +33,13 @@ type storeReq interface {
 type (
 	// getReq reads key.
 	getReq struct{ key string }
-	// putReq writes data to key over ifMatch ("" creates), whose content
-	// has the SHA-256 over (nil: unknown). With a non-zero notAfter, no
-	// attempt is sent from then on.
+	// putReq writes data to key over the object as over saw it (the
+	// zero Sighting creates). With a non-zero notAfter, no attempt is
+	// sent from then on.
 	putReq struct {
 		key      string
 		data     []byte
-		ifMatch  string
-		over     *[32]byte
+		over     lease.Sighting
 		notAfter time.Time
 	}
 	// releaseReq is a leader's release: a putReq that, if ifMatch is
@@ -53,9 +52,9 @@ type (
 
 // putOf returns the putReq of the core's write w to key.
 func putOf(key string, w write, notAfter time.Time) putReq {
-	r := putReq{key: key, data: w.data, ifMatch: w.ifMatch, notAfter: notAfter}
+	r := putReq{key: key, data: w.data, notAfter: notAfter}
 	if w.ifMatch != "" {
-		r.over = &w.over
+		r.over = lease.Sighting{ETag: w.ifMatch, Sum: w.over}
 	}
 	return r
 }
@@ -131,10 +130,10 @@ func (r getReq) perform(e *Elector, ctx context.Context) (ev evStore) {
 func (r putReq) perform(e *Elector, ctx context.Context) (ev evStore) {
 	if !r.notAfter.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, e.realUntil(r.notAfter))
+		ctx, cancel = context.WithTimeout(ctx, e.clock.RealUntil(r.notAfter))
 		defer cancel()
 	}
-	ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, r.ifMatch, r.over, r.notAfter)
+	ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, r.over, r.notAfter)
 	return ev
 }
 
@@ -144,8 +143,7 @@ func (r releaseReq) perform(e *Elector, ctx context.Context) evStore {
 		// A renewal cut off with its outcome unknown may have landed:
 		// if it did, the release goes over it.
 		if got, tag, err := e.get(ctx, r.key); err == nil && bytes.Equal(got, r.orOver) {
-			over := sha256.Sum256(got)
-			ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, tag, &over, r.notAfter)
+			ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, lease.Sight(got, tag), r.notAfter)
 		}
 	}
 	return ev
@@ -164,76 +162,22 @@ func (e *opError) Unwrap() error { return e.err }
 // get reads the object key (the lockfile or its term object) under the
 // retry policy. An absent object is returned as etag "" and a nil error.
 func (e *Elector) get(ctx context.Context, key string) (data []byte, etag string, err error) {
-	type result struct {
-		data []byte
-		etag string
-	}
-	r, err := retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (result, error) {
-		data, etag, err := e.cfg.Store.Get(ctx, key)
-		e.stats.storeCall("get", err)
-		return result{data, etag}, err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, "", nil
-	}
+	data, etag, err = e.calls.Get(ctx, key)
 	if err != nil {
 		return nil, "", &opError{"read", key, err}
 	}
-	if r.etag == "" {
-		return nil, "", &opError{"read", key, errors.New("the store returned an object without an ETag")}
-	}
-	return r.data, r.etag, nil
+	return data, etag, nil
 }
 
-// put writes data to key over etag ("" to create) under the retry policy. With a
-// non-zero notAfter, no attempt is sent once the local clock reaches it.
-//
-// If an attempt fails with its outcome unknown (a timeout, a lost reply)
-// and a later one finds the precondition failed, the earlier attempt may
-// have landed: put reads the lockfile back and, if it holds exactly data,
-// returns its ETag as the write's. No other writer produces our bytes:
-// every record carries a lease value and a stamp no other write has.
-// unsure reports, on failure, that an attempt may have landed.
-//
-// over, when set, is the SHA-256 of the content etag names. Before a retry
-// the lockfile is read: if etag now names other content (a store that
-// rewound and handed the ETag out again), the write is refused as a lost
-// precondition instead of overwriting someone else's record; if it holds
-// exactly data, an earlier attempt landed and is adopted.
-func (e *Elector) put(ctx context.Context, key string, data []byte, etag string, over *[32]byte, notAfter time.Time) (tag string, unsure bool, err error) {
-	attempt := 0
-	tag, err = retry(ctx, e.cfg.FrequentInterval, func(ctx context.Context) (string, error) {
-		if !notAfter.IsZero() && !e.now().Before(notAfter) {
-			return "", final(context.DeadlineExceeded)
-		}
-		if attempt++; attempt > 1 && over != nil && etag != "" {
-			got, gotTag, err := e.cfg.Store.Get(ctx, key)
-			e.stats.storeCall("get", err)
-			switch {
-			case err != nil && !errors.Is(err, store.ErrNotFound):
-				return "", err
-			case err == nil && bytes.Equal(got, data):
-				return gotTag, nil // an earlier attempt landed
-			case err != nil || gotTag != etag || sha256.Sum256(got) != *over:
-				return "", store.ErrPreconditionFailed
-			}
-		}
-		tag, err := e.cfg.Store.PutIfMatch(ctx, key, data, etag)
-		e.stats.storeCall("put", err)
-		if err != nil && !errors.Is(err, store.ErrPreconditionFailed) {
-			unsure = true
-		}
-		return tag, err
-	})
-	if err == nil {
-		return tag, false, nil
+// put writes data to key over the object as over saw it (the zero
+// Sighting creates), by the rules of lease.Calls.Put: retries read first,
+// a write that landed after a lost reply is adopted, no attempt is sent
+// once the local clock reaches a non-zero notAfter. unsure reports, on
+// failure, that an attempt may have landed.
+func (e *Elector) put(ctx context.Context, key string, data []byte, over lease.Sighting, notAfter time.Time) (tag string, unsure bool, err error) {
+	tag, unsure, err = e.calls.Put(ctx, key, data, over, notAfter)
+	if err != nil {
+		return "", unsure, &opError{"write", key, err}
 	}
-	if errors.Is(err, store.ErrPreconditionFailed) && unsure {
-		got, gotTag, gerr := e.get(ctx, key)
-		if gerr == nil && bytes.Equal(got, data) {
-			e.log.Debug("adopted own write whose reply was lost", "etag", gotTag)
-			return gotTag, false, nil
-		}
-	}
-	return "", unsure, &opError{"write", key, err}
+	return tag, false, nil
 }

@@ -25,7 +25,7 @@ func claimer(t *testing.T, id string, members []string, shards ...string) (p *Po
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.leads = shardlead.NewFactory(p.base, p.rate)
+	p.leads = shardlead.NewFactory(p.clock.Base, p.clock.Rate)
 	p.st.members = members
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

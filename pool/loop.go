@@ -687,7 +687,7 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 		case w == p.cfg.ID || !read || pv == nil:
 		case pv.live(now, p.lt) && w < p.cfg.ID:
 			return // a live worker with a lower ID prunes
-		case pv.sight.etag == "" || !superseded(pv.raw):
+		case pv.sight.ETag == "" || !superseded(pv.raw):
 		case pv.ok && pv.rec.Released:
 			gone = append(gone, w)
 		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w])))):
@@ -903,7 +903,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	if !mutAbsentAged {
 		var gone []string
 		for _, w := range ws {
-			if _, read := sent[w]; read && s.peers[w].sight.etag == "" {
+			if _, read := sent[w]; read && s.peers[w].sight.ETag == "" {
 				gone = append(gone, w)
 				delete(sent, w) // not a sighting: looked at again once buried
 			}
@@ -1046,7 +1046,7 @@ func (s *loopState) cleared(a *attempt, ws []string, sent map[string]time.Time, 
 			return false, later(retry, now.Add(p.fi))
 		}
 		t, busy := s.clearance(w, a.shard, a.rec, a.etag != "")
-		if mutAbsentAged && w == a.rec.Owner && s.peers[w].sight.etag == "" {
+		if mutAbsentAged && w == a.rec.Owner && s.peers[w].sight.ETag == "" {
 			sv := s.shard(a.shard)
 			if sv.ownerGone.IsZero() {
 				sv.ownerGone = readAt

@@ -44,7 +44,7 @@ func TestMarginCoversClockRates(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				p.rate = rate
+				p.clock.Rate = rate
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
 				go func() { defer close(done); p.Run(ctx) }()

@@ -101,6 +101,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/internal/shardlead"
 	"github.com/s3lect/s3lect/store"
 )
@@ -159,8 +160,8 @@ type Pool struct {
 	keyMembers string
 	keySession string
 
-	base  time.Time // a fixed local time, for rate
-	rate  float64   // the local clock's rate relative to real time; 0 or 1: real (tests only)
+	clock lease.Clock // the local clock; tests run it fast or slow
+	calls lease.Calls // the store calls, on clock
 	leads shardlead.Factory
 
 	sess  session
@@ -242,8 +243,9 @@ func New(cfg Config) (*Pool, error) {
 		log:        cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID),
 		keyMembers: cfg.Prefix + "members.json",
 		keySession: cfg.Prefix + "sessions/" + cfg.ID + ".json",
-		base:       time.Now(),
+		clock:      lease.NewClock(),
 	}
+	p.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &p.clock, Count: p.stats.call, Log: p.log}
 	if mutNoMargin {
 		p.margin = 0
 	}
@@ -260,24 +262,12 @@ func New(cfg Config) (*Pool, error) {
 func (p *Pool) sessionKey(worker string) string { return p.cfg.Prefix + "sessions/" + worker + ".json" }
 func (p *Pool) shardKey(shard string) string    { return p.cfg.Prefix + "shards/" + shard + ".json" }
 
-// now is the worker's local monotonic time. Tests model a clock that runs
-// fast or slow by setting rate.
-func (p *Pool) now() time.Time {
-	if p.rate == 0 || p.rate == 1 {
-		return time.Now()
-	}
-	return p.base.Add(time.Duration(float64(time.Since(p.base)) * p.rate))
-}
+// now is the worker's local monotonic time.
+func (p *Pool) now() time.Time { return p.clock.Now() }
 
-// realUntil returns how long, in real time, until local time t.
-func (p *Pool) realUntil(t time.Time) time.Duration {
-	d := t.Sub(p.now())
-	if p.rate == 0 || p.rate == 1 || d <= 0 {
-		return d
-	}
-	// Rounded up, so that a timer set for it never fires before t.
-	return time.Duration(float64(d)/p.rate) + 1
-}
+// realUntil returns how long, in real time, until local time t (rounded
+// up: a timer set for it never fires before t).
+func (p *Pool) realUntil(t time.Time) time.Duration { return p.clock.RealUntil(t) }
 
 // sleep waits until local time t or until ctx ends; it reports whether t
 // came.
@@ -312,7 +302,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("pool: Run called twice")
 	}
-	p.leads = shardlead.NewFactory(p.base, p.rate)
+	p.leads = shardlead.NewFactory(p.clock.Base, p.clock.Rate)
 	lctx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	p.stopRun = stopLoop

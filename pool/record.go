@@ -2,14 +2,12 @@ package pool
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -62,14 +60,20 @@ type shardRecord struct {
 	LastUpdated time.Time `json:"lastUpdated"` // wall clock, for people only
 }
 
-// ttlMillis is d in milliseconds, rounded up.
-func ttlMillis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+// The lease rules the pool shares with the elector, in internal/lease,
+// under the names the pool's loop calls them by: a LeaderTimeout as a
+// record's ttl states it (milliseconds, rounded up); how long a record
+// stating ttl must be seen unchanged (the longer of this worker's
+// LeaderTimeout and the writer's); an object as a read found it (ETag and
+// SHA-256); a session's random identity.
+var (
+	ttlMillis    = lease.TTLMillis
+	wait         = lease.Wait
+	sight        = lease.Sight
+	newSessionID = lease.NewID
+)
 
-// wait returns how long a record stating ttl milliseconds must be seen
-// unchanged: the longer of this worker's LeaderTimeout and the writer's.
-func wait(own time.Duration, ttl int64) time.Duration {
-	return max(own, time.Duration(ttl)*time.Millisecond)
-}
+type sighting = lease.Sighting
 
 // tombstoneRecord is what a worker writes into another worker's session
 // object that it found absent (see bury): unique bytes in place of an
@@ -150,25 +154,4 @@ func parseMembers(data []byte) (membersRecord, error) {
 	var r membersRecord
 	err := decode(data, &r, func() int { return r.Pool })
 	return r, err
-}
-
-// newSessionID draws a session's identity.
-func newSessionID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// sighting is one object as a read found it: an ETag with the SHA-256 of
-// its bytes (docs/protocol.md, section 2), or an absence (etag "").
-type sighting struct {
-	etag string
-	sum  [32]byte
-}
-
-func sight(data []byte, etag string) sighting {
-	if etag == "" {
-		return sighting{}
-	}
-	return sighting{etag: etag, sum: sha256.Sum256(data)}
 }

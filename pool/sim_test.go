@@ -510,7 +510,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}
 		// Each incarnation's clock runs at its own rate within 5%, a third
 		// of them at either bound, where the margin matters most.
-		pl.rate = []float64{0.95, 1.05, 0.95 + 0.1*wr.Float64()}[wr.IntN(3)]
+		pl.clock.Rate = []float64{0.95, 1.05, 0.95 + 0.1*wr.Float64()}[wr.IntN(3)]
 		w.p = pl
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel

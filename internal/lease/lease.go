@@ -1,0 +1,68 @@
+// Package lease holds the rules that the elector (package s3lect) and the
+// worker pool (package pool) share for holding and watching leases on the
+// objects of a store with conditional writes (docs/protocol.md, sections 2,
+// 3 and 6; docs/pool-protocol.md follows the same rules):
+//
+//   - the store calls, Get and Put, under the fixed retry schedule
+//     (package retry), with a write that landed after a lost reply adopted
+//     and a retry refused over a store that handed an ETag out again (calls.go);
+//   - sightings: an object as a read found it, its ETag with the SHA-256
+//     of its bytes;
+//   - the ttl arithmetic: a LeaderTimeout as a record states it, and how
+//     long a reader waits a record out;
+//   - the local clock, which tests run fast or slow, and the wall clock
+//     that a leadership's Err cross-checks (clock.go);
+//   - random IDs: leases, sessions, nonces.
+//
+// It holds no election state and decides nothing: the callers keep their
+// own decisions, and call these for the rules they both follow.
+package lease
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// Sighting is one object as a read found it: its ETag together with the
+// SHA-256 of its bytes, so that a store that hands one ETag out again for
+// other content (a rewound store) is seen to have changed
+// (docs/protocol.md, section 2). The zero Sighting is an absence.
+type Sighting struct {
+	ETag string   // "" when absent
+	Sum  [32]byte // zero when absent
+}
+
+// Sight returns the sighting of a read that returned data and etag (an
+// absence when etag is "").
+func Sight(data []byte, etag string) Sighting {
+	if etag == "" {
+		return Sighting{}
+	}
+	return Sighting{ETag: etag, Sum: sha256.Sum256(data)}
+}
+
+// TTLMillis is a LeaderTimeout as a record's ttl states it: in whole
+// milliseconds, rounded up so that no reader waits less than the writer's
+// lease.
+func TTLMillis(lt time.Duration) int64 {
+	return int64((lt + time.Millisecond - 1) / time.Millisecond)
+}
+
+// Wait returns how long a reader whose LeaderTimeout is own must see a
+// record that states ttl milliseconds unchanged before it counts the
+// writer's lease as over: the longer of the two (docs/protocol.md, 3.1).
+func Wait(own time.Duration, ttl int64) time.Duration {
+	return max(own, time.Duration(ttl)*time.Millisecond)
+}
+
+// NewID draws a random identity: 16 hex digits (64 bits), for a
+// leadership's lease value, a pool session or a tombstone's nonce. Two
+// draws never meet in practice, so a record that carries one has bytes no
+// other writer produces.
+func NewID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/lease"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -266,8 +267,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 // waiting for a loop that never answers.
 func TestTransferOnDetachedLeadership(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l, ctl := detachedLeaderships(time.Now(), 1)(t.Context(), 1, time.Now().Add(time.Minute))
-		lead := l.(*Leadership)
+		lead, ctl := detachedLeaderships(lease.NewClock())(t.Context(), 1, time.Now().Add(time.Minute))
 		go func() {
 			<-lead.Context().Done()
 			ctl.Exit(nil) // what the pool does once the leadership has ended

@@ -8,21 +8,24 @@ import (
 	"github.com/s3lect/s3lect/internal/shardlead"
 )
 
-func init() { shardlead.NewFactory = detachedLeaderships }
+// Package pool builds its shards' Leaderships through this Maker, typed,
+// without a function in this package's API (internal/shardlead says why
+// that takes a registry).
+func init() { shardlead.Register(shardlead.Maker[*Leadership](detachedLeaderships)) }
 
 // detachedLeaderships returns a factory of Leaderships that no Elector
 // runs, for package pool's multiplexed shard lease: the pool extends, ends
 // and finishes each through its control. The one Elector they all hang on
 // only carries the clock; its loop counts as ended, so a leadership's end
 // is reported to nobody.
-func detachedLeaderships(base time.Time, rate float64) shardlead.Factory {
-	e := &Elector{clock: lease.Clock{Base: base, Rate: rate}, loopDone: closedChan}
-	if rate != 0 && rate != 1 {
+func detachedLeaderships(clock lease.Clock) shardlead.Factory[*Leadership] {
+	e := &Elector{clock: clock, loopDone: closedChan}
+	if clock.Rate != 0 && clock.Rate != 1 {
 		// A simulated clock: Err's wall-clock cross-check reads the same
 		// clock, as the pool's deadlines are on it.
 		e.clock.WallNow = e.clock.Now
 	}
-	return func(parent context.Context, term uint64, deadline time.Time) (any, shardlead.Control) {
+	return func(parent context.Context, term uint64, deadline time.Time) (*Leadership, shardlead.Control) {
 		l := newLeadership(e, parent, term, deadline)
 		return l, detached{l}
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/internal/shardlead"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -25,7 +24,7 @@ func claimer(t *testing.T, id string, members []string, shards ...string) (p *Po
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.leads = shardlead.NewFactory(p.clock.Base, p.clock.Rate)
+	p.leads = newLeaderships(p.clock)
 	p.st.members = members
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1194,8 +1194,8 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 		p.log.Info("claimed a shard for a session that has ended; the others will take it over", "shard", a.shard)
 		return false
 	}
-	lv, c := p.leads(ctx, a.term, p.sess.deadline)
-	ld := &lead{shard: a.shard, term: a.term, session: id, l: lv.(*s3lect.Leadership), c: c, sum: sha256.Sum256(a.out), etag: a.tag}
+	l, c := p.leads(ctx, a.term, p.sess.deadline)
+	ld := &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sha256.Sum256(a.out), etag: a.tag}
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld

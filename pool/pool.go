@@ -162,7 +162,7 @@ type Pool struct {
 
 	clock lease.Clock // the local clock; tests run it fast or slow
 	calls lease.Calls // the store calls, on clock
-	leads shardlead.Factory
+	leads shardlead.Factory[*s3lect.Leadership]
 
 	sess  session
 	queue eventQueue
@@ -302,7 +302,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	if p.ran.Swap(true) {
 		return errors.New("pool: Run called twice")
 	}
-	p.leads = shardlead.NewFactory(p.clock.Base, p.clock.Rate)
+	p.leads = newLeaderships(p.clock)
 	lctx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	p.stopRun = stopLoop
@@ -321,6 +321,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// newLeaderships builds the shards' Leaderships (package s3lect registers
+// it; see internal/shardlead).
+var newLeaderships = shardlead.Registered[*s3lect.Leadership]()
 
 // ErrDuplicateID is returned by Run when another process runs as the same
 // worker: two workers were given one ID.

@@ -392,7 +392,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		key:         cfg.LockfilePath,
 		termKey:     cfg.LockfilePath + termSuffix,
 		log:         cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
-		margin:      cfg.LeaderTimeout / 10,
+		margin:      lease.Margin(cfg.LeaderTimeout),
 		ctx:         ctx,
 		cancel:      cancel,
 		reqs:        make(chan request),

@@ -13,7 +13,8 @@ import (
 
 // The store calls: the storage goroutines that perform the run loop's
 // store calls, one at a time, and the calls themselves, get and put of the
-// lockfile or its term object under the retry policy (retry.go). The
+// lockfile or its term object, by the rules the pool shares
+// (internal/lease, on the retry policy of internal/retry). The
 // follower's reader and the leader's renewer are each one goroutine.
 
 // storeOp is a store call for a storage goroutine: its context, the

@@ -239,7 +239,7 @@ func New(cfg Config) (*Pool, error) {
 		cfg:        cfg,
 		fi:         cfg.FrequentInterval,
 		lt:         cfg.LeaderTimeout,
-		margin:     cfg.LeaderTimeout / 10,
+		margin:     lease.Margin(cfg.LeaderTimeout),
 		log:        cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID),
 		keyMembers: cfg.Prefix + "members.json",
 		keySession: cfg.Prefix + "sessions/" + cfg.ID + ".json",

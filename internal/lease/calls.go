@@ -21,8 +21,8 @@ type Calls struct {
 	Timeout time.Duration
 	// Clock is the local clock that Put's notAfter is read on.
 	Clock *Clock
-	// Count, if set, is told of every request sent: op is "get" or "put",
-	// err the store's answer.
+	// Count, if set, is told of every request sent: op is "get", "put" or
+	// "list", err the store's answer.
 	Count func(op string, err error)
 	// Log, if set, gets a Debug line for each write adopted after a lost
 	// reply.
@@ -63,6 +63,24 @@ func (c *Calls) Get(ctx context.Context, key string) (data []byte, etag string, 
 		return nil, "", ErrNoETag
 	}
 	return r.data, r.etag, nil
+}
+
+// ErrNoList is List on a store that does not implement store.Lister.
+var ErrNoList = fmt.Errorf("%w: the store cannot list keys (it does not implement store.Lister)", errors.ErrUnsupported)
+
+// List returns the objects under prefix with their ETags, by
+// store.Lister, under the retry schedule. A listing is a hint, never a
+// sighting: it carries no bytes, and may lag behind writes.
+func (c *Calls) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	l, ok := c.Store.(store.Lister)
+	if !ok {
+		return nil, ErrNoList
+	}
+	return retry.Do(ctx, c.Timeout, func(ctx context.Context, _ int) ([]store.Entry, error) {
+		es, err := l.List(ctx, prefix)
+		c.count("list", err)
+		return es, err
+	})
 }
 
 // Put writes data to key over the object as over saw it (the zero

@@ -263,3 +263,42 @@ func TestGet(t *testing.T) {
 		}
 	})
 }
+
+// listing is a scripted store that lists what it holds.
+type listing struct{ *scripted }
+
+func (l listing) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err, _ := l.ask("list"); err != nil {
+		return nil, err
+	}
+	var es []store.Entry
+	for k, o := range l.objs {
+		if strings.HasPrefix(k, prefix) {
+			es = append(es, store.Entry{Key: k, ETag: o[1]})
+		}
+	}
+	return es, nil
+}
+
+func TestList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScripted()
+		s.set("p/a", "x", "e1")
+		s.set("q/b", "y", "e2")
+		c, counted := newCalls(listing{s})
+		s.fault = failing(false, 1)
+		es, err := c.List(t.Context(), "p/")
+		if err != nil || len(es) != 1 || es[0] != (store.Entry{Key: "p/a", ETag: "e1"}) {
+			t.Errorf("List(p/) after a failed attempt = %v, %v; want [p/a e1]", es, err)
+		}
+		if got := strings.Join(*counted, " "); got != "list list" {
+			t.Errorf("requests counted: %q; want %q", got, "list list")
+		}
+		c, _ = newCalls(s)
+		if _, err := c.List(t.Context(), "p/"); !errors.Is(err, ErrNoList) || !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("List() on a store without List = %v; want ErrNoList", err)
+		}
+	})
+}

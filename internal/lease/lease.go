@@ -3,13 +3,14 @@
 // objects of a store with conditional writes (docs/protocol.md, sections 2,
 // 3 and 6; docs/pool-protocol.md follows the same rules):
 //
-//   - the store calls, Get and Put, under the fixed retry schedule
+//   - the store calls, Get, Put and List, under the fixed retry schedule
 //     (package retry), with a write that landed after a lost reply adopted
 //     and a retry refused over a store that handed an ETag out again (calls.go);
 //   - sightings: an object as a read found it, its ETag with the SHA-256
 //     of its bytes;
-//   - the ttl arithmetic: a LeaderTimeout as a record states it, and how
-//     long a reader waits a record out;
+//   - the lease arithmetic: the holder's safety margin, a LeaderTimeout
+//     as a record's ttl states it, and how long a reader waits a record
+//     out;
 //   - the local clock, which tests run fast or slow, and the wall clock
 //     that a leadership's Err cross-checks (clock.go);
 //   - random IDs: leases, sessions, nonces.
@@ -49,6 +50,13 @@ func Sight(data []byte, etag string) Sighting {
 func TTLMillis(lt time.Duration) int64 {
 	return int64((lt + time.Millisecond - 1) / time.Millisecond)
 }
+
+// Margin is the safety margin a lease holder keeps: its lease ends
+// LeaderTimeout less the margin after the send of its last successful
+// write (docs/protocol.md, 3.1). A tenth of LeaderTimeout keeps a holder
+// whose clock runs up to 5 % slow from outliving a reader's wait on a
+// clock up to 5 % fast.
+func Margin(lt time.Duration) time.Duration { return lt / 10 }
 
 // Wait returns how long a reader whose LeaderTimeout is own must see a
 // record that states ttl milliseconds unchanged before it counts the

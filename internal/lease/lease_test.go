@@ -49,6 +49,23 @@ func TestTTLMillisRoundsUp(t *testing.T) {
 	}
 }
 
+// TestMargin: docs/protocol.md, 3.1: a holder on a clock
+// ρ = 5 % slow stops within (LeaderTimeout - margin)/(1-ρ) of real time,
+// before a reader on a clock 5 % fast has waited LeaderTimeout/(1+ρ).
+func TestMargin(t *testing.T) {
+	const rho = 0.05
+	for _, lt := range []time.Duration{time.Second, 15 * time.Second, time.Hour} {
+		if m := Margin(lt); m != lt/10 {
+			t.Errorf("Margin(%v) = %v; want a tenth", lt, m)
+		}
+		holder := float64(lt-Margin(lt)) / (1 - rho)
+		reader := float64(lt) / (1 + rho)
+		if holder >= reader {
+			t.Errorf("LeaderTimeout %v: the holder may run %v of real time, the reader waits %v", lt, time.Duration(holder), time.Duration(reader))
+		}
+	}
+}
+
 func TestWaitIsTheLongerLease(t *testing.T) {
 	for _, tc := range []struct {
 		own  time.Duration

@@ -445,3 +445,71 @@ func TestWarnsOnceAboutRiskySettings(t *testing.T) {
 		}
 	}
 }
+
+// TestListOnNATS checks what the conformance suite cannot: keys in the
+// bucket that no path maps to, deleted and purged keys, listings in the
+// order of paths (not of NATS keys), more keys than the watch's buffer
+// holds (256), and listings cut short by their context, which must leave
+// no goroutine behind (goleak, in TestMain).
+func TestListOnNATS(t *testing.T) {
+	ns := startNATS(t)
+	kv, _ := ns.bucket(t)
+	st := natskv.New(kv)
+	ctx := t.Context()
+	var want []store.Entry
+	for _, path := range []string{"pool/s/a0", "pool/s/a.json", "pool/s/b c", "pool/s/z"} {
+		etag, err := st.PutIfMatch(ctx, path, []byte(`{}`), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, store.Entry{Key: path, ETag: etag})
+	}
+	// "a.json" sorts before "a0" as a path; its key "a=2Ejson" after "a0".
+	want[0], want[1] = want[1], want[0]
+	for _, path := range []string{"pool/s/gone", "pool/s/purged", "pool/t/x", "pool/sx"} {
+		if _, err := st.PutIfMatch(ctx, path, []byte(`{}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Delete(ctx, natskv.Key("pool/s/gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, natskv.Key("pool/s/purged")); err != nil {
+		t.Fatal(err)
+	}
+	for _, foreign := range []string{"pool/s/raw.dot", "pool/s/x=2e"} { // no path maps to these
+		if _, err := kv.Put(ctx, foreign, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.List(ctx, "pool/s/")
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("List(pool/s/) = %v, %v; want %v", got, err, want)
+	}
+
+	const many = 600
+	for i := range many {
+		if _, err := kv.Create(ctx, natskv.Key(fmt.Sprintf("many/%03d", i)), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = st.List(ctx, "many/")
+	if err != nil || len(got) != many || got[0].Key != "many/000" || got[many-1].Key != fmt.Sprintf("many/%03d", many-1) {
+		t.Fatalf("List(many/) = %d entries, %v; want %d, from many/000 to many/%03d", len(got), err, many, many-1)
+	}
+	// Deadlines that end some listings before, some during and some after
+	// the watch: each gives the whole listing or the context's error.
+	cut := 0
+	for _, d := range []time.Duration{0, 100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond} {
+		dctx, cancel := context.WithTimeout(ctx, d)
+		got, err := st.List(dctx, "many/")
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			cut++
+		case err != nil || len(got) != many:
+			t.Errorf("List(many/) with a deadline of %v = %d entries, %v; want %d or DeadlineExceeded", d, len(got), err, many)
+		}
+	}
+	t.Logf("%d of 8 listings ended by their deadline", cut)
+}

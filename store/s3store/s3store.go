@@ -350,7 +350,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 			return nil, s.mapError("list", prefix, err, false)
 		}
 		for _, o := range out.Contents {
-			if key := aws.ToString(o.Key); !strings.HasSuffix(key, probeSuffix) {
+			if key := aws.ToString(o.Key); !strings.HasSuffix(key, condcheck.ProbeSuffix) {
 				entries = append(entries, store.Entry{Key: key, ETag: aws.ToString(o.ETag)})
 			}
 		}
@@ -497,7 +497,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 	if done || verdict != nil {
 		return verdict
 	}
-	probe := key + probeSuffix
+	probe := key + condcheck.ProbeSuffix
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	body := func(step string) []byte {
 		return []byte(`{"probe":"s3lect checks conditional writes here","step":"` + step + `","at":"` + at + `"}`)
@@ -561,10 +561,6 @@ func (s *Store) check(ctx context.Context, key string) error {
 	}
 	return fmt.Errorf("s3store: conditional-write check on s3://%s/%s: other writers changed the probe %d times in a row; will check again on the next write", s.bucket, probe, checkAttempts)
 }
-
-// probeSuffix names the probe object of the conditional-write check: the
-// key of the Store's first write, with this appended.
-const probeSuffix = ".s3lect-probe"
 
 // checkAttempts bounds the rounds of the If-Match check that other
 // writers of the probe may spoil.

@@ -28,6 +28,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -275,6 +276,12 @@ func poolCostTable(ctx context.Context, o options, st namedStore, w io.Writer) e
 	fmt.Fprintln(w, "|---|---|---|---|"+strings.Repeat("---|", len(clouds)))
 	for _, workers := range o.costPools {
 		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.window)
+		if errors.Is(err, errNoSpread) {
+			// Not a steady state: nothing to price. The row says so, and
+			// the other rows are still measured.
+			fmt.Fprintf(w, "| %d | not measured: %v |%s\n", workers, errNoSpread, strings.Repeat(" |", 2+len(clouds)))
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("pool cost on %s, %d workers: %w", st.short, workers, err)
 		}

@@ -101,6 +101,9 @@ func (c calls) minus(o calls) calls {
 	return calls{gets: c.gets - o.gets, puts: c.puts - o.puts, lists: c.lists - o.lists}
 }
 
+// errNoSpread marks a pool whose workers did not reach their shares.
+var errNoSpread = errors.New("the shards did not spread over the workers (their share ± 1) within 40 × LeaderTimeout")
+
 // errSurvivorLost marks a trial in which a worker other than the one killed
 // lost its session (a store or a machine too slow for the scaled lease):
 // it measures that, not a crash, so it is run again.
@@ -172,7 +175,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	}
 	for deadline := time.Now().Add(40 * lt); !spread(ws); time.Sleep(fi / 10) {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the shards did not spread over %d workers (their share ± 1) within 40 × LeaderTimeout", workers)
+			return 0, fmt.Errorf("%d workers: %w", workers, errNoSpread)
 		}
 	}
 	if measure != nil {

@@ -344,7 +344,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 // List implements store.Lister with List Blobs on prefix (committed blobs
 // only: no snapshots, versions or deleted blobs), following its markers:
 // one request per page of up to 5,000 blobs (Azure may end a page early,
-// even empty, with a marker to go on from). Azure lists a blob's ETag
+// even empty, with a marker to go on from); ctx bounds them all, and the
+// SDK's retries are off as for Get. Azure lists a blob's ETag
 // without the quotes that Get Blob's ETag header has; List quotes it, so
 // that an entry's ETag is the one Get returns. The Store's own probe blobs
 // (names ending in ".s3lect-probe") are left out. The identity needs

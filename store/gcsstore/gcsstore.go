@@ -211,7 +211,8 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 
 // List implements store.Lister with GCS's objects.list on prefix (live
 // objects only, asking for their names and generations), following its
-// page tokens: one request per 1,000 objects. Each entry's ETag is the
+// page tokens: one request per 1,000 objects, ctx bounding them all, the
+// client's retries off as for Get. Each entry's ETag is the
 // object's generation, as Get returns it. It needs storage.objects.list
 // on the bucket (roles/storage.objectUser has it). The Store's own probe
 // objects (names ending in ".s3lect-probe") are left out.

@@ -328,7 +328,9 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 
 // List implements store.Lister with ListObjectsV2 on prefix, following
 // its continuation tokens through every page (S3 returns up to 1,000 keys
-// a page), so that a listing costs one LIST request per 1,000 keys. Each
+// a page), so that a listing costs one LIST request per 1,000 keys; ctx
+// bounds the whole listing, every page (a caller's per-call timeout
+// covers them all), and the SDK's retries are off as for Get. Each
 // entry's ETag is the listing's, in the form Get returns it (quoted on
 // S3). It needs s3:ListBucket on the bucket, for the prefix.
 //

@@ -263,10 +263,19 @@ func TestListErrorMapping(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.code, func(t *testing.T) {
-			f := &fakeS3{conditional: true, fail: map[string][2]any{"GET": {tc.status, tc.code}}}
-			_, err := newFake(t, f).List(t.Context(), "pool/sessions/")
+			f := &fakeS3{conditional: true, objects: map[string][]byte{}, fail: map[string][2]any{"GET": {tc.status, tc.code}}}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			var requests atomic.Int32
+			client := s3test.ClientFor(t, srv.URL, func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(r *http.Request) (*http.Response, error) { requests.Add(1); return rt.RoundTrip(r) })
+			}, "fake", "fake")
+			_, err := s3store.New(client, "bucket").List(t.Context(), "pool/sessions/")
 			if !tc.want(err) || !strings.Contains(err.Error(), tc.naming) || !strings.Contains(err.Error(), "pool/sessions/") {
 				t.Errorf("List() error = %v; want a %s error naming %s and the prefix", err, tc.wantDesc, tc.naming)
+			}
+			if n := requests.Load(); n != 1 {
+				t.Errorf("List() sent %d requests; want 1 (no retry inside the SDK)", n)
 			}
 		})
 	}

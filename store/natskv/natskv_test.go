@@ -33,14 +33,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // port, storing into a temporary directory with every write synced before
 // it is acknowledged (sync_interval: always).
 type natsServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
 	cmd  *exec.Cmd
 }
 
-func startNATS(t *testing.T) *natsServer {
+func startNATS(t testing.TB) *natsServer {
 	t.Helper()
 	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
 	if bin == "" {
@@ -94,7 +94,7 @@ func (ns *natsServer) stop() {
 
 // bucket connects a new client to the server and opens (creating if need
 // be) the ELECTIONS bucket. The connection closes when the test ends.
-func (ns *natsServer) bucket(t *testing.T) (jetstream.KeyValue, *nats.Conn) {
+func (ns *natsServer) bucket(t testing.TB) (jetstream.KeyValue, *nats.Conn) {
 	t.Helper()
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", ns.port),
 		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Timeout(2*time.Second))
@@ -512,4 +512,60 @@ func TestListOnNATS(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 8 listings ended by their deadline", cut)
+}
+
+// BenchmarkListOnNATS lists the 100 sessions of a pool (List), in a bucket
+// of their own and in one that also holds 10,000 shard records: NATS
+// cannot narrow the watch to the prefix, so a listing streams the headers
+// of every key in the bucket. GetEach reads the 100 sessions one by one
+// instead, as a pool does on a store without List.
+//
+//	S3LECT_TEST_NATS_SERVER=... go test -run XXX -bench ListOnNATS -benchtime 20x ./store/natskv
+func BenchmarkListOnNATS(b *testing.B) {
+	ns := startNATS(b)
+	_, nc := ns.bucket(b)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, shards := range []int{0, 10_000} {
+		kv, err := js.CreateOrUpdateKeyValue(b.Context(), jetstream.KeyValueConfig{Bucket: fmt.Sprintf("POOL%d", shards)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := natskv.New(kv)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 64)
+		for i := range shards + 100 {
+			key := fmt.Sprintf("pool/sessions/w%03d", i)
+			if i >= 100 {
+				key = fmt.Sprintf("pool/shards/%05d", i-100)
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := kv.Create(context.Background(), natskv.Key(key), []byte(`{}`)); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		b.Run(fmt.Sprintf("shards=%d/List", shards), func(b *testing.B) {
+			for b.Loop() {
+				got, err := st.List(b.Context(), "pool/sessions/")
+				if err != nil || len(got) != 100 {
+					b.Fatalf("List() = %d entries, %v; want 100", len(got), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("shards=%d/GetEach", shards), func(b *testing.B) {
+			for b.Loop() {
+				for i := range 100 {
+					if _, _, err := st.Get(b.Context(), fmt.Sprintf("pool/sessions/w%03d", i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }

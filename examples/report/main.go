@@ -1,7 +1,9 @@
 // Command report measures s3lect and prints a markdown report: crash
 // failover, graceful handover and stale-peer takeover times by mode, S3
-// requests and monthly cost by group size, and what 1,000 electors cost
-// in one process, with the configuration and the machine they were
+// requests and monthly cost by group size, what 1,000 electors cost in
+// one process, package pool's requests per worker and failover, and what
+// a pool of 10, 30 and 100 workers costs a month on S3, GCS and Azure
+// (-pool-cost), with the configuration and the machine they were
 // measured on.
 //
 // It always measures on the in-memory store with simulated latency, and
@@ -26,15 +28,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 	"github.com/s3lect/s3lect/store/s3store"
@@ -49,19 +54,34 @@ type options struct {
 	groups    []int
 	electors  int
 	shardK    int    // the shard table's scale
+	costPools []int  // the pool cost table's numbers of workers
 	shardOnly bool   // only the shard table
 	noMemory  bool   // with a bucket: skip the failover rows on the in-memory store
 	mode      string // when set, only the failover rows of the mode so named
 }
 
 func main() {
-	o := options{groups: []int{3, 10, 100}, electors: 1000}
+	o := options{groups: []int{3, 10, 100}, electors: 1000, costPools: []int{10, 30, 100}}
 	flag.StringVar(&o.bucket, "bucket", "", "also measure on this S3 bucket (standard AWS environment); it must exist")
 	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure on the bucket only (no in-memory failover rows, no in-memory electors table)")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
+	flag.Func("pool-cost", "numbers of workers, comma-separated, of the pool cost table (default 10,30,100; \"\" leaves the table out)", func(v string) error {
+		o.costPools = nil
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a number of workers", f)
+			}
+			o.costPools = append(o.costPools, n)
+		}
+		return nil
+	})
 	flag.StringVar(&o.mode, "mode", "", "measure only the failover rows of this mode (e.g. \"storage, InfrequentInterval = FrequentInterval\"), nothing else")
 	flag.IntVar(&o.trials, "trials", 15, "failover trials per mode and event")
 	flag.DurationVar(&o.window, "window", 12*time.Second, "measurement window for requests and resources")
@@ -205,13 +225,13 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
 	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+
 		"Intervals: the defaults divided by %d (FrequentInterval %v, LeaderTimeout %v). "+
-		"Requests are all workers' together, per FrequentInterval, in steady state (an elector per shard would write %d PUTs per interval). "+
+		"Requests are per worker per FrequentInterval, in steady state, every attempt counted (an elector per shard would write %d PUTs per interval in all); LIST is one listing of a prefix, on a store that lists. "+
 		"Crash: a worker is killed (its store calls fail at once, calls in flight too; no goodbye) at a random point of its renewal cycle; "+
 		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
 		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine included (targets: at most 2 goroutines and 8 KiB).\n\n",
 		o.shardK, sfi, slt, nShards, o.trials)
-	fmt.Fprintln(w, "| store | PUT per FrequentInterval | GET per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, st := range stores {
 		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.trials, o.window)
 		if err != nil {
@@ -227,8 +247,49 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		if r.disturbed > 0 {
 			trials += fmt.Sprintf(" (%d more run again)", r.disturbed)
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.1f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.putsPerFI, r.getsPerFI,
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.perWorker.puts, r.perWorker.gets, r.perWorker.lists,
 			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials)
+	}
+	return poolCostTable(ctx, o, stores[len(stores)-1], w)
+}
+
+// poolCostTable measures a pool's requests per worker in steady state at
+// each of o.costPools workers, and prints what they cost a month.
+func poolCostTable(ctx context.Context, o options, st namedStore, w io.Writer) error {
+	if len(o.costPools) == 0 {
+		return nil
+	}
+	nShards := o.electors
+	sfi, _, _ := scaled(o.shardK)
+	fmt.Fprintf(w, "\n## What a pool costs a month (package pool, %d shards)\n\n", nShards)
+	fmt.Fprintf(w, "On %s. Requests per worker per FrequentInterval in steady state, measured over %v at 1/%d scale (FrequentInterval %v), "+
+		"and the pool's cost a month at the default FrequentInterval (%v, %d hours a month) at list prices per 1,000 requests: "+
+		"S3 Standard PUT and LIST $%.4f, GET $%.4f; GCS Standard (regional) Class A (writes, objects.list) $%.4f, Class B (reads) $%.4f; "+
+		"Azure Blob Hot LRS write and list $%.4f, read $%.4f. Storage and network are left out.\n\n",
+		st.name, o.window, o.shardK, sfi, s3lect.DefaultFrequentInterval, hoursPerMonth,
+		clouds[0].put*1000, clouds[0].get*1000, clouds[1].put*1000, clouds[1].get*1000, clouds[2].put*1000, clouds[2].get*1000)
+	fmt.Fprint(w, "| workers | PUT per worker per FrequentInterval | GET | LIST |")
+	for _, c := range clouds {
+		fmt.Fprintf(w, " %s a month |", c.name)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "|---|---|---|---|"+strings.Repeat("---|", len(clouds)))
+	for _, workers := range o.costPools {
+		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.window)
+		if errors.Is(err, errNoSpread) {
+			// Not a steady state: nothing to price. The row says so, and
+			// the other rows are still measured.
+			fmt.Fprintf(w, "| %d | not measured: %v |%s\n", workers, errNoSpread, strings.Repeat(" |", 2+len(clouds)))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("pool cost on %s, %d workers: %w", st.short, workers, err)
+		}
+		fmt.Fprintf(w, "| %d | %.2f | %.2f | %.2f |", workers, r.puts, r.gets, r.lists)
+		for _, c := range clouds {
+			fmt.Fprintf(w, " $%.2f |", c.monthly(r, workers))
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
 }

@@ -517,7 +517,7 @@ func cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 }
 
 // calls counts store calls, every attempt whatever its outcome.
-type calls struct{ gets, puts uint64 }
+type calls struct{ gets, puts, lists uint64 }
 
 // storeCalls returns the store calls electors have made so far, from
 // their Stats: every call an elector makes to its store is counted there.
@@ -617,13 +617,26 @@ func rss() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-// withLatency wraps a store so that every call takes d longer, as a
-// network round trip would.
-func withLatency(s store.Store, d time.Duration) store.Store { return latency{s, d} }
+// withLatency wraps a store that lists (the in-memory store) so that
+// every call, listings included, takes d longer, as a network round trip
+// would.
+func withLatency(s listingStore, d time.Duration) store.Store { return latency{s, d} }
+
+type listingStore interface {
+	store.Store
+	store.Lister
+}
 
 type latency struct {
-	store.Store
+	listingStore
 	d time.Duration
+}
+
+func (l latency) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if err := l.wait(ctx); err != nil {
+		return nil, err
+	}
+	return l.listingStore.List(ctx, prefix)
 }
 
 func (l latency) wait(ctx context.Context) error {
@@ -641,12 +654,12 @@ func (l latency) Get(ctx context.Context, key string) ([]byte, string, error) {
 	if err := l.wait(ctx); err != nil {
 		return nil, "", err
 	}
-	return l.Store.Get(ctx, key)
+	return l.listingStore.Get(ctx, key)
 }
 
 func (l latency) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	if err := l.wait(ctx); err != nil {
 		return "", err
 	}
-	return l.Store.PutIfMatch(ctx, key, data, etag)
+	return l.listingStore.PutIfMatch(ctx, key, data, etag)
 }

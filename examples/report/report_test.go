@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 
 // quick is a small report: it checks the plumbing, not the figures.
 func quick() options {
-	return options{scale: 50, shardK: 10, trials: 1, window: 2 * time.Second, groups: []int{3}, electors: 100}
+	return options{scale: 50, shardK: 10, trials: 1, window: 2 * time.Second, groups: []int{3}, electors: 100, costPools: []int{4}}
 }
 
 // checkReport checks the report's form; electors says whether it holds the
@@ -44,6 +45,7 @@ func checkReport(t *testing.T, out, store string, electors bool) {
 		"| " + store + " | peer, no long-poll | graceful handover |", "| " + store + " | peer + long-poll | crash failover |",
 		"| " + store + " | stale peer (peer + long-poll) | last write → takeover |",
 		"| 3 | ", "## 100 shards on 10 workers (package pool)",
+		"## What a pool costs a month (package pool, 100 shards)", "| workers | PUT per worker per FrequentInterval | GET | LIST | S3 Standard a month | GCS Standard a month | Azure Blob Hot a month |",
 	}
 	table := []string{"## 100 electors in one process", "10 workers × 10 shards", "stacks per elector"}
 	if electors {
@@ -57,17 +59,55 @@ func checkReport(t *testing.T, out, store string, electors bool) {
 		}
 	}
 	// The shard table's steady state is one PUT per worker per
-	// FrequentInterval (10 workers), never one per shard (100): exactly so
-	// in virtual time (pool's TestSteadyStateCostIsOneWritePerWorker).
-	// Here, on real timers on a machine that may be busy, a session renewed
-	// late can move a shard and add a write, so this checks only the order
-	// of magnitude.
-	m := regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| ([0-9.]+) \| [0-9.]+ \|`).FindStringSubmatch(out)
+	// FrequentInterval, never one per shard (10 each): exactly so in
+	// virtual time (pool's TestSteadyStateCostIsOneWritePerWorker). Here,
+	// on real timers on a machine that may be busy, a session renewed late
+	// can move a shard and add a write, so this checks only the order of
+	// magnitude.
+	m := regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| ([0-9.]+) \| [0-9.]+ \| [0-9.]+ \|`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("report has no shard row for %s:\n%s", store, out)
 	}
-	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 9 || puts > 20 {
-		t.Errorf("shard table: %v PUT per FrequentInterval for 10 workers; want about 10, one per worker, not one per shard", puts)
+	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 0.9 || puts > 2 {
+		t.Errorf("shard table: %v PUT per worker per FrequentInterval; want about 1, not one per shard (10)", puts)
+	}
+	// The cost table's row: the same order of magnitude, and the monthly
+	// cost its figures give at the prices (within the rounding of the
+	// figures as printed, to hundredths).
+	m = regexp.MustCompile(`\| 4 \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| \$([0-9.]+) \| \$([0-9.]+) \| \$([0-9.]+) \|`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("report has no pool cost row for 4 workers:\n%s", out)
+	}
+	var f [6]float64
+	for i := range f {
+		f[i], _ = strconv.ParseFloat(m[i+1], 64)
+	}
+	if f[0] < 0.9 || f[0] > 2 {
+		t.Errorf("pool cost table: %v PUT per worker per FrequentInterval for 4 workers; want about 1", f[0])
+	}
+	r := perFI{puts: f[0], gets: f[1], lists: f[2]}
+	for i, c := range clouds {
+		if want := c.monthly(r, 4); math.Abs(want-f[3+i]) > 0.01+0.01*want {
+			t.Errorf("pool cost table: %s $%.2f a month for 4 workers at %+v; want $%.2f", c.name, f[3+i], r, want)
+		}
+	}
+}
+
+func TestPoolCostArithmetic(t *testing.T) {
+	// One PUT and one LIST per worker per 5 s interval, 100 workers: 100 ×
+	// 525,600 intervals a month = 52.56 million of each. At S3 prices
+	// ($0.005 per 1,000 for both): 2 × 52,560 × $0.005 = $525.60.
+	got := clouds[0].monthly(perFI{puts: 1, lists: 1}, 100)
+	if math.Abs(got-525.60) > 0.005 {
+		t.Errorf("S3 monthly(1 PUT + 1 LIST per worker per interval, 100 workers) = $%.2f; want $525.60", got)
+	}
+	// The same pool reading every other worker's session instead (100
+	// GETs per worker per interval: member list + 99 sessions): 5,256
+	// million GETs at $0.0004 per 1,000 = $2,102.40, plus the PUTs'
+	// $262.80.
+	got = clouds[0].monthly(perFI{puts: 1, gets: 100}, 100)
+	if math.Abs(got-2365.20) > 0.005 {
+		t.Errorf("S3 monthly(1 PUT + 100 GET per worker per interval, 100 workers) = $%.2f; want $2,365.20", got)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -24,13 +25,13 @@ import (
 
 // shardResult is what one store's row of the shard table shows.
 type shardResult struct {
-	putsPerFI, getsPerFI float64         // steady state, all workers together, per FrequentInterval
-	ledAgain             []time.Duration // per trial: kill → every shard of the killed worker led again, sorted
-	goroutines           float64         // per shard, steady state (Work's goroutine included)
-	heapBytes            float64         // per shard
-	stackBytes           float64         // per shard
-	handovers            uint64          // shards handed over during the start (none expected)
-	disturbed            int             // trials run again: a survivor lost its session
+	perWorker  perFI           // steady state, per worker per FrequentInterval
+	ledAgain   []time.Duration // per trial: kill → every shard of the killed worker led again, sorted
+	goroutines float64         // per shard, steady state (Work's goroutine included)
+	heapBytes  float64         // per shard
+	stackBytes float64         // per shard
+	handovers  uint64          // shards handed over during the start (none expected)
+	disturbed  int             // trials run again: a survivor lost its session
 }
 
 // shardReferee follows every shard's Work, as the shards' users would.
@@ -66,12 +67,42 @@ func (r *shardReferee) owners() map[string]string {
 
 // shardWorker is one worker process of the pool.
 type shardWorker struct {
-	id   string
-	conn *faultstore.Store // cut when the worker is killed
-	p    *shardpool.Pool
-	stop context.CancelFunc
-	done chan struct{}
+	id    string
+	conn  *faultstore.Store // cut when the worker is killed
+	lists *listCounter      // what the pool is given: conn, its listings counted
+	p     *shardpool.Pool
+	stop  context.CancelFunc
+	done  chan struct{}
 }
+
+// listCounter counts the listings a worker's pool makes (every attempt,
+// as pool.Stats counts gets and puts), until pool.Stats counts them too.
+type listCounter struct {
+	store.Store
+	n atomic.Uint64
+}
+
+func (c *listCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.n.Add(1)
+	return c.Store.(store.Lister).List(ctx, prefix) // a faultstore: it always lists
+}
+
+// perFI is requests per worker per FrequentInterval.
+type perFI struct{ puts, gets, lists float64 }
+
+// rate turns the calls of workers over elapsed into requests per worker
+// per FrequentInterval fi.
+func rate(c calls, workers int, elapsed, fi time.Duration) perFI {
+	d := float64(workers) * float64(elapsed) / float64(fi)
+	return perFI{puts: float64(c.puts) / d, gets: float64(c.gets) / d, lists: float64(c.lists) / d}
+}
+
+func (c calls) minus(o calls) calls {
+	return calls{gets: c.gets - o.gets, puts: c.puts - o.puts, lists: c.lists - o.lists}
+}
+
+// errNoSpread marks a pool whose workers did not reach their shares.
+var errNoSpread = errors.New("the shards did not spread over the workers (their share ± 1) within 40 × LeaderTimeout")
 
 // errSurvivorLost marks a trial in which a worker other than the one killed
 // lost its session (a store or a machine too slow for the scaled lease):
@@ -85,13 +116,14 @@ var errSurvivorLost = errors.New("a survivor's session was lost during the trial
 //
 // Each worker gets a store of its own from newStore, as a process would
 // (on S3, its own client and connections), and all are counted together.
-func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, measure func(counts func() calls, ws []*shardWorker) error) (time.Duration, error) {
+// Without kill, it returns once measure has.
+func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, kill bool, measure func(counts func() calls, ws []*shardWorker) error) (time.Duration, error) {
 	fi, _, lt := scaled(k)
 	var ws []*shardWorker
 	counts := func() (sum calls) { // every store call attempt of every worker
 		for _, w := range ws {
 			s := w.p.Stats()
-			sum.gets, sum.puts = sum.gets+s.Gets, sum.puts+s.Puts
+			sum.gets, sum.puts, sum.lists = sum.gets+s.Gets, sum.puts+s.Puts, sum.lists+w.lists.n.Load()
 		}
 		return sum
 	}
@@ -111,7 +143,8 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	}()
 	for i := range workers {
 		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{})}
-		p, err := shardpool.New(shardpool.Config{Store: w.conn, Prefix: prefix, ID: w.id, Shards: names,
+		w.lists = &listCounter{Store: w.conn}
+		p, err := shardpool.New(shardpool.Config{Store: w.lists, Prefix: prefix, ID: w.id, Shards: names,
 			FrequentInterval: fi, LeaderTimeout: lt, Logger: shardLog,
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
 				ref.start(shard, w.id, ctx)
@@ -142,13 +175,16 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	}
 	for deadline := time.Now().Add(40 * lt); !spread(ws); time.Sleep(fi / 10) {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the shards did not spread over %d workers (their share ± 1) within 40 × LeaderTimeout", workers)
+			return 0, fmt.Errorf("%d workers: %w", workers, errNoSpread)
 		}
 	}
 	if measure != nil {
 		if err := measure(counts, ws); err != nil {
 			return 0, err
 		}
+	}
+	if !kill {
+		return 0, nil
 	}
 	time.Sleep(time.Duration(rand.Int64N(int64(fi))))
 	victim := ws[rand.IntN(len(ws))]
@@ -202,9 +238,7 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k, tri
 		c0, t0 := counts(), time.Now()
 		time.Sleep(window)
 		c1, elapsed := counts(), time.Since(t0)
-		intervals := float64(elapsed) / float64(fi)
-		r.putsPerFI = float64(c1.puts-c0.puts) / intervals
-		r.getsPerFI = float64(c1.gets-c0.gets) / intervals
+		r.perWorker = rate(c1.minus(c0), workers, elapsed, fi)
 		r.goroutines = float64(runtime.NumGoroutine()-g0) / float64(n)
 		runtime.GC()
 		var after runtime.MemStats
@@ -221,7 +255,7 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k, tri
 		if len(r.ledAgain) > 0 || r.disturbed > 0 {
 			m = nil
 		}
-		d, err := shardTrial(ctx, newStore, workers, n, k, m)
+		d, err := shardTrial(ctx, newStore, workers, n, k, true, m)
 		switch {
 		case errors.Is(err, errSurvivorLost) && r.disturbed < 2*trials:
 			r.disturbed++
@@ -237,3 +271,43 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k, tri
 
 // shardLog receives the workers' logs (discarded; a debugging aid).
 var shardLog = slog.New(slog.DiscardHandler)
+
+// shardCost runs workers over n shards at 1/k of the default intervals
+// until they have spread, and returns their requests per worker per
+// FrequentInterval over window, in steady state.
+func shardCost(ctx context.Context, newStore func() store.Store, workers, n, k int, window time.Duration) (perFI, error) {
+	fi, _, _ := scaled(k)
+	var r perFI
+	_, err := shardTrial(ctx, newStore, workers, n, k, false, func(counts func() calls, _ []*shardWorker) error {
+		time.Sleep(2 * fi) // the early renewals of the last claims are over
+		c0, t0 := counts(), time.Now()
+		time.Sleep(window)
+		r = rate(counts().minus(c0), workers, time.Since(t0), fi)
+		return nil
+	})
+	return r, err
+}
+
+// cloud is one object store's request prices, in dollars per request.
+type cloud struct {
+	name           string
+	put, get, list float64
+}
+
+// clouds are the request prices of the cost table (docs/shards.md says
+// where and when they were read): S3 Standard in us-east-1 (LIST is
+// priced as PUT), GCS Standard in a region (writes and objects.list are
+// Class A, reads Class B), Azure Blob Hot LRS in East US (List Blobs is a
+// "list and create container" operation, priced as a write).
+var clouds = []cloud{
+	{"S3 Standard", 0.005 / 1000, 0.0004 / 1000, 0.005 / 1000},
+	{"GCS Standard", 0.005 / 1000, 0.0004 / 1000, 0.005 / 1000},
+	{"Azure Blob Hot", 0.065 / 10000, 0.005 / 10000, 0.065 / 10000},
+}
+
+// monthly returns what a pool of workers making r requests each per
+// FrequentInterval costs a month on c, at the default FrequentInterval.
+func (c cloud) monthly(r perFI, workers int) float64 {
+	intervals := float64(hoursPerMonth*time.Hour) / float64(s3lect.DefaultFrequentInterval)
+	return float64(workers) * intervals * (r.puts*c.put + r.gets*c.get + r.lists*c.list)
+}

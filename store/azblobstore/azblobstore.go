@@ -57,8 +57,10 @@
 // blobs in the container: the built-in role "Storage Blob Data
 // Contributor" assigned on the container (or on the account), or a custom
 // role with Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read
-// and .../blobs/write. A SAS needs read, create and write permissions. The
-// container must exist; the Store never creates it.
+// and .../blobs/write. A SAS needs read, create and write permissions, and
+// list for List (store.Lister, which package pool uses to watch its
+// workers' sessions). The container must exist; the Store never creates
+// it.
 //
 // # Cost
 //
@@ -122,9 +124,13 @@ type Store struct {
 	account   string // the account's name, for messages
 	owned     *http.Client
 	check     condcheck.Check
+	listPage  int32 // blobs per page of a listing; 0 is Azure's default (5,000); tests set it small
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // New returns a Store on the container that client addresses. The Store
 // turns the SDK's retries off for each of its calls, whatever the client's
@@ -335,6 +341,51 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	return data, string(*resp.ETag), nil
 }
 
+// List implements store.Lister with List Blobs on prefix (committed blobs
+// only: no snapshots, versions or deleted blobs), following its markers:
+// one request per page of up to 5,000 blobs (Azure may end a page early,
+// even empty, with a marker to go on from); ctx bounds them all, and the
+// SDK's retries are off as for Get. Azure lists a blob's ETag
+// without the quotes that Get Blob's ETag header has; List quotes it, so
+// that an entry's ETag is the one Get returns. The Store's own probe blobs
+// (names ending in ".s3lect-probe") are left out. The identity needs
+// blobs/read on the container, or a SAS the list permission.
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	opts := &container.ListBlobsFlatOptions{Prefix: &prefix}
+	if s.listPage > 0 {
+		opts.MaxResults = &s.listPage
+	}
+	pager := s.client.NewListBlobsFlatPager(opts)
+	var entries []store.Entry
+	for pager.More() {
+		page, err := pager.NextPage(once(ctx))
+		if err != nil {
+			return nil, s.mapError("list", prefix, err, "")
+		}
+		if page.Segment == nil {
+			continue
+		}
+		for _, b := range page.Segment.BlobItems {
+			if b.Name == nil || strings.HasSuffix(*b.Name, condcheck.ProbeSuffix) {
+				continue
+			}
+			if b.Properties == nil || b.Properties.ETag == nil || *b.Properties.ETag == "" {
+				return nil, store.Permanent(fmt.Errorf("azblobstore: list %s: the service listed %s without an ETag; s3lect needs one for conditional writes", s.where(prefix), *b.Name))
+			}
+			entries = append(entries, store.Entry{Key: *b.Name, ETag: quoted(string(*b.Properties.ETag))})
+		}
+	}
+	return entries, nil
+}
+
+// quoted returns etag in the quoted form of an ETag header.
+func quoted(etag string) string {
+	if len(etag) >= 2 && strings.HasPrefix(etag, `"`) && strings.HasSuffix(etag, `"`) {
+		return etag
+	}
+	return `"` + etag + `"`
+}
+
 // PutIfMatch implements store.Store. Before the Store's first write it
 // checks, once, that the service honours conditional writes.
 func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
@@ -453,10 +504,16 @@ func (s *Store) mapResponse(where, op, key string, resp *azcore.ResponseError, e
 	}
 	if fix := s.fix(code, key); fix != "" {
 		se.fix = fix
+		if op == "list" && resp.StatusCode == http.StatusForbidden {
+			se.fix += "; listing needs blobs/read, or a SAS with the list permission"
+		}
 		return store.Permanent(fmt.Errorf("%s: %w", where, se))
 	}
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		se.fix = "access was refused; check the credentials and that the identity has the role Storage Blob Data Contributor on container " + s.container
+		if op == "list" {
+			se.fix += "; listing needs blobs/read, or a SAS with the list permission"
+		}
 		return store.Permanent(fmt.Errorf("%s: %w", where, se))
 	}
 	if resp.StatusCode == http.StatusBadRequest {

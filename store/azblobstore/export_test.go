@@ -45,3 +45,7 @@ func (c *scriptedCredential) GetToken(context.Context, policy.TokenRequestOption
 	}
 	return azcore.AccessToken{}, c.err
 }
+
+// SetListPage sets how many blobs a page of a listing holds, so that tests
+// cross pages with few blobs (tests only).
+func SetListPage(s *Store, n int32) { s.listPage = n }

@@ -12,6 +12,9 @@
 //     get an error instead of the reply, as when a connection breaks
 //     after the server has acted.
 //
+// Reads, writes and listings (List, when the wrapped store implements
+// store.Lister) are all calls: Cut, Stall and FailNext act on each alike.
+//
 // Faults apply to calls made through one wrapper, so a test gives each
 // simulated process its own wrapper around a shared store. The zero fault
 // settings pass every call through unchanged. A Store is safe for
@@ -40,6 +43,7 @@ var (
 )
 
 // Store passes calls to the store it wraps, with the faults set on it.
+// It implements store.Lister (see List).
 type Store struct {
 	inner store.Store
 
@@ -51,6 +55,11 @@ type Store struct {
 	failNext    int
 	loseReplies int
 }
+
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // New wraps s.
 func New(s store.Store) *Store {
@@ -197,6 +206,32 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return nil, "", err
 	}
 	return data, tag, err
+}
+
+// ErrNoList is what List returns when the wrapped store does not implement
+// store.Lister. It is permanent: retrying will not make the store list.
+var ErrNoList = fmt.Errorf("faultstore: the wrapped store does not list (store.Lister): %w", errors.ErrUnsupported)
+
+// List implements store.Lister through the wrapped store, with the same
+// faults as Get. A Store always has a List method, whatever it wraps: on a
+// wrapped store that does not list, List fails with a permanent error
+// wrapping ErrNoList. To test a caller against a store that does not
+// list, hide the method (struct{ store.Store }{fs}).
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	l, ok := s.inner.(store.Lister)
+	if !ok {
+		return nil, store.Permanent(fmt.Errorf("list %q: %w", prefix, ErrNoList))
+	}
+	callCtx, leave, err := s.enter(ctx, "list", prefix)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := l.List(callCtx, prefix)
+	leave()
+	if err := s.cutErr("list", prefix); err != nil {
+		return nil, err
+	}
+	return entries, err
 }
 
 // PutIfMatch implements store.Store.

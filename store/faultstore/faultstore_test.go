@@ -27,6 +27,11 @@ func (c *counting) Get(ctx context.Context, k string) ([]byte, string, error) {
 	return c.Store.Get(ctx, k)
 }
 
+func (c *counting) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.calls++
+	return c.Store.(store.Lister).List(ctx, prefix)
+}
+
 func (c *counting) PutIfMatch(ctx context.Context, k string, data []byte, etag string) (string, error) {
 	c.calls++
 	return c.Store.PutIfMatch(ctx, k, data, etag)
@@ -39,6 +44,12 @@ func (b blocking) Get(ctx context.Context, _ string) ([]byte, string, error) {
 	b.entered <- struct{}{}
 	<-ctx.Done()
 	return nil, "", ctx.Err()
+}
+
+func (b blocking) List(ctx context.Context, _ string) ([]store.Entry, error) {
+	b.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
 
 func (b blocking) PutIfMatch(ctx context.Context, _ string, _ []byte, _ string) (string, error) {
@@ -77,6 +88,9 @@ func TestCut(t *testing.T) {
 	if _, err := fs.PutIfMatch(ctx, key, []byte("a"), ""); !errors.Is(err, faultstore.ErrCut) {
 		t.Errorf("PutIfMatch() after Cut = %v; want ErrCut", err)
 	}
+	if _, err := fs.List(ctx, ""); !errors.Is(err, faultstore.ErrCut) {
+		t.Errorf("List() after Cut = %v; want ErrCut", err)
+	}
 	if inner.calls != 0 {
 		t.Errorf("a cut store passed %d calls on; want 0", inner.calls)
 	}
@@ -87,17 +101,20 @@ func TestCut(t *testing.T) {
 }
 
 func TestCutAbandonsCallsInFlight(t *testing.T) {
-	for _, op := range []string{"get", "put"} {
+	for _, op := range []string{"get", "put", "list"} {
 		t.Run(op, func(t *testing.T) {
 			b := blocking{entered: make(chan struct{})}
 			fs := faultstore.New(b)
 			errc := make(chan error, 1)
 			go func() {
 				var err error
-				if op == "get" {
+				switch op {
+				case "get":
 					_, _, err = fs.Get(context.Background(), key)
-				} else {
+				case "put":
 					_, err = fs.PutIfMatch(context.Background(), key, []byte("a"), "")
+				default:
+					_, err = fs.List(context.Background(), "")
 				}
 				errc <- err
 			}()
@@ -150,6 +167,11 @@ func TestStallUntilTheCallerGivesUp(t *testing.T) {
 		if waited := time.Since(start); waited != 3*time.Second {
 			t.Errorf("stalled Get() returned after %v; want 3s, the caller's deadline", waited)
 		}
+		lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer lcancel()
+		if _, err := fs.List(lctx, ""); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("stalled List() = %v; want context.DeadlineExceeded", err)
+		}
 		if inner.calls != 0 {
 			t.Errorf("a stalled store passed %d calls on; want 0", inner.calls)
 		}
@@ -176,18 +198,28 @@ func TestFailNext(t *testing.T) {
 	ctx := context.Background()
 	inner := &counting{Store: memstore.New()}
 	fs := faultstore.New(inner)
-	fs.FailNext(2)
+	fs.FailNext(3)
 	if _, _, err := fs.Get(ctx, key); !errors.Is(err, faultstore.ErrInjected) {
 		t.Errorf("first Get() = %v; want ErrInjected", err)
 	}
+	if _, err := fs.List(ctx, ""); !errors.Is(err, faultstore.ErrInjected) {
+		t.Errorf("second call, a List() = %v; want ErrInjected", err)
+	}
 	if _, err := fs.PutIfMatch(ctx, key, []byte("a"), ""); !errors.Is(err, faultstore.ErrInjected) {
-		t.Errorf("second call = %v; want ErrInjected", err)
+		t.Errorf("third call = %v; want ErrInjected", err)
 	}
 	if inner.calls != 0 {
 		t.Errorf("failed calls reached the store %d times; want 0", inner.calls)
 	}
-	if _, err := fs.PutIfMatch(ctx, key, []byte("a"), ""); err != nil {
-		t.Errorf("third call = %v; want nil", err)
+	etag, err := fs.PutIfMatch(ctx, key, []byte("a"), "")
+	if err != nil {
+		t.Errorf("fourth call = %v; want nil", err)
+	}
+	if got, err := fs.List(ctx, ""); err != nil || len(got) != 1 || got[0] != (store.Entry{Key: key, ETag: etag}) {
+		t.Errorf("fifth call, a List() = %v, %v; want the one object", got, err)
+	}
+	if inner.calls != 2 {
+		t.Errorf("%d calls reached the store; want 2 (the fourth and fifth)", inner.calls)
 	}
 	if err := errors.Join(faultstore.ErrInjected, faultstore.ErrCut, faultstore.ErrReplyLost); store.IsPermanent(err) {
 		t.Error("an injected failure is permanent; want one an elector retries")
@@ -219,4 +251,14 @@ func TestLoseReplies(t *testing.T) {
 // it wraps.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) store.Store { return faultstore.New(memstore.New()) })
+}
+
+// A Store always has List; on a wrapped store that does not list, List
+// says so, permanently, and the store is not called.
+func TestListOnAStoreThatDoesNotList(t *testing.T) {
+	fs := faultstore.New(struct{ store.Store }{memstore.New()})
+	_, err := fs.List(context.Background(), "")
+	if !errors.Is(err, faultstore.ErrNoList) || !errors.Is(err, errors.ErrUnsupported) || !store.IsPermanent(err) {
+		t.Errorf("List() over a store without List = %v; want a permanent ErrNoList", err)
+	}
 }

@@ -27,7 +27,9 @@
 // The principal needs storage.objects.get and storage.objects.create on
 // the lockfile and its probe, and storage.objects.delete, which GCS
 // requires for overwriting an object: roles/storage.objectUser on the
-// bucket grants all three.
+// bucket grants all three. List (store.Lister, which package pool uses to
+// watch its workers' sessions) needs storage.objects.list, which that role
+// grants too.
 package gcsstore
 
 import (
@@ -65,9 +67,14 @@ type Store struct {
 	// such object" lists the bucket once to tell a missing bucket apart,
 	// since the client reports both as ErrObjectNotExist.
 	bucketSeen atomic.Bool
+
+	listPage int // objects per page of a listing; 0 is GCS's default (1,000); tests set it small
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // errNoPreconditions is the permanent error a Store returns, wrapping
 // store.ErrNoConditionalWrites, when its bucket does not honour generation
@@ -202,6 +209,41 @@ func (s *Store) put(ctx context.Context, key string, data []byte, etag string) (
 	return strconv.FormatInt(attrs.Generation, 10), nil
 }
 
+// List implements store.Lister with GCS's objects.list on prefix (live
+// objects only, asking for their names and generations), following its
+// page tokens: one request per 1,000 objects, ctx bounding them all, the
+// client's retries off as for Get. Each entry's ETag is the
+// object's generation, as Get returns it. It needs storage.objects.list
+// on the bucket (roles/storage.objectUser has it). The Store's own probe
+// objects (names ending in ".s3lect-probe") are left out.
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	q := &storage.Query{Prefix: prefix}
+	if err := q.SetAttrSelection([]string{"Name", "Generation"}); err != nil {
+		return nil, fmt.Errorf("gcsstore: list %s: %w", s.where(prefix), err)
+	}
+	it := s.bucket.Retryer(storage.WithPolicy(storage.RetryNever)).Objects(ctx, q)
+	it.PageInfo().MaxSize = s.listPage
+	var entries []store.Entry
+	for {
+		attrs, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, s.mapError("list", prefix, err, false)
+		}
+		if strings.HasSuffix(attrs.Name, condcheck.ProbeSuffix) {
+			continue
+		}
+		if attrs.Generation <= 0 {
+			return nil, store.Permanent(fmt.Errorf("gcsstore: list %s: the store listed %s without a generation; s3lect needs one for conditional writes", s.where(prefix), attrs.Name))
+		}
+		entries = append(entries, store.Entry{Key: attrs.Name, ETag: strconv.FormatInt(attrs.Generation, 10)})
+	}
+	s.bucketSeen.Store(true)
+	return entries, nil
+}
+
 // bucketExists tells a missing bucket from a missing object, after a
 // read of key was answered "not found": it lists the bucket at key's
 // prefix, which needs only storage.objects.list (roles/storage.objectUser
@@ -275,6 +317,9 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 	case http.StatusUnauthorized:
 		return store.Permanent(fmt.Errorf("%s: the credentials were rejected; check Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, gcloud auth application-default login): %w", where, err))
 	case http.StatusForbidden:
+		if op == "list" {
+			return store.Permanent(fmt.Errorf("%s: access denied; grant storage.objects.list on the bucket (roles/storage.objectUser): %w", where, err))
+		}
 		return store.Permanent(fmt.Errorf("%s: access denied; grant storage.objects.get, storage.objects.create and storage.objects.delete on the bucket (roles/storage.objectUser): %w", where, err))
 	case http.StatusBadRequest:
 		return store.Permanent(fmt.Errorf("%s: the request was refused as invalid; check the bucket name and the LockfilePath: %w", where, err))

@@ -64,7 +64,11 @@ func newBucket(t *testing.T, base string) string {
 func TestConformance(t *testing.T) {
 	base := endpoint(t)
 	bucket := newBucket(t, base)
-	storetest.Run(t, func(t *testing.T) store.Store { return gcsstore.New(newClient(t, base, nil), bucket) })
+	storetest.Run(t, func(t *testing.T) store.Store {
+		st := gcsstore.New(newClient(t, base, nil), bucket)
+		gcsstore.SetListPage(st, storetest.ListKeys/3) // ListManyKeys crosses pages
+		return st
+	})
 }
 
 func TestElection(t *testing.T) {
@@ -241,3 +245,53 @@ func TestGetTellsMissingBucketFromMissingObject(t *testing.T) {
 		}
 	}
 }
+
+// TestListOnFakeGCS lists in pages (counting the requests: one per page,
+// none retried inside the client), and maps the listing's failures: a
+// missing bucket and a denial are permanent and name their fix, a 503 is
+// transient.
+func TestListOnFakeGCS(t *testing.T) {
+	base := endpoint(t)
+	bucket := newBucket(t, base)
+	var lists atomic.Int32
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	client := newClient(t, base, roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/b/"+bucket+"/o") {
+			lists.Add(1)
+		}
+		return tr.RoundTrip(r)
+	}))
+	st := gcsstore.New(client, bucket)
+	gcsstore.SetListPage(st, 4)
+	for i := range 10 {
+		if _, err := st.PutIfMatch(t.Context(), "pages/"+strconv.Itoa(i), []byte(`{}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lists.Store(0)
+	got, err := st.List(t.Context(), "pages/")
+	if err != nil || len(got) != 10 {
+		t.Fatalf("List(pages/) = %v, %v; want 10 entries", got, err)
+	}
+	if n := lists.Load(); n != 3 {
+		t.Errorf("List() of 10 objects in pages of 4 sent %d requests; want 3", n)
+	}
+
+	_, err = gcsstore.New(newClient(t, base, nil), "s3lect-no-such-bucket").List(t.Context(), "pages/")
+	if !store.IsPermanent(err) || !strings.Contains(err.Error(), "gcloud storage buckets create") {
+		t.Errorf("List() on a missing bucket = %v; want a permanent error naming the fix", err)
+	}
+	_, err = gcsstore.New(newClient(t, fakeGCSError(t, http.StatusForbidden), nil), "bucket").List(t.Context(), "pages/")
+	if !store.IsPermanent(err) || !strings.Contains(err.Error(), "storage.objects.list") {
+		t.Errorf("List() denied = %v; want a permanent error naming storage.objects.list", err)
+	}
+	_, err = gcsstore.New(newClient(t, fakeGCSError(t, http.StatusServiceUnavailable), nil), "bucket").List(t.Context(), "pages/")
+	if err == nil || store.IsPermanent(err) {
+		t.Errorf("List() answered 503 = %v; want a transient error", err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,10 @@ type Store struct {
 	status sync.RWMutex
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -126,6 +130,66 @@ func (s *Store) Get(ctx context.Context, path string) ([]byte, string, error) {
 		data = data[:store.MaxObjectSize+1]
 	}
 	return data, strconv.FormatUint(e.Revision(), 10), nil
+}
+
+// List implements store.Lister. It watches the bucket's keys for their
+// latest revisions only (an ordered consumer delivering the last message
+// of each key, headers without values, deletions skipped) and stops the
+// watch once the keys present when it started have arrived: one consumer
+// created and deleted per listing, never a Get per key.
+//
+// NATS filters keys by whole dot-separated tokens, and Key keeps a path in
+// one token, so the watch goes over every key in the bucket and List keeps
+// those under prefix: its cost grows with the keys of the whole bucket,
+// not only those listed.
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	s.status.RLock()
+	w, err := s.kv.WatchAll(ctx, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
+	s.status.RUnlock()
+	if err != nil {
+		return nil, s.mapError("list", prefix, err)
+	}
+	defer func() {
+		// Stop, then take what the watch still delivers until it closes
+		// the channel: its callback blocks on a full channel, and would
+		// otherwise never return.
+		w.Stop()
+		for range w.Updates() {
+		}
+	}()
+	want := Key(prefix)
+	latest := map[string]uint64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("natskv: list %q in bucket %s: %w", prefix, s.kv.Bucket(), ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("natskv: list %q in bucket %s: the watch ended before it had every key (connection closed?)", prefix, s.kv.Bucket())
+			}
+			if e == nil { // every key present at the start has arrived
+				return entries(latest), nil
+			}
+			if strings.HasPrefix(e.Key(), want) {
+				latest[e.Key()] = max(latest[e.Key()], e.Revision())
+			}
+		}
+	}
+}
+
+// entries turns the latest revision of each key into a listing in the
+// order of the keys' paths (which is not the order of the keys: Key
+// escapes some bytes). Keys that no path maps to (written by some other
+// program, such as "a.b") are left out: Get could not read them.
+func entries(latest map[string]uint64) []store.Entry {
+	list := make([]store.Entry, 0, len(latest))
+	for key, rev := range latest {
+		if path, err := Path(key); err == nil && Key(path) == key {
+			list = append(list, store.Entry{Key: path, ETag: strconv.FormatUint(rev, 10)})
+		}
+	}
+	slices.SortFunc(list, func(a, b store.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return list
 }
 
 // PutIfMatch implements store.Store.

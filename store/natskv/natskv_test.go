@@ -33,14 +33,14 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // port, storing into a temporary directory with every write synced before
 // it is acknowledged (sync_interval: always).
 type natsServer struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
 	cmd  *exec.Cmd
 }
 
-func startNATS(t *testing.T) *natsServer {
+func startNATS(t testing.TB) *natsServer {
 	t.Helper()
 	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
 	if bin == "" {
@@ -94,7 +94,7 @@ func (ns *natsServer) stop() {
 
 // bucket connects a new client to the server and opens (creating if need
 // be) the ELECTIONS bucket. The connection closes when the test ends.
-func (ns *natsServer) bucket(t *testing.T) (jetstream.KeyValue, *nats.Conn) {
+func (ns *natsServer) bucket(t testing.TB) (jetstream.KeyValue, *nats.Conn) {
 	t.Helper()
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", ns.port),
 		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Timeout(2*time.Second))
@@ -443,5 +443,129 @@ func TestWarnsOnceAboutRiskySettings(t *testing.T) {
 		if !slices.Equal(w.risks, tc.want) {
 			t.Errorf("bucket %s: warnings %q; want %q, once each", tc.cfg.Bucket, w.risks, tc.want)
 		}
+	}
+}
+
+// TestListOnNATS checks what the conformance suite cannot: keys in the
+// bucket that no path maps to, deleted and purged keys, listings in the
+// order of paths (not of NATS keys), more keys than the watch's buffer
+// holds (256), and listings cut short by their context, which must leave
+// no goroutine behind (goleak, in TestMain).
+func TestListOnNATS(t *testing.T) {
+	ns := startNATS(t)
+	kv, _ := ns.bucket(t)
+	st := natskv.New(kv)
+	ctx := t.Context()
+	var want []store.Entry
+	for _, path := range []string{"pool/s/a0", "pool/s/a.json", "pool/s/b c", "pool/s/z"} {
+		etag, err := st.PutIfMatch(ctx, path, []byte(`{}`), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, store.Entry{Key: path, ETag: etag})
+	}
+	// "a.json" sorts before "a0" as a path; its key "a=2Ejson" after "a0".
+	want[0], want[1] = want[1], want[0]
+	for _, path := range []string{"pool/s/gone", "pool/s/purged", "pool/t/x", "pool/sx"} {
+		if _, err := st.PutIfMatch(ctx, path, []byte(`{}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := kv.Delete(ctx, natskv.Key("pool/s/gone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, natskv.Key("pool/s/purged")); err != nil {
+		t.Fatal(err)
+	}
+	for _, foreign := range []string{"pool/s/raw.dot", "pool/s/x=2e"} { // no path maps to these
+		if _, err := kv.Put(ctx, foreign, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.List(ctx, "pool/s/")
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("List(pool/s/) = %v, %v; want %v", got, err, want)
+	}
+
+	const many = 600
+	for i := range many {
+		if _, err := kv.Create(ctx, natskv.Key(fmt.Sprintf("many/%03d", i)), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = st.List(ctx, "many/")
+	if err != nil || len(got) != many || got[0].Key != "many/000" || got[many-1].Key != fmt.Sprintf("many/%03d", many-1) {
+		t.Fatalf("List(many/) = %d entries, %v; want %d, from many/000 to many/%03d", len(got), err, many, many-1)
+	}
+	// Deadlines that end some listings before, some during and some after
+	// the watch: each gives the whole listing or the context's error.
+	cut := 0
+	for _, d := range []time.Duration{0, 100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond} {
+		dctx, cancel := context.WithTimeout(ctx, d)
+		got, err := st.List(dctx, "many/")
+		cancel()
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			cut++
+		case err != nil || len(got) != many:
+			t.Errorf("List(many/) with a deadline of %v = %d entries, %v; want %d or DeadlineExceeded", d, len(got), err, many)
+		}
+	}
+	t.Logf("%d of 8 listings ended by their deadline", cut)
+}
+
+// BenchmarkListOnNATS lists the 100 sessions of a pool (List), in a bucket
+// of their own and in one that also holds 10,000 shard records: NATS
+// cannot narrow the watch to the prefix, so a listing streams the headers
+// of every key in the bucket. GetEach reads the 100 sessions one by one
+// instead, as a pool does on a store without List.
+//
+//	S3LECT_TEST_NATS_SERVER=... go test -run XXX -bench ListOnNATS -benchtime 20x ./store/natskv
+func BenchmarkListOnNATS(b *testing.B) {
+	ns := startNATS(b)
+	_, nc := ns.bucket(b)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, shards := range []int{0, 10_000} {
+		kv, err := js.CreateOrUpdateKeyValue(b.Context(), jetstream.KeyValueConfig{Bucket: fmt.Sprintf("POOL%d", shards)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := natskv.New(kv)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 64)
+		for i := range shards + 100 {
+			key := fmt.Sprintf("pool/sessions/w%03d", i)
+			if i >= 100 {
+				key = fmt.Sprintf("pool/shards/%05d", i-100)
+			}
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				if _, err := kv.Create(context.Background(), natskv.Key(key), []byte(`{}`)); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		b.Run(fmt.Sprintf("shards=%d/List", shards), func(b *testing.B) {
+			for b.Loop() {
+				got, err := st.List(b.Context(), "pool/sessions/")
+				if err != nil || len(got) != 100 {
+					b.Fatalf("List() = %d entries, %v; want 100", len(got), err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("shards=%d/GetEach", shards), func(b *testing.B) {
+			for b.Loop() {
+				for i := range 100 {
+					if _, _, err := st.Get(b.Context(), fmt.Sprintf("pool/sessions/w%03d", i)); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
 	}
 }

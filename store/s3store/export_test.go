@@ -20,3 +20,7 @@ func SetSDKLog(t interface{ Cleanup(func()) }, w io.Writer) {
 	sdkLog = w
 	t.Cleanup(func() { sdkLog = old })
 }
+
+// SetListPage sets how many keys a ListObjectsV2 page holds, so that tests
+// cross pages with few objects (tests only).
+func SetListPage(s *Store, n int32) { s.listPage = n }

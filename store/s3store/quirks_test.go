@@ -125,7 +125,7 @@ func TestBareETagStore(t *testing.T) {
 	h := &countingHandler{}
 	f := &quirkyS3{bareOnly: true, loser5xx: true}
 	st := newQuirky(t, f, s3store.WithLogger(slog.New(h)))
-	storetest.Run(t, func(t *testing.T) store.Store { return st })
+	storetest.Run(t, func(t *testing.T) store.Store { return objectsOnly{st} })
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.warns) != 1 || !strings.Contains(h.warns[0], "bare") {
@@ -135,7 +135,7 @@ func TestBareETagStore(t *testing.T) {
 
 func TestRaceLosersAnswered5xx(t *testing.T) {
 	// Quoted ETags work here; only the 500s of the losers differ from S3.
-	storetest.Run(t, func(t *testing.T) store.Store { return newQuirky(t, &quirkyS3{loser5xx: true}) })
+	storetest.Run(t, func(t *testing.T) store.Store { return objectsOnly{newQuirky(t, &quirkyS3{loser5xx: true})} })
 }
 
 func TestRefusesStoreWhereIfMatchNeverMatches(t *testing.T) {

@@ -28,6 +28,11 @@
 // object present (412), the denial was real and the write fails with a
 // permanent error naming s3:GetObject.
 //
+// List (store.Lister, which package pool uses to watch its workers'
+// sessions with one request) sends ListObjectsV2 and needs s3:ListBucket
+// on the bucket, which may be limited to the prefix with the
+// s3:prefix condition key.
+//
 // Options add headers or SDK options to every request, for stores that
 // need them (Tigris: WithHeader("X-Tigris-Consistent", "true")).
 //
@@ -45,6 +50,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,13 +95,18 @@ type Store struct {
 	denied  map[string]bool // keys whose read was denied and taken as absent
 	written map[string]bool // keys this Store has written: they exist
 
+	listPage int32 // keys per ListObjectsV2 page; 0 is the store's default (1,000 on S3); tests set it small
+
 	// identified is set once the SDK has found credentials for a call:
 	// from then on a failure to refresh them is retried, as a passing
 	// outage of the role's endpoint; before it, it is permanent.
 	identified atomic.Bool
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Lister = (*Store)(nil)
+)
 
 // Option configures a Store.
 type Option func(*Store)
@@ -315,6 +326,48 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	return data, aws.ToString(out.ETag), nil
 }
 
+// List implements store.Lister with ListObjectsV2 on prefix, following
+// its continuation tokens through every page (S3 returns up to 1,000 keys
+// a page), so that a listing costs one LIST request per 1,000 keys; ctx
+// bounds the whole listing, every page (a caller's per-call timeout
+// covers them all), and the SDK's retries are off as for Get. Each
+// entry's ETag is the listing's, in the form Get returns it (quoted on
+// S3). It needs s3:ListBucket on the bucket, for the prefix.
+//
+// The Store's own probe objects (keys ending in ".s3lect-probe", written by
+// the check of conditional writes) are left out: they sit next to the
+// first key a Store writes, under the same prefix.
+//
+// S3 and most compatible stores list keys in order; directory buckets (S3
+// Express One Zone) do not, so List sorts what it gathered.
+func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	in := &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix}
+	if s.listPage > 0 {
+		in.MaxKeys = aws.Int32(s.listPage)
+	}
+	var entries []store.Entry
+	for {
+		out, err := s.client.ListObjectsV2(ctx, in, s.opts...)
+		if err != nil {
+			return nil, s.mapError("list", prefix, err, false)
+		}
+		for _, o := range out.Contents {
+			if key := aws.ToString(o.Key); !strings.HasSuffix(key, condcheck.ProbeSuffix) {
+				entries = append(entries, store.Entry{Key: key, ETag: aws.ToString(o.ETag)})
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		if aws.ToString(out.NextContinuationToken) == "" {
+			return nil, fmt.Errorf("s3store: list s3://%s/%s: the store answered a truncated page without a continuation token after %d keys", s.bucket, prefix, len(entries))
+		}
+		in.ContinuationToken = out.NextContinuationToken
+	}
+	slices.SortFunc(entries, func(a, b store.Entry) int { return strings.Compare(a.Key, b.Key) })
+	return entries, nil
+}
+
 // putAttempts bounds how often a write answered 5xx, whose read-back shows
 // that nothing changed, is sent again.
 const putAttempts = 3
@@ -446,7 +499,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 	if done || verdict != nil {
 		return verdict
 	}
-	probe := key + ".s3lect-probe"
+	probe := key + condcheck.ProbeSuffix
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	body := func(step string) []byte {
 		return []byte(`{"probe":"s3lect checks conditional writes here","step":"` + step + `","at":"` + at + `"}`)
@@ -625,6 +678,9 @@ func (s *Store) mapError(op, key string, err error, ifMatch bool) error {
 		return fmt.Errorf("%s: %s: %w", where, code, store.ErrPreconditionFailed)
 	}
 	if fix, ok := permanent[code]; ok {
+		if code == "AccessDenied" && op == "list" {
+			fix = "access denied; grant s3:ListBucket on the bucket, for this prefix"
+		}
 		return store.Permanent(fmt.Errorf("%s: %s: %s: %w", where, code, fix, err))
 	}
 	return fmt.Errorf("%s: %w", where, err)

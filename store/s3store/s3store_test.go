@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
@@ -27,7 +30,11 @@ func TestConformanceOnS3(t *testing.T) {
 	client := s3test.NewClient(t, nil, "", "")
 	bucket := s3test.Bucket(t)
 	log := notesLogger(t)
-	storetest.Run(t, func(t *testing.T) store.Store { return s3store.New(client, bucket, s3store.WithLogger(log)) })
+	storetest.Run(t, func(t *testing.T) store.Store {
+		st := s3store.New(client, bucket, s3store.WithLogger(log))
+		s3store.SetListPage(st, storetest.ListKeys/3) // ListManyKeys crosses pages
+		return st
+	})
 }
 
 func TestPermanentErrorsOnMinIO(t *testing.T) {
@@ -48,6 +55,7 @@ func TestPermanentErrorsOnMinIO(t *testing.T) {
 			}{
 				{"Get", func() error { _, _, err := tc.st.Get(t.Context(), "leader/x.json"); return err }},
 				{"Put", func() error { _, err := tc.st.PutIfMatch(t.Context(), "leader/x.json", []byte("{}"), ""); return err }},
+				{"List", func() error { _, err := tc.st.(store.Lister).List(t.Context(), "leader/x.json"); return err }},
 			} {
 				err := op.call()
 				if !store.IsPermanent(err) {
@@ -114,6 +122,9 @@ func writeError(w http.ResponseWriter, status int, code string) {
 	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>fake</Message></Error>`, code)
 }
 
+// objectsOnly hides a store's List, for the fakes that serve no listings.
+type objectsOnly struct{ store.Store }
+
 func newFake(t *testing.T, f *fakeS3) *s3store.Store {
 	t.Helper()
 	if f.objects == nil {
@@ -139,7 +150,9 @@ func TestRefusesStoreWithoutConditionalWrites(t *testing.T) {
 }
 
 func TestFakeHonouringConditionalsPassesConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return newFake(t, &fakeS3{conditional: true}) })
+	// The fake serves objects, not listings: its store's List is hidden
+	// (listing is tested on MinIO).
+	storetest.Run(t, func(t *testing.T) store.Store { return objectsOnly{newFake(t, &fakeS3{conditional: true})} })
 }
 
 func TestErrorMapping(t *testing.T) {
@@ -234,3 +247,82 @@ func TestClientSideErrors(t *testing.T) {
 		}
 	})
 }
+
+func TestListErrorMapping(t *testing.T) {
+	cases := []struct {
+		code     string
+		status   int
+		want     func(error) bool
+		wantDesc string
+		naming   string
+	}{
+		{"AccessDenied", 403, store.IsPermanent, "permanent", "s3:ListBucket"},
+		{"NoSuchBucket", 404, store.IsPermanent, "permanent", "NoSuchBucket"},
+		{"SlowDown", 503, transient, "transient", "SlowDown"},
+		{"InternalError", 500, transient, "transient", "InternalError"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.code, func(t *testing.T) {
+			f := &fakeS3{conditional: true, objects: map[string][]byte{}, fail: map[string][2]any{"GET": {tc.status, tc.code}}}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			var requests atomic.Int32
+			client := s3test.ClientFor(t, srv.URL, func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(r *http.Request) (*http.Response, error) { requests.Add(1); return rt.RoundTrip(r) })
+			}, "fake", "fake")
+			_, err := s3store.New(client, "bucket").List(t.Context(), "pool/sessions/")
+			if !tc.want(err) || !strings.Contains(err.Error(), tc.naming) || !strings.Contains(err.Error(), "pool/sessions/") {
+				t.Errorf("List() error = %v; want a %s error naming %s and the prefix", err, tc.wantDesc, tc.naming)
+			}
+			if n := requests.Load(); n != 1 {
+				t.Errorf("List() sent %d requests; want 1 (no retry inside the SDK)", n)
+			}
+		})
+	}
+}
+
+// TestListPagesOnMinIO lists more keys than one page of the store's own
+// size holds (1,000 on S3 and MinIO), and counts the requests it took.
+func TestListPagesOnMinIO(t *testing.T) {
+	const n = 1001
+	var lists atomic.Int32
+	client := s3test.NewClient(t, func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "2" {
+				lists.Add(1)
+			}
+			return rt.RoundTrip(r)
+		})
+	}, "", "")
+	st := s3store.New(client, s3test.Bucket(t))
+	prefix := "pages/" + t.Name() + "/"
+	want := make([]store.Entry, n)
+	var g errgroup.Group
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error {
+			key := fmt.Sprintf("%sk%04d", prefix, i)
+			etag, err := st.PutIfMatch(t.Context(), key, fmt.Appendf(nil, `{"k":%d}`, i), "")
+			want[i] = store.Entry{Key: key, ETag: etag}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatalf("creating %d keys: %v", n, err)
+	}
+	lists.Store(0)
+	got, err := st.List(t.Context(), prefix)
+	if err != nil {
+		t.Fatalf("List() error = %v", err)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("List() gave %d entries; want the %d created, in order, with their ETags", len(got), n)
+	}
+	if lists.Load() != 2 {
+		t.Errorf("List() of %d keys sent %d ListObjectsV2 requests; want 2 (pages of 1,000)", n, lists.Load())
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

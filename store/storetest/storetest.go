@@ -21,6 +21,9 @@ import (
 // and that package fence's guarantee holds on them (fence.go: the cases
 // named Fence*). Each subtest uses keys of its own, so newStore may return
 // the same backing bucket every time.
+//
+// On a store that implements store.Lister, the cases named List* check
+// its listings (list.go); on one that does not, they are skipped.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
 	cases := []struct {
@@ -43,6 +46,17 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 			s := newStore(t)
 			key := "storetest/" + strings.ReplaceAll(t.Name(), "/", "-") + ".json"
 			tc.fn(t, s, key)
+		})
+	}
+	for _, tc := range listCases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStore(t)
+			l, ok := s.(store.Lister)
+			if !ok {
+				t.Skipf("%T does not implement store.Lister (optional)", s)
+			}
+			prefix := "storetest/" + strings.ReplaceAll(t.Name(), "/", "-") + "/"
+			tc.fn(t, s, l, prefix)
 		})
 	}
 }

@@ -42,13 +42,18 @@ type stepRequest struct {
 // In peer mode the followers that watch the leader hear of the release
 // as it happens and the others read every FrequentInterval; in storage
 // mode a stable follower reads once per InfrequentInterval, timed within
-// half a FrequentInterval of a renewal's due time, a slack after it
-// (section 3.3).
+// half a FrequentInterval of a renewal's due time, a slack after it, and
+// when it reads every renewal, half a FrequentInterval later still at
+// some renewals (alignedRead's half slot; section 3.3).
 func (p params) handoverHold() time.Duration {
 	if p.peerMode {
 		return p.fi + renewalSlack(p.fi)
 	}
-	return p.ii + p.fi/2 + renewalSlack(p.fi)
+	h := p.ii + p.fi/2 + renewalSlack(p.fi)
+	if p.ii <= p.fi {
+		h += p.fi / 2
+	}
+	return h
 }
 
 // transferWait is how long a member not named by a released record's to

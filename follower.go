@@ -1,7 +1,6 @@
 package s3lect
 
 import (
-	"hash/fnv"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -301,9 +300,11 @@ func alignedRead(due, stamped time.Time, held int64, slot uint32, lease string, 
 // to the next (a group whose leaders resign after the same number of
 // renewals would otherwise meet the same bits every time).
 func halfSlot(slot uint32, lease string, j int64) bool {
-	h := fnv.New64a()
-	h.Write([]byte(lease))
-	x := uint64(slot)<<32 ^ uint64(j) ^ h.Sum64()
+	x := uint64(14695981039346656037) // FNV-1a of the lease, then mixed with the rest
+	for i := 0; i < len(lease); i++ {
+		x = (x ^ uint64(lease[i])) * 1099511628211
+	}
+	x ^= uint64(slot)<<32 ^ uint64(j)
 	x ^= x >> 33
 	x *= 0xff51afd7ed558ccd
 	x ^= x >> 33

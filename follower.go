@@ -41,6 +41,7 @@ type follower struct {
 	peerNoETag bool          // the leader's peer answers carry no ETag (the original s3lect)
 	peerOn     peerKey       // the poller's target while it has one
 	hold       leaseKey      // a leadership this elector released: the others take its record first (handover.go)
+	holdUntil  time.Time     // in storage mode, until when its release is left to the others (zero: handoverHold)
 }
 
 // peerKey names the poller's target: a leadership at an address.

@@ -9,6 +9,10 @@
 # that AWS_ENDPOINT_URL_S3 and the AWS_* credentials name (MinIO:
 # path-style). main.go is built in a temporary module that requires both.
 set -euo pipefail
+if [ $# -lt 2 ]; then
+	echo "usage: bash internal/origcompare/run.sh ORIGINAL BUCKET [HANDOVERS]" >&2
+	exit 2
+fi
 orig=$1 bucket=$2 n=${3:-20}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

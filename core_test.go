@@ -740,29 +740,68 @@ func TestCoreAlignedRead(t *testing.T) {
 		slot    uint32
 		ii      time.Duration
 		want    time.Duration
+		halves  bool // InfrequentInterval = FrequentInterval
 	}{
-		{"F4 (3.3) infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + slack},
-		{"F4 (3.3) the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + slack},
-		{"F4 (3.3) renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + slack},
-		{"F4 (3.3) a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + slack},
-		{"F4 (3.3) due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + slack},
-		{"F4 (3.3) due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + slack},
-		{"F3 (3.3) one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + slack},
-		{"F4 (3.3) the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 300*ms + slack},
-		{"F3 (3.3) frequent read (k = 1): a slack after the next renewal, for a record read as it was stamped", time.Second, 0, 0, 0, fi, time.Second + slack},
-		{"F3 (3.3) frequent read: a record read before the midpoint of its cycle is read again a slack after the next renewal, before due", 1400 * ms, 0, 0, 0, fi, time.Second + slack},
-		{"F3 (3.3) frequent read: a record read past the midpoint of its cycle is read again after the renewal after next, later than due", 1700 * ms, 0, 0, 0, fi, 2*time.Second + slack},
-		{"F3 (3.3) frequent read: the phase comes from the stamp (renewals due at 300 ms), and slots play no part", 2 * time.Second, 300 * ms, 0, 5, fi, 2*time.Second + 300*ms + slack},
-		{"F3 (3.3) frequent read: a dead leader's phase is kept, one read every FrequentInterval", 5*time.Second + slack, 0, 0, 0, fi, 5*time.Second + slack},
+		{"F4 (3.3) infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + slack, false},
+		{"F4 (3.3) the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + slack, false},
+		{"F4 (3.3) renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + slack, false},
+		{"F4 (3.3) a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + slack, false},
+		{"F4 (3.3) due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + slack, false},
+		{"F4 (3.3) due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + slack, false},
+		{"F3 (3.3) one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + slack, false},
+		{"F4 (3.3) the phase comes from the stamp, not from the read", 5*time.Second + 300*ms, 300 * ms, 0, 0, ii, 5*time.Second + 300*ms + slack, false},
+		{"F3 (3.3) frequent read (k = 1): a slack after the next renewal, for a record read as it was stamped", time.Second, 0, 0, 0, fi, time.Second + slack, false},
+		{"F3 (3.3) frequent read: a record read before the midpoint of its cycle is read again a slack after the next renewal, before due", 1400 * ms, 0, 0, 0, fi, time.Second + slack, false},
+		{"F3 (3.3) frequent read: the phase comes from the stamp (renewals due at 300 ms), and slots play no part", 2 * time.Second, 300 * ms, 0, 5, fi, 2*time.Second + 300*ms + slack, false},
+		{"F3 (3.3) frequent read: a dead leader's phase is kept, one read every FrequentInterval", 5*time.Second + slack, 0, 0, 0, fi, 5*time.Second + slack, false},
+		{"F3 (3.3) InfrequentInterval = FrequentInterval: at some renewals a slot reads half a FrequentInterval later (slot 0, renewal 1)", time.Second, 0, 0, 0, fi, time.Second + slack + fi/2, true},
+		{"F3 (3.3) InfrequentInterval = FrequentInterval: at the same renewal another slot reads a slack after it (slot 1, renewal 1)", time.Second, 0, 0, 1, fi, time.Second + slack, true},
+		{"F3 (3.3) InfrequentInterval = FrequentInterval: the half slot changes with the renewal (slot 1, renewal 2)", 2 * time.Second, 0, 0, 1, fi, 2*time.Second + slack + fi/2, true},
+		{"F3 (3.3) InfrequentInterval = FrequentInterval: renewals are numbered by held, so followers agree on them (slot 1, renewal 1 + 1)", time.Second, 0, 1000, 1, fi, time.Second + slack + fi/2, true},
+		{"F3 (3.3) InfrequentInterval = FrequentInterval: a dead leader's phase is kept (renewal 7 of slot 0: the half slot)", 7*time.Second + slack, 0, 0, 0, fi, 7*time.Second + slack + fi/2, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := alignedRead(at(tc.due), at(tc.stamped), tc.held, tc.slot, fi, tc.ii)
+			got, off := alignedRead(at(tc.due), at(tc.stamped), tc.held, tc.slot, "", fi, tc.ii, tc.halves)
 			if !got.Equal(at(tc.want)) {
 				t.Errorf("alignedRead(due %v, stamped %v, held %d, slot %d) = %v; want %v",
 					tc.due, tc.stamped, tc.held, tc.slot, got.Sub(t0), tc.want)
 			}
+			if wantOff := (tc.want - tc.stamped - slack) % fi; off != wantOff {
+				t.Errorf("alignedRead(due %v, stamped %v, held %d, slot %d): offset %v; want %v", tc.due, tc.stamped, tc.held, tc.slot, off, wantOff)
+			}
 		})
+	}
+}
+
+// TestCoreHalfSlots checks the half slots' bits (docs/protocol.md, 3.3):
+// about half the renewals of a leadership, different for two followers,
+// and different from one leadership to the next, so that a group whose
+// leaders resign after the same number of renewals does not meet the same
+// bits every time.
+func TestCoreHalfSlots(t *testing.T) {
+	bits := func(slot uint32, lease string) (set int, pattern uint64) {
+		for j := range int64(64) {
+			if halfSlot(slot, lease, j) {
+				set++
+				pattern |= 1 << j
+			}
+		}
+		return set, pattern
+	}
+	a, pa := bits(1, "5d1c0b7e93aa4f20")
+	b, pb := bits(2, "5d1c0b7e93aa4f20")
+	_, pa2 := bits(1, "0e92c1fb45413076")
+	for _, n := range []int{a, b} {
+		if n < 20 || n > 44 {
+			t.Errorf("%d of 64 renewals in the half slot; want about half", n)
+		}
+	}
+	if pa == pb {
+		t.Errorf("slots 1 and 2 take the half slot at the same renewals (%064b)", pa)
+	}
+	if pa == pa2 {
+		t.Errorf("slot 1 takes the half slot at the same renewals in two leaderships (%064b)", pa)
 	}
 }
 
@@ -840,6 +879,55 @@ func TestCoreSlowWritesMoveReadsLater(t *testing.T) {
 	}
 	if m.c.fol().lag > p.fi/4 {
 		t.Errorf("lag %v; want at most a quarter of FrequentInterval", m.c.fol().lag)
+	}
+}
+
+// TestCoreHalfSlotReads: with InfrequentInterval = FrequentInterval a
+// stable follower reads either a slack after each renewal or half a
+// FrequentInterval later (docs/protocol.md, 3.3, half slots). A read in
+// the half slot that finds its renewal is not late and teaches no lag, so
+// the follower stays stable; once the renewals stop, its next read, in
+// either slot, finds the record late and goes to the frequent pace.
+func TestCoreHalfSlotReads(t *testing.T) {
+	p := coreParams
+	p.ii = p.fi
+	m := newMachine(t, p)
+	now := 1500 * time.Millisecond
+	m.on(evTimer{}, at(now))
+	const crashAfter = 30 // the last renewal
+	halves, firsts := 0, 0
+	for i := 0; i < 40; i++ {
+		r := min(int64(now/p.fi), crashAfter) // the last renewal written by now
+		now += 20 * time.Millisecond          // the read's round trip
+		m.read(held("x", 1, "a", r*1000, time.Duration(r)*p.fi), fmt.Sprintf(`"%d"`, r), at(now))
+		f := m.c.fol()
+		switch {
+		case r < crashAfter && i >= 5 && f.mode != infrequent:
+			t.Fatalf("read %d at %v found renewal %d: mode %v; want infrequent", i, now, r, f.mode)
+		case r == crashAfter && now >= time.Duration(crashAfter+1)*p.fi+slack && f.mode != frequent:
+			t.Fatalf("read %d at %v found renewal %d after renewal %d was due: mode %v; want frequent", i, now, r, r+1, f.mode)
+		}
+		if f.lag != 0 {
+			t.Fatalf("read %d at %v: lag %v; want none, every renewal landed at once", i, now, f.lag)
+		}
+		for !calling[doRead](m) {
+			now = m.wake.Sub(t0)
+			m.on(evTimer{}, at(now))
+		}
+		if r == crashAfter && f.mode == frequent {
+			break
+		}
+		switch now % p.fi {
+		case slack:
+			firsts++
+		case slack + p.fi/2:
+			halves++
+		default:
+			t.Fatalf("read at %v; want a slack after a renewal is due, or half a FrequentInterval later", now)
+		}
+	}
+	if halves < 5 || firsts < 5 {
+		t.Errorf("%d reads a slack after the renewal, %d half a FrequentInterval later; want both, often", firsts, halves)
 	}
 }
 

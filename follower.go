@@ -36,11 +36,13 @@ type follower struct {
 	aligned    bool          // the next read is an infrequent one timed just after one of the leader's renewals is due
 	timedFor   time.Time     // the time alignedRead gave the next read (zero: none); a read sent for it was timed
 	lag        time.Duration // how much later than the slack timed reads go, learned from renewals they came too early for
+	offset     time.Duration // how much later than its renewal's slack and lag the timed read goes: 0 or a half slot (alignedRead)
 	stable     leaseKey      // the leadership seen renewing since stableAt
 	stableAt   time.Time     //
 	peerNoETag bool          // the leader's peer answers carry no ETag (the original s3lect)
 	peerOn     peerKey       // the poller's target while it has one
 	hold       leaseKey      // a leadership this elector released: the others take its record first (handover.go)
+	holdUntil  time.Time     // in storage mode, until when its release is left to the others (zero: handoverHold)
 }
 
 // peerKey names the poller's target: a leadership at an address.
@@ -162,10 +164,19 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 		f.stable, f.stableAt = key, now
 	}
 	// Section 3.3: lastUpdated is the writer's wall clock, a hint that may
-	// change when the follower reads, never let it take over sooner.
+	// change when the follower reads, never let it take over sooner. A
+	// timed read judges the record by the renewal it was timed for: its
+	// age less the half slot it may have waited (off). Only reads in the
+	// first slot teach the lag: one half a FrequentInterval later finds its
+	// renewal whatever the lag.
+	timed := !f.timedFor.IsZero() && f.timedFor.Equal(f.nextRead)
+	var off time.Duration
+	if timed {
+		off = f.offset
+	}
 	age := now.Sub(f.v.rec.LastUpdated)
-	late := age > lateAge(p.fi, f.aligned)
-	if f.v.kind == kindHeld && fresh && !f.timedFor.IsZero() && f.timedFor.Equal(f.nextRead) {
+	late := age-off > lateAge(p.fi, f.aligned)
+	if f.v.kind == kindHeld && fresh && timed && off == 0 {
 		f.lag = nextLag(f.lag, age, p.fi)
 	}
 	if f.v.kind == kindHeld && fresh && !late && now.Sub(f.stableAt) >= p.lt {
@@ -173,7 +184,7 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 	} else {
 		f.mode = frequent
 	}
-	f.nextRead, f.aligned, f.timedFor = sent.Add(f.interval(p)), false, time.Time{}
+	f.nextRead, f.aligned, f.timedFor, f.offset = sent.Add(f.interval(p)), false, time.Time{}, 0
 	if w := max(p.ii, p.lt); f.v.kind == kindHeld && age > -w && age < w {
 		// Section 3.3: frequent and infrequent reads alike land just after
 		// one of the leader's renewals (the slack and the lag after the
@@ -182,7 +193,7 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 		// time nothing. Only an infrequent read judges lateness by the
 		// renewal it was timed for: a frequent follower whose reads come
 		// too early for the renewals still settles.
-		f.nextRead = alignedRead(f.nextRead, now.Add(-age).Add(f.lag), f.v.rec.Held, p.slot, p.fi, f.interval(p))
+		f.nextRead, f.offset = alignedRead(f.nextRead.Add(-off), now.Add(-age).Add(f.lag), f.v.rec.Held, p.slot, f.v.rec.Lease, p.fi, f.interval(p), p.ii <= p.fi)
 		f.aligned, f.timedFor = f.mode == infrequent, f.nextRead
 	}
 	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
@@ -258,15 +269,50 @@ func nextLag(lag, age, fi time.Duration) time.Duration {
 // The renewal is chosen by rounding, not by rounding up, so that a renewal
 // a little earlier than its due time does not push the read a whole cycle
 // later; in the steady state reads are k renewals apart.
-func alignedRead(due, stamped time.Time, held int64, slot uint32, fi, interval time.Duration) time.Time {
+//
+// With InfrequentInterval = FrequentInterval (halves) every follower
+// reads every renewal, stable or not, and without more all would read at
+// the same moment after each one: a release would wait for that moment,
+// half a FrequentInterval on average however many followers there are.
+// Instead each read goes either a slack after its renewal or half a
+// FrequentInterval later than that, by a hash of the follower's slot and
+// the renewal's number (halfSlot); off says which (0 or
+// FrequentInterval/2). Two followers split the interval between them at
+// half the renewals, so a release is found sooner; after a crash, a
+// follower that read the last write half a FrequentInterval late counts
+// from its timed sighting of an earlier renewal instead (section 3.2:
+// an eighth of a FrequentInterval later per renewal back).
+func alignedRead(due, stamped time.Time, held int64, slot uint32, lease string, fi, interval time.Duration, halves bool) (at time.Time, off time.Duration) {
 	wrote := stamped.Add(renewalSlack(fi))
 	n := (due.Sub(wrote) + fi/2) / fi
+	idx := (held + fi.Milliseconds()/2) / max(fi.Milliseconds(), 1) // this record's renewal number
+	j := idx + int64(n)
 	if k := int64((interval + fi - 1) / fi); k > 1 {
-		idx := (held + fi.Milliseconds()/2) / max(fi.Milliseconds(), 1) // this record's renewal number
-		j := idx + int64(n)
 		n += time.Duration(((int64(slot)-j)%k + k) % k)
+	} else if halves && halfSlot(slot, lease, j) {
+		off = fi / 2
 	}
-	return wrote.Add(n * fi)
+	return wrote.Add(n*fi + off), off
+}
+
+// halfSlot reports whether the follower of slot reads half a
+// FrequentInterval late after renewal j of the leadership of lease
+// (alignedRead): a bit of a hash of the three, so that followers differ
+// from each other, from one renewal to the next, and from one leadership
+// to the next (a group whose leaders resign after the same number of
+// renewals would otherwise meet the same bits every time).
+func halfSlot(slot uint32, lease string, j int64) bool {
+	x := uint64(14695981039346656037) // FNV-1a of the lease, then mixed with the rest
+	for i := 0; i < len(lease); i++ {
+		x = (x ^ uint64(lease[i])) * 1099511628211
+	}
+	x ^= uint64(slot)<<32 ^ uint64(j)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	x ^= x >> 33
+	return x&1 == 1
 }
 
 func (f *follower) interval(p params) time.Duration {

@@ -42,13 +42,18 @@ type stepRequest struct {
 // In peer mode the followers that watch the leader hear of the release
 // as it happens and the others read every FrequentInterval; in storage
 // mode a stable follower reads once per InfrequentInterval, timed within
-// half a FrequentInterval of a renewal's due time, a slack after it
-// (section 3.3).
+// half a FrequentInterval of a renewal's due time, a slack after it, and
+// when it reads every renewal, half a FrequentInterval later still at
+// some renewals (alignedRead's half slot; section 3.3).
 func (p params) handoverHold() time.Duration {
 	if p.peerMode {
 		return p.fi + renewalSlack(p.fi)
 	}
-	return p.ii + p.fi/2 + renewalSlack(p.fi)
+	h := p.ii + p.fi/2 + renewalSlack(p.fi)
+	if p.ii <= p.fi {
+		h += p.fi / 2
+	}
+	return h
 }
 
 // transferWait is how long a member not named by a released record's to
@@ -68,7 +73,11 @@ func (f *follower) handoverAt(sh *shared, at time.Time) time.Time {
 		at = at.Add(sh.transferWait(f.v))
 	}
 	if f.hold != (leaseKey{}) && f.v.key() == f.hold && (f.v.kind == kindVacant || f.v.kind == kindHeld) {
-		at = at.Add(sh.p.handoverHold())
+		if f.v.kind == kindVacant && !f.holdUntil.IsZero() {
+			at = later(at, f.holdUntil)
+		} else {
+			at = at.Add(sh.p.handoverHold())
+		}
 	}
 	return at
 }
@@ -79,6 +88,40 @@ func (c *core) holdOff(l *leader) {
 	if f := c.fol(); f != nil && !mutNoHandoverHold {
 		f.hold = leaseKey{l.rec.LeaderID, l.rec.Term, l.rec.Lease}
 	}
+}
+
+// holdOffReleased is holdOff for a release of l acknowledged at now. In
+// storage mode the resigner knows when its followers read (section 3.3):
+// a slack, their lag and perhaps a half slot after its renewals are due,
+// each stable one after one renewal in k, a frequent one after every
+// renewal. So every live follower has read the release by the k-th
+// renewal due time whose read cannot have come before the release landed
+// (due + slack after now), plus the slack, the largest lag, the half slot
+// and a slack more for the read's round trip and the clocks' difference:
+// about a FrequentInterval and a quarter on average with
+// InfrequentInterval = FrequentInterval, where the bound of handoverHold,
+// which knows no phase, is two. In peer mode handoverHold is shorter.
+func (c *core) holdOffReleased(l *leader, now time.Time) {
+	c.holdOff(l)
+	f, p := c.fol(), c.sh.p
+	if f == nil || f.hold == (leaseKey{}) || p.peerMode {
+		return
+	}
+	slack := renewalSlack(p.fi)
+	m := max(now.Sub(l.sentAt)-slack+p.fi-1, 0) / p.fi // the first renewal due whose read goes out after now
+	k := (p.ii + p.fi - 1) / p.fi
+	until := l.sentAt.Add((max(m, 1)+k-1)*p.fi + slack + p.fi/4 + slack)
+	if p.ii <= p.fi {
+		until = until.Add(p.fi / 2)
+	}
+	f.holdUntil = until
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // released is the record that releases l: its last write with lastUpdated

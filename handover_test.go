@@ -68,11 +68,16 @@ func TestCoreHandover(t *testing.T) {
 		if w.data == nil {
 			t.Fatalf("no takeover of its own release within a minute")
 		}
-		if earliest := at(600*time.Millisecond + p.handoverHold()); when.Before(earliest) {
+		// The last renewal (the takeover) was sent at 0 and the release
+		// acknowledged at 600 ms: every follower reads it by the fifth
+		// renewal due from the first (k = 5), 5 s, and its slack, lag and
+		// round trip (section 11.1): 5.375 s, before the phase-free bound,
+		// 600 ms + handoverHold.
+		if earliest := at(5*p.fi + p.fi/8 + p.fi/4); when.Before(earliest) {
 			t.Errorf("took its own release back at %v; want no sooner than the hold-off's end %v", when.Sub(t0), earliest.Sub(t0))
 		}
-		if when.After(at(600*time.Millisecond + p.handoverHold() + p.fi)) {
-			t.Errorf("a group of one led again at %v; want within a FrequentInterval of the hold-off's end", when.Sub(t0))
+		if when.After(at(600*time.Millisecond + p.handoverHold())) {
+			t.Errorf("a group of one led again at %v; want by the phase-free bound %v", when.Sub(t0), (600*time.Millisecond + p.handoverHold()))
 		}
 	})
 	t.Run("11 another member takes a release at once", func(t *testing.T) {
@@ -179,8 +184,16 @@ func TestCoreHandover(t *testing.T) {
 // after the last one's context ended, and a group of one leads again
 // after the hold-off.
 func TestHandoverLandsOnAnother(t *testing.T) {
-	for _, transfer := range []bool{false, true} {
-		t.Run(map[bool]string{false: "Resign", true: "Transfer"}[transfer], func(t *testing.T) {
+	for _, tc := range []struct {
+		transfer bool
+		ii       time.Duration
+	}{{false, testII}, {true, testII}, {false, testFI}, {true, testFI}} {
+		transfer := tc.transfer
+		name := map[bool]string{false: "Resign", true: "Transfer"}[transfer]
+		if tc.ii == testFI {
+			name += ", InfrequentInterval = FrequentInterval"
+		}
+		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := memstore.New()
 				ctx, cancel := context.WithCancel(t.Context())
@@ -196,7 +209,14 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 				)
 				ids := []string{"a", "b", "c"}
 				for i, id := range ids {
-					n := newNode(t, mem, id)
+					cfg := testConfig(newFaultStore(mem), id)
+					cfg.InfrequentInterval = tc.ii
+					e, err := New(cfg)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { e.Close() })
+					n := &node{id: id, e: e}
 					wg.Go(func() {
 						for k := 0; ; k++ {
 							l, err := n.e.Campaign(ctx)
@@ -242,24 +262,48 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 			})
 		})
 	}
-	t.Run("group of one", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			n := newNode(t, memstore.New(), "a")
-			l, err := n.e.Campaign(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			l.Resign(t.Context())
-			resigned := time.Now()
-			if _, err := n.e.Campaign(t.Context()); err != nil {
-				t.Fatal(err)
-			}
-			hold := n.e.params().handoverHold()
-			if d := time.Since(resigned); d < hold || d > hold+testFI {
-				t.Errorf("a group of one led again %v after resigning; want after the hold-off %v, within a FrequentInterval", d, hold)
-			}
+	// A group of one leads again when every follower it might have would
+	// have read its release (docs/protocol.md, 11.1): k renewals after the
+	// one due next (one follower read in k), plus the slack, the largest
+	// lag (FrequentInterval/4), a slack more and, with
+	// InfrequentInterval = FrequentInterval, the half slot; resigning as
+	// soon as it won, that is from the takeover's send.
+	for _, tc := range []struct {
+		name string
+		ii   time.Duration
+		want time.Duration
+	}{
+		{"group of one", testII, (testII+testFI-1)/testFI*testFI + testFI/8 + testFI/4},
+		{"group of one, InfrequentInterval = FrequentInterval", testFI, testFI + testFI/8 + testFI/4 + testFI/2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := testConfig(newFaultStore(memstore.New()), "a")
+				cfg.InfrequentInterval = tc.ii
+				e, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close()
+				l, err := e.Campaign(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				won := time.Now()
+				l.Resign(t.Context())
+				if _, err := e.Campaign(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				d, bound := time.Since(won), e.params().handoverHold()
+				if d < tc.want || d > tc.want+testFI/16 {
+					t.Errorf("a group of one led again %v after winning and resigning; want %v, when every follower would have read the release", d, tc.want)
+				}
+				if d > bound {
+					t.Errorf("a group of one led again %v after resigning; want no later than the bound that knows no phase, %v", d, bound)
+				}
+			})
 		})
-	})
+	}
 }
 
 // TestTransferOnDetachedLeadership: a Leadership that no elector's run

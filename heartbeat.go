@@ -191,7 +191,7 @@ func (c *core) releaseDone(l *leader, ev evStore, now time.Time, emit func(effec
 	switch {
 	case ev.err == nil:
 		c.leadOver(view{}.observe(l.released().encode(), ev.etag, now), now.Add(c.sh.p.fi), now, nil, emit)
-		c.holdOff(l) // the others take it first (handover.go)
+		c.holdOffReleased(l, now) // the others take it first (handover.go)
 	case errors.Is(ev.err, store.ErrPreconditionFailed) && l.rereads < maxReleaseRereads && !mutNoReleaseReread:
 		// The record the release named is gone. An operator's step-down
 		// request may have landed over it (racing Resign or Close), or a

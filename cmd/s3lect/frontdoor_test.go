@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -30,9 +31,12 @@ func TestVersion(t *testing.T) {
 			t.Errorf("s3lect version %s = %q, %v; want its usage and status 0", arg, out, err)
 		}
 	}
-	out, err := runBin("version", "extra")
-	if ee, ok := err.(interface{ ExitCode() int }); !ok || ee.ExitCode() != exitUsage || !strings.Contains(out, `unexpected argument "extra"`) {
-		t.Errorf("s3lect version extra = %q, %v; want status %d", out, err, exitUsage)
+	for _, arg := range []string{"extra", "-x"} {
+		out, err := runBin("version", arg)
+		if ee, ok := err.(interface{ ExitCode() int }); !ok || ee.ExitCode() != exitUsage ||
+			!strings.Contains(out, fmt.Sprintf("unexpected argument %q", arg)) || !strings.Contains(out, "usage: s3lect version") {
+			t.Errorf("s3lect version %s = %q, %v; want status %d, the argument named and the usage", arg, out, err, exitUsage)
+		}
 	}
 }
 

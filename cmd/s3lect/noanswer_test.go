@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,15 @@ func TestStoreNeverAnswered(t *testing.T) {
 	}
 	if strings.Index(out, "WARNING") > strings.Index(out, "giving up.") {
 		t.Errorf("the warning came after the give-up line:\n%s", out)
+	}
+	// Each line of the run's narration says when it was printed, and none
+	// comes after the give-up line (a "store error persists" line did).
+	stamped := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z s3lect: WARNING: the store at `)
+	if !stamped.MatchString(out) {
+		t.Errorf("the warning line lacks its time stamp (YYYY-MM-DDThh:mm:ss.mmmZ s3lect: ...):\n%s", out)
+	}
+	if rest := out[strings.Index(out, "giving up.")+len("giving up."):]; strings.Contains(rest, "s3lect:") {
+		t.Errorf("a line came after the give-up line:\n%s", out)
 	}
 	t.Logf("exited %v after the warning was seen", time.Since(seen).Round(time.Millisecond))
 

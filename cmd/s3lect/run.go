@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -221,15 +222,15 @@ func reportErr(stderr io.Writer, who string, err error) int {
 	var u errUsage
 	switch {
 	case errors.As(err, &u):
-		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		fmt.Fprintf(stderr, "%s: %s\n", who, unprefixed(err.Error()))
 		return exitUsage
 	case store.IsPermanent(err):
-		fmt.Fprintf(stderr, "%s: the store refused: %v\n", who, err)
+		fmt.Fprintf(stderr, "%s: the store refused: %s\n", who, unprefixed(err.Error()))
 		return exitRefused
 	case errors.Is(err, context.Canceled):
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "%s: %v%s\n", who, err, hint(err))
+		fmt.Fprintf(stderr, "%s: %s%s\n", who, unprefixed(err.Error()), hint(err))
 		return exitFailure
 	}
 }
@@ -248,8 +249,21 @@ type runner struct {
 	noAnswer  atomic.Bool   // -connect-timeout ran out before it did
 }
 
+// printf prints one line of the run's narration, stamped with the time
+// (UTC, to the millisecond) so that an operator reading a terminal or a
+// file can tell when the leadership moved; under systemd the journal's own
+// stamp comes first. An error that says "s3lect:" itself is not prefixed
+// twice.
 func (r *runner) printf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "s3lect: "+format+"\n", args...)
+	msg := unprefixed(fmt.Sprintf(format, args...))
+	fmt.Fprintf(r.stderr, "%s s3lect: %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), msg)
+}
+
+// unprefixed drops the "s3lect: " that the library's errors begin with
+// from a message that is printed after a prefix of the command's own
+// ("s3lect: s3lect: ..." read as a stutter).
+func unprefixed(msg string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(msg, "s3lect: "), ": s3lect: ", ": ")
 }
 
 func (r *runner) loop() int {
@@ -325,10 +339,10 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 		r.release(res.lead)
 		res.lead, res.err = nil, context.DeadlineExceeded
 	}
+	obsStop()
+	<-watched // no narration after the outcome's line
 	switch {
 	case res.err == nil:
-		obsStop()
-		<-watched // no waiting line after this one
 		r.printf("%s leads %s (term %d); starting %s", r.o.id, r.where, res.lead.Term(), r.command[0])
 		return res.lead, cancel, 0, true
 	case r.noAnswer.Load() && res.err != nil:

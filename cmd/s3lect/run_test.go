@@ -188,6 +188,9 @@ func TestStoreErrorsSaySo(t *testing.T) {
 			if code := p.status(t); code != tc.code {
 				t.Errorf("exit status %d; want %d\n%s", code, tc.code, p.stderr.String())
 			}
+			if out := p.stderr.String(); strings.Contains(out, "s3lect: s3lect:") || strings.Contains(out, ": s3lect: ") {
+				t.Errorf("the message says s3lect twice:\n%s", out)
+			}
 		})
 	}
 }

@@ -50,7 +50,7 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	if len(args) > 0 {
-		fmt.Fprintf(stderr, "s3lect version: unexpected argument %q\n", args[0])
+		fmt.Fprintf(stderr, "s3lect version: unexpected argument %q; usage: s3lect version (no arguments; -h for help)\n", args[0])
 		return exitUsage
 	}
 	fmt.Fprintln(stdout, versionLine())

@@ -54,6 +54,8 @@ type options struct {
 	groups    []int
 	electors  int
 	shardK    int    // the shard table's scale
+	poolW     int    // the shard table's workers
+	poolN     int    // the shard table's shards
 	costPools []int  // the pool cost table's numbers of workers
 	shardOnly bool   // only the shard table
 	noMemory  bool   // with a bucket: skip the failover rows on the in-memory store
@@ -61,13 +63,23 @@ type options struct {
 }
 
 func main() {
-	o := options{groups: []int{3, 10, 100}, electors: 1000, costPools: []int{10, 30, 100}}
+	o := options{groups: []int{3, 10, 100}, electors: 1000, costPools: []int{10, 30, 100}, poolW: 10, poolN: 1000}
 	flag.StringVar(&o.bucket, "bucket", "", "also measure on this S3 bucket (standard AWS environment); it must exist")
 	flag.BoolVar(&o.noMemory, "no-memstore", false, "with -bucket: measure on the bucket only (no in-memory failover rows, no in-memory electors table)")
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
+	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
+		ws, ns, ok := strings.Cut(v, "x")
+		w, werr := strconv.Atoi(ws)
+		n, nerr := strconv.Atoi(ns)
+		if !ok || werr != nil || nerr != nil || w < 2 || n < w {
+			return fmt.Errorf("%q is not WORKERSxSHARDS with at least 2 workers and a shard per worker (e.g. 30x3000)", v)
+		}
+		o.poolW, o.poolN = w, n
+		return nil
+	})
 	flag.Func("pool-cost", "numbers of workers, comma-separated, of the pool cost table (default 10,30,100; \"\" leaves the table out)", func(v string) error {
 		o.costPools = nil
 		for f := range strings.SplitSeq(v, ",") {
@@ -220,7 +232,7 @@ func electorsTable(ctx context.Context, o options, w io.Writer) error {
 
 // shardTable measures and prints the table of package pool's shards.
 func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer) error {
-	nShards, nWorkers := o.electors, 10
+	nShards, nWorkers := o.poolN, o.poolW
 	sfi, _, slt := scaled(o.shardK)
 	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
 	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+

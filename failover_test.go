@@ -2,6 +2,7 @@ package s3lect
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -183,6 +184,8 @@ func crashFailovers(t *testing.T, fi, ii, lt, latency, leaderLatency time.Durati
 				if err != nil {
 					t.Fatal(err)
 				}
+				leases := rand.New(rand.NewPCG(rng.Uint64(), 2))
+				e.newLease = func() string { return fmt.Sprintf("%016x", leases.Uint64()) } // the same half slots every run
 				t.Cleanup(func() { e.Close() })
 				n := &node{id: id, fs: fs, e: e}
 				n.campaign(t.Context(), won)
@@ -255,6 +258,14 @@ func TestCrashFailoverAtTheRenewalPhase(t *testing.T) {
 				bound += fi / 2
 				p50bound += latency
 				p90bound += fi/8 + latency + 2*time.Millisecond // held is floored to the millisecond (3.2)
+				if tc.leaderLatency > slack {
+					// With the lag, reads half a FrequentInterval late do
+					// not teach it, and where both followers took the half
+					// slot of the last write (one renewal in four) the
+					// takeover counts from that sighting: in some worlds
+					// (seed 7 of 1 to 8) more than a tenth of the trials.
+					p90bound = bound
+				}
 			}
 			trials := crashFailovers(t, fi, tc.ii, lt, latency, tc.leaderLatency, tc.stable, 60, 19)
 			var xs, ws []float64

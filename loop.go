@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/s3lect/s3lect/internal/lease"
 )
 
 // The run loop is the one goroutine that owns an elector's election state.
@@ -51,7 +50,7 @@ type (
 
 func (r *campaignReq) serve(lp *loop) event {
 	lp.camps[r.id] = r
-	return evCampaign{id: r.id, lease: lease.NewID()}
+	return evCampaign{id: r.id, lease: lp.e.newLease()}
 }
 
 func (r withdrawReq) serve(*loop) event { return evWithdraw(r) }

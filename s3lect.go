@@ -320,6 +320,10 @@ type Elector struct {
 	termKey string // the term high-water mark: key + termSuffix
 	log     *slog.Logger
 	margin  time.Duration // the leader's safety margin: LeaderTimeout / 10
+	// newLease draws a campaign's lease value (lease.NewID); a test in
+	// virtual time replaces it, before its first Campaign, with a seeded
+	// draw so that what hashes the lease (half slots) repeats exactly.
+	newLease func() string
 
 	ctx    context.Context // the storage goroutines' lifetime; cancelled by Close after the loop ends
 	cancel context.CancelFunc
@@ -393,6 +397,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		termKey:     cfg.LockfilePath + termSuffix,
 		log:         cfg.Logger.With("lockfile", cfg.LockfilePath, "server", cfg.ServerID),
 		margin:      lease.Margin(cfg.LeaderTimeout),
+		newLease:    lease.NewID,
 		ctx:         ctx,
 		cancel:      cancel,
 		reqs:        make(chan request),

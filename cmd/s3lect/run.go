@@ -352,7 +352,7 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 	case r.noAnswer.Load() && res.err != nil:
 		cancel()
 		r.printf("the store at %s has not answered since start, for -connect-timeout %v; giving up. %s",
-			r.endpoint, r.o.connectTimeout, noAnswerFix)
+			r.endpoint, r.o.connectTimeout, noAnswerFix(r.endpoint))
 		return nil, nil, exitNoAnswer, false
 	case timedOut.Load():
 		cancel()
@@ -390,10 +390,13 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 				if store.IsPermanent(c.Err) {
 					continue // Campaign returns it; the run ends saying so
 				}
+				if r.noAnswer.Load() {
+					continue // giving up: campaign says so
+				}
 				if cause := errorCause(c.Err); cause != lastCause {
 					if !r.answered.Load() && lastCause == "" {
 						r.printf("WARNING: the store at %s has not answered since start: %v. %s "+
-							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, c.Err, noAnswerFix, r.o.connectTimeout)
+							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, withoutNeverAnswered(c.Err), noAnswerFix(r.endpoint), r.o.connectTimeout)
 					} else {
 						r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
 					}
@@ -420,7 +423,7 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 			}
 			r.printf("waiting: %s", msg)
 		case <-tick.C:
-			if lastErr != "" {
+			if lastErr != "" && !r.noAnswer.Load() {
 				r.printf("store error persists: %s%s (retrying)", lastErr, hint(errors.New(lastErr)))
 			}
 		}

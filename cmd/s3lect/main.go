@@ -25,12 +25,13 @@ import (
 // status (128+N when the command was killed by signal N).
 const (
 	exitOK       = 0
-	exitFailure  = 1 // an unexpected failure, described on stderr
-	exitUsage    = 2 // bad flags or arguments
-	exitTry      = 3 // run: not leader within -try
-	exitLost     = 4 // run -once: leadership was lost or expired while the command ran
-	exitRefused  = 5 // the store refused for good (missing bucket, bad credentials, ...); stderr names the fix
-	exitNoAnswer = 6 // the store never answered (run: within -connect-timeout); stderr names the endpoint and what to check
+	exitFailure  = 1  // an unexpected failure, described on stderr
+	exitUsage    = 2  // bad flags or arguments
+	exitTry      = 3  // run: not leader within -try
+	exitLost     = 4  // run -once: leadership was lost or expired while the command ran
+	exitRefused  = 5  // the store refused for good (missing bucket, bad credentials, ...); stderr names the fix
+	exitNoAnswer = 6  // the store never answered (run: within -connect-timeout); stderr names the endpoint and what to check
+	exitNotMoved = 10 // release: the leadership did not move as asked within -wait (the old leader leads again, another than -to's member took over, or nobody yet)
 	exitNotStart = 127
 )
 
@@ -71,7 +72,9 @@ Example:
 Exit statuses: the command's own (run), 0 done, 1 unexpected failure,
 2 bad usage, 3 not leader within -try, 4 leadership lost (-once),
 5 the store refused for good (the message names the fix), 6 the store never
-answered (run: within -connect-timeout), 127 command not started.
+answered (run: within -connect-timeout), 7 fenced, 8 absent, 9 unknown
+(put, get, delete, seal), 10 release: the leadership did not move as
+asked, 127 command not started.
 `
 
 func dispatch(args []string, stdout, stderr io.Writer) int {

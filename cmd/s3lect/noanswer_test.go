@@ -42,12 +42,32 @@ func TestStoreNeverAnswered(t *testing.T) {
 	if rest := out[strings.Index(out, "giving up.")+len("giving up."):]; strings.Contains(rest, "s3lect:") {
 		t.Errorf("a line came after the give-up line:\n%s", out)
 	}
+	// The warning says it once (not "has not answered since start: the
+	// store has not answered since this elector started"), names only the
+	// s3:// store's endpoint settings, and no "(retrying)" line comes
+	// while the run gives up.
+	for _, unwanted := range []string{"since this elector started", "nats://", "(retrying)"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("run's output has %q:\n%s", unwanted, out)
+		}
+	}
 	t.Logf("exited %v after the warning was seen", time.Since(seen).Round(time.Millisecond))
 
 	st := start(t, "status", "-store", "s3://jobs/cli/never.json", "-endpoint", dead)
 	if code := st.status(t); code != exitNoAnswer || !strings.Contains(st.stderr.String(), "Check that the store runs") ||
 		!strings.Contains(st.stderr.String(), dead) {
 		t.Errorf("status against a dead endpoint exited %d; want %d naming the endpoint and the hint\n%s", code, exitNoAnswer, st.stderr.String())
+	}
+
+	// watch is no elector: it says so in its own words, and gives up
+	// after its -connect-timeout like run, naming the endpoint.
+	w := start(t, "watch", "-store", "s3://jobs/cli/never.json", "-endpoint", dead, "-connect-timeout", "2s")
+	w.waitLine(t, 10*time.Second, "has not answered since watch started")
+	code := w.status(t)
+	out = w.stderr.String()
+	if code != exitNoAnswer || !strings.Contains(out, "s3lect watch: the store at "+dead) || !strings.Contains(out, "for -connect-timeout 2s; giving up") ||
+		!strings.Contains(out, "Check that the store runs") || strings.Contains(out, "since this elector started") || strings.Contains(out, "nats://") {
+		t.Errorf("watch against a dead endpoint exited %d; want %d, naming the endpoint, in a watcher's words\n%s", code, exitNoAnswer, out)
 	}
 }
 

@@ -42,11 +42,15 @@ only, for a while). release prints what happened:
     that is gone, or a program that never ends its leadership): followers
     take over once its lease has run out, as after a crash.
 
-Nothing is done when nobody leads (no lockfile, or a released one).
+Nothing is done when nobody leads (a released lockfile); no lockfile at all
+is an error (a mistyped -store key?). release waits -wait at most, exactly.
 
-Exit statuses: 0 done, or nobody led; 1 unexpected failure; 2 bad usage;
+Exit statuses: 0 done (another member leads; -to's member with -to), or
+nobody led (a released lockfile); 1 unexpected failure; 2 bad usage;
 5 the store refused for good (the message names the fix); 6 the store did
-not answer.
+not answer; 8 no lockfile at -store's key; 10 the leadership did not move as
+asked within -wait: the member asked to step down leads again, another
+member than -to's took over, or nobody was seen taking over yet.
 
 Flags:
 `
@@ -54,6 +58,10 @@ Flags:
 // errNobodyLeads is requestStepDown's answer when there is no leader to
 // release.
 var errNobodyLeads = errors.New("nobody leads")
+
+// errNoLockfile is requestStepDown's answer when there is no lockfile at
+// all: nobody leads there, and the key may be mistyped.
+var errNoLockfile = fmt.Errorf("%w: no lockfile", errNobodyLeads)
 
 // requestStepDown writes an operator's step-down request over the live
 // leader's record at key: the record as the leader wrote it, with stepDown
@@ -70,7 +78,7 @@ func requestStepDown(ctx context.Context, st store.Store, key, to string) (old, 
 		data, etag, err := st.Get(ctx, key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			return old, written, fmt.Errorf("%w: no lockfile", errNobodyLeads)
+			return old, written, errNoLockfile
 		case err != nil:
 			return old, written, err
 		}
@@ -119,6 +127,8 @@ type outcome struct {
 	nextAt     time.Duration // after the request was written
 	lapsed     bool          // the lease ran out before the leader released
 	ignored    bool          // the leader renewed over the request: it does not know step-down requests
+	last       s3lect.Record // the last record read
+	read       bool          // last is set
 }
 
 // sameLeadership reports whether a and b are records of one leadership.
@@ -146,6 +156,7 @@ func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, 
 		if err != nil || !found {
 			continue
 		}
+		o.last, o.read = rec, true
 		now := time.Since(begun)
 		switch {
 		case sameLeadership(rec, req) && rec.LastUpdated.IsZero():
@@ -234,7 +245,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	sf.register(fs)
 	fs.StringVar(&to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
 	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")
-	fs.DurationVar(&wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is (0: do not wait)")
+	fs.DurationVar(&wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is; at the end, what is known is printed and the status is 10 if no other member was seen leading (0: do not wait)")
 	fs.StringVar(&peerCA, "peer-ca", "", "peer mode: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots)")
 	fs.StringVar(&peerCert, "peer-cert", "", "peer mode: PEM client certificate, for a leader that requires mutual TLS")
 	fs.StringVar(&peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
@@ -262,6 +273,10 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	begun := time.Now()
 	old, req, err := requestStepDown(wctx, st.st, st.key, to)
 	switch {
+	case errors.Is(err, errNoLockfile):
+		fmt.Fprintf(stderr, "s3lect release: no lockfile at %s: nobody leads there. Is the key right? "+
+			"s3lect status -store %s shows what is there, or list the bucket's keys; every runner of the group uses the same -store.\n", st.where, st.where)
+		return exitAbsent
 	case errors.Is(err, errNobodyLeads):
 		fmt.Fprintf(stdout, "%s: %v; nothing to release\n", st.where, err)
 		return exitOK
@@ -289,7 +304,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	if wait == 0 {
 		return exitOK
 	}
-	o := follow(ctx, st.st, st.key, req, begun, lease, max(wait, lease+lease/10+time.Second), 50*time.Millisecond, func(o outcome, what string) {
+	o := follow(ctx, st.st, st.key, req, begun, lease, wait, 50*time.Millisecond, func(o outcome, what string) {
 		switch what {
 		case "released":
 			fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile %v after the request\n", old.LeaderID, o.releasedAt.Round(time.Millisecond))
@@ -301,22 +316,53 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 				"followers take over now that its lease has run out\n", old.LeaderID, lease)
 		}
 	})
-	if o.next.LeaderID != "" && !o.released && !o.lapsed {
+	return reportMove(stdout, old, to, wait, o, ctx.Err() != nil)
+}
+
+// reportMove prints where the leadership went after the request over old
+// (to: -to's member, or ""), as follow saw it within wait, and returns the
+// exit status: exitOK when another member leads (to's member, with -to),
+// exitNotMoved when the old leader leads again, another than to's member
+// took over, or nobody was seen taking over within wait.
+func reportMove(stdout io.Writer, old s3lect.Record, to string, wait time.Duration, o outcome, interrupted bool) int {
+	next := o.next
+	if next.LeaderID != "" && !o.released && !o.lapsed {
 		// Between two reads: nobody takes over a live lease, so the leader
 		// released it.
 		fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile within %v of the request\n", old.LeaderID, o.nextAt.Round(time.Millisecond))
 	}
 	switch {
-	case o.next.LeaderID != "":
-		fmt.Fprintf(stdout, "  %s leads (term %d), %v after the request\n", o.next.LeaderID, o.next.Term, o.nextAt.Round(time.Millisecond))
-		if to != "" && o.next.LeaderID != to {
-			fmt.Fprintf(stdout, "  %s did not take over in its window (is it running, with -id %s?); another member did\n", to, to)
+	case next.LeaderID == old.LeaderID:
+		fmt.Fprintf(stdout, "  %s leads (term %d), %v after the request: the job is back on %s, the member you asked to step down", next.LeaderID, next.Term, o.nextAt.Round(time.Millisecond), old.LeaderID)
+		if to != "" {
+			fmt.Fprintf(stdout, "; %s did not take over in its window (is it running, with -id %s, on this lockfile?)\n", to, to)
+		} else {
+			fmt.Fprintf(stdout, "; no other member took over (is another s3lect run started on this lockfile?)\n")
 		}
+		return exitNotMoved
+	case next.LeaderID != "":
+		fmt.Fprintf(stdout, "  %s leads (term %d), %v after the request\n", next.LeaderID, next.Term, o.nextAt.Round(time.Millisecond))
+		if to != "" && next.LeaderID != to {
+			fmt.Fprintf(stdout, "  %s did not take over in its window (is it running, with -id %s?); %s took over instead\n", to, to, next.LeaderID)
+			return exitNotMoved
+		}
+		return exitOK
 	case o.ignored:
-	case ctx.Err() == nil:
-		fmt.Fprintf(stdout, "  no other member led within %v of the request\n", max(wait, lease+lease/10+time.Second))
+		return exitNotMoved
+	case interrupted:
+		return exitNotMoved
 	}
-	return exitOK
+	state := "nobody leads yet"
+	switch {
+	case !o.read:
+		state = "the lockfile could not be read"
+	case sameLeadership(o.last, old) && !o.last.LastUpdated.IsZero():
+		state = fmt.Sprintf("%s still holds the lockfile (the request is pending, or its lease has not run out)", old.LeaderID)
+	case o.last.LastUpdated.IsZero():
+		state = fmt.Sprintf("nobody leads yet (%s released the lockfile)", o.last.LeaderID)
+	}
+	fmt.Fprintf(stdout, "  no other member seen leading within -wait %v: %s; s3lect status or watch shows the rest\n", wait, state)
+	return exitNotMoved
 }
 
 // tlsHint names the flag that fixes a peer endpoint whose certificate

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -183,8 +184,9 @@ func TestReleaseCommand(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	key, dir := "cli/release.json", t.TempDir()
 	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms", "-wait", "20s"}
-	if out, err := runBin(append([]string{"release"}, where...)...); err != nil || !strings.Contains(out, "nobody leads") {
-		t.Errorf("release with no lockfile = %q, %v; want status 0 and nobody leads", out, err)
+	if out, err := runBin(append([]string{"release"}, where...)...); binStatus(err) != exitAbsent ||
+		!strings.Contains(out, "no lockfile at s3://"+bucket+"/"+key) || !strings.Contains(out, "Is the key right?") {
+		t.Errorf("release with no lockfile = %q, %v; want status %d naming the key and asking whether it is right", out, err, exitAbsent)
 	}
 	a := start(t, runArgs(endpoint, bucket, key, "a", []string{"-once"}, childScript(dir, "a", false))...)
 	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
@@ -199,8 +201,9 @@ func TestReleaseCommand(t *testing.T) {
 		!strings.Contains(out, "c leads (term 2)") || !strings.Contains(out, "only c may take over at first") {
 		t.Fatalf("release -to c = %q, %v; want status 0, the transfer window named at once, a stepped down, c leads (term 2)", out, err)
 	}
-	if code := a.status(t); code != exitLost || !strings.Contains(a.stderr.String(), "leadership ended") {
-		t.Errorf("a (-once) exited %d after the release; want %d saying its leadership ended\n%s", code, exitLost, a.stderr.String())
+	if code := a.status(t); code != exitLost || !strings.Contains(a.stderr.String(), "leadership ended (asked to step down by s3lect release, to hand over to c)") ||
+		!strings.Contains(a.stderr.String(), "stays out of the next election") || strings.Contains(a.stderr.String(), "lost to another holder") {
+		t.Errorf("a (-once) exited %d after the release; want %d saying it stepped down at the operator's request for c and holds off\n%s", code, exitLost, a.stderr.String())
 	}
 	waitFor(t, 20*time.Second, "c's command to start", func() bool { return started(t, dir, "c") })
 	la, lc := readLog(t, dir, "a"), readLog(t, dir, "c")
@@ -261,4 +264,68 @@ func TestTLSHintNamesPeerCA(t *testing.T) {
 	if h := tlsHint(errors.New("connection refused")); h != "" {
 		t.Errorf("tlsHint(connection refused) = %q; want none", h)
 	}
+}
+
+// binStatus is the exit status of runBin's err.
+func binStatus(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestReleaseBackOnTheSameMember: a group of one on MinIO. release -to a
+// member that runs nowhere, and a plain release, end with the job back on
+// the member asked to step down: release says so plainly and exits 10;
+// the runner says it stepped down at an operator's request and held off.
+// release -wait shorter than the lease ends at -wait, saying what it knows.
+func TestReleaseBackOnTheSameMember(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	key, dir := "cli/release-back.json", t.TempDir()
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms"}
+	a := start(t, runArgs(endpoint, bucket, key, "a", nil, childScript(dir, "a", false))...)
+	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+
+	out, err := runBin(append(append([]string{"release"}, where...), "-to", "web-9", "-wait", "20s")...)
+	if binStatus(err) != exitNotMoved || !strings.Contains(out, "the job is back on a, the member you asked to step down") ||
+		!strings.Contains(out, "web-9 did not take over in its window") {
+		t.Errorf("release -to web-9 (runs nowhere) = %q, %v; want status %d, the job back on a, web-9 named", out, err, exitNotMoved)
+	}
+	a.waitLine(t, 10*time.Second, "a leads")
+	said := a.stderr.String()
+	if !strings.Contains(said, "leadership ended (asked to step down by s3lect release, to hand over to web-9)") ||
+		!strings.Contains(said, "stays out of the next election") || !strings.Contains(said, "holding off until about") {
+		t.Errorf("a's narration after release -to web-9:\n%s\nwant the step-down named, with web-9, and the hold-off", said)
+	}
+
+	waitFor(t, 20*time.Second, "a to lead again", func() bool {
+		rec, ok := lockfile(t, bucket, key)
+		return ok && rec.LeaderID == "a" && !rec.LastUpdated.IsZero() && rec.Term == 2
+	}, a)
+	out, err = runBin(append(append([]string{"release"}, where...), "-wait", "20s")...)
+	if binStatus(err) != exitNotMoved || !strings.Contains(out, "the job is back on a, the member you asked to step down") ||
+		!strings.Contains(out, "no other member took over") {
+		t.Errorf("plain release in a group of one = %q, %v; want status %d and the job back on a", out, err, exitNotMoved)
+	}
+
+	waitFor(t, 20*time.Second, "a to lead again", func() bool {
+		rec, ok := lockfile(t, bucket, key)
+		return ok && rec.LeaderID == "a" && !rec.LastUpdated.IsZero() && rec.Term == 3
+	}, a)
+	begun := time.Now()
+	out, err = runBin(append(append([]string{"release"}, where...), "-to", "web-9", "-wait", "300ms")...)
+	took := time.Since(begun)
+	if binStatus(err) != exitNotMoved || !strings.Contains(out, "no other member seen leading within -wait 300ms") {
+		t.Errorf("release -wait 300ms = %q, %v; want status %d, saying what is known at -wait", out, err, exitNotMoved)
+	}
+	// Before, release waited at least the lease and a tenth, plus a
+	// second (2.65s here), whatever -wait said.
+	if took >= 2650*time.Millisecond {
+		t.Errorf("release -wait 300ms took %v; want it to end at -wait, not after the lease", took)
+	}
+	t.Logf("release -wait 300ms ended after %v:\n%s", took, out)
 }

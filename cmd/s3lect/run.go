@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -187,7 +188,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 	if lt == 0 {
 		lt = s3lect.DefaultLeaderTimeout
 	}
-	r := &runner{o: o, e: e, where: st.where, endpoint: o.sf.endpointName(st.where), command: command, sigs: sigs, stderr: stderr, killAfter: lt / 20}
+	r := &runner{o: o, e: e, st: st.st, key: st.key, where: st.where, endpoint: o.sf.endpointName(st.where), command: command, sigs: sigs, stderr: stderr, killAfter: lt / 20}
 	return r.loop()
 }
 
@@ -239,6 +240,8 @@ func reportErr(stderr io.Writer, who string, err error) int {
 type runner struct {
 	o         runOptions
 	e         *s3lect.Elector
+	st        store.Store // the elector's store, read once after a leadership is lost (stepRequest)
+	key       string
 	where     string
 	endpoint  string // the store's endpoint as a person names it, for the never-answered warning
 	command   []string
@@ -247,6 +250,7 @@ type runner struct {
 	killAfter time.Duration // from the end of a leadership to SIGKILL
 	answered  atomic.Bool   // the store has answered a read since start
 	noAnswer  atomic.Bool   // -connect-timeout ran out before it did
+	holdOff   atomic.Int64  // until when (Unix ns) this member stays out of the election after a step-down
 }
 
 // printf prints one line of the run's narration, stamped with the time
@@ -348,7 +352,7 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 	case r.noAnswer.Load() && res.err != nil:
 		cancel()
 		r.printf("the store at %s has not answered since start, for -connect-timeout %v; giving up. %s",
-			r.endpoint, r.o.connectTimeout, noAnswerFix)
+			r.endpoint, r.o.connectTimeout, noAnswerFix(r.endpoint))
 		return nil, nil, exitNoAnswer, false
 	case timedOut.Load():
 		cancel()
@@ -386,10 +390,13 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 				if store.IsPermanent(c.Err) {
 					continue // Campaign returns it; the run ends saying so
 				}
+				if r.noAnswer.Load() {
+					continue // giving up: campaign says so
+				}
 				if cause := errorCause(c.Err); cause != lastCause {
 					if !r.answered.Load() && lastCause == "" {
 						r.printf("WARNING: the store at %s has not answered since start: %v. %s "+
-							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, c.Err, noAnswerFix, r.o.connectTimeout)
+							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, withoutNeverAnswered(c.Err), noAnswerFix(r.endpoint), r.o.connectTimeout)
 					} else {
 						r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
 					}
@@ -409,9 +416,14 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 			if c.IsLeader {
 				continue // campaign says so
 			}
-			r.printf("waiting: %s", describe(c.Leader, time.Now()))
+			msg := describe(c.Leader, time.Now())
+			if until := time.Unix(0, r.holdOff.Load()); c.Leader.LeaderID == "" && time.Now().Before(until) {
+				msg = fmt.Sprintf("nobody leads (released by this member's step-down); holding off until about %s so that another member takes over",
+					until.UTC().Format("15:04:05"))
+			}
+			r.printf("waiting: %s", msg)
 		case <-tick.C:
-			if lastErr != "" {
+			if lastErr != "" && !r.noAnswer.Load() {
 				r.printf("store error persists: %s%s (retrying)", lastErr, hint(errors.New(lastErr)))
 			}
 		}
@@ -480,22 +492,41 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 // lockfile now, and stays out of the next election for a while
 // (docs/protocol.md, section 11). After any other end it does nothing.
 func (r *runner) handBack(lead *s3lect.Leadership) {
+	req, asked := r.stepRequest(lead.Term()) // before Resign replaces the request with the release
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := lead.Resign(ctx); err != nil {
 		r.printf("release %s after the step-down: %v (followers take over after LeaderTimeout)", r.where, err)
+		return
 	}
+	if !asked {
+		return
+	}
+	hold := r.holdOffTime(req.To)
+	r.holdOff.Store(time.Now().Add(hold).UnixNano())
+	r.printf("stepped down at an operator's request (s3lect release): released %s to %s; "+
+		"this member stays out of the next election for about %v so that %s takes over", r.where,
+		cmp.Or(req.To, "the next member to read it"), hold, cmp.Or(req.To, "another member"))
 }
 
 // lost stops the command after the leadership ended under it: SIGTERM at
 // once, SIGKILL after killAfter, and returns once no process of the group
-// runs any more.
+// runs any more. A leadership lost to another writer may have been an
+// operator's step-down request (s3lect release): the lockfile is read once,
+// after SIGTERM is sent, to say which.
 func (r *runner) lost(lead *s3lect.Leadership, g *group) {
 	ended := time.Now()
-	r.printf("leadership ended (%v); stopping the command: SIGTERM now, SIGKILL in %v", context.Cause(lead.Context()), r.killAfter)
-	g.signal(syscall.SIGTERM)
+	g.signal(syscall.SIGTERM) // first: nothing below delays the stop
 	t := time.NewTimer(r.killAfter)
 	defer t.Stop()
+	cause := context.Cause(lead.Context())
+	why := unprefixed(fmt.Sprint(cause))
+	if errors.Is(cause, s3lect.ErrLeadershipLost) {
+		if req, ok := r.stepRequest(lead.Term()); ok {
+			why = "asked to step down by s3lect release, to hand over to " + cmp.Or(req.To, "another member")
+		}
+	}
+	r.printf("leadership ended (%s); stopping the command: SIGTERM sent, SIGKILL in %v", why, r.killAfter)
 	select {
 	case <-g.exited:
 	case <-t.C:
@@ -504,6 +535,37 @@ func (r *runner) lost(lead *s3lect.Leadership, g *group) {
 		r.printf("%v", err)
 	}
 	r.printf("command stopped (status %d) %v after the leadership ended", g.status, time.Since(ended).Round(time.Millisecond))
+}
+
+// stepRequest reads the lockfile once, for at most half the time to
+// SIGKILL, and returns the step-down request over this member's
+// leadership of term, if it finds one.
+func (r *runner) stepRequest(term uint64) (s3lect.Record, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), min(r.killAfter/2, 2*time.Second))
+	defer cancel()
+	rec, found, err := readLockfile(ctx, r.st, r.key)
+	if err != nil || !found || rec.StepDown == "" || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {
+		return s3lect.Record{}, false
+	}
+	return rec, true
+}
+
+// holdOffTime is about how long a member that released its leadership
+// stays out of the next election, so that another member takes over
+// first (the library's hold-off: the others' next read); with a named
+// member (-to), the others wait the transfer window too.
+func (r *runner) holdOffTime(to string) time.Duration {
+	fi := cmp.Or(r.o.frequent, s3lect.DefaultFrequentInterval)
+	ii := cmp.Or(r.o.infrequent, s3lect.DefaultInfrequentInterval)
+	lt := cmp.Or(r.o.timeout, s3lect.DefaultLeaderTimeout)
+	hold := ii + fi
+	if r.o.peerAddr != "" {
+		hold = fi
+	}
+	if to != "" {
+		hold = max(hold, lt+fi)
+	}
+	return hold
 }
 
 // reap kills what is left of the group once the command is done with it.

@@ -185,7 +185,13 @@ shorter than a read interval, or a takeover whose write did not land).
 Leadership is judged as a follower judges it (LeaderTimeout of silence), so
 -frequent and -timeout should match the group's. -json prints one JSON object per line.
 
-Exit statuses: 0 interrupted, 2 bad usage, 5 the store refused for good.
+The store's errors are printed as they change. A store that has not
+answered once since start (a wrong endpoint, DNS, a firewall) ends watch
+after -connect-timeout with status 6, naming the endpoint, as run does; once
+it has answered, outages are printed and waited out.
+
+Exit statuses: 0 interrupted, 2 bad usage, 5 the store refused for good,
+6 the store never answered within -connect-timeout.
 
 Flags:
 `
@@ -217,6 +223,7 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 		sf                       storeFlags
 		asJSON                   bool
 		frequent, infrequent, lt time.Duration
+		connect                  time.Duration
 	)
 	fs := flag.NewFlagSet("s3lect watch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -229,8 +236,13 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&frequent, "frequent", 0, "FrequentInterval (0: 5s)")
 	fs.DurationVar(&infrequent, "infrequent", 0, "how often to read once a leader renews steadily (0: -frequent, so that no leadership is missed)")
 	fs.DurationVar(&lt, "timeout", 0, "LeaderTimeout (0: 15s)")
+	fs.DurationVar(&connect, "connect-timeout", time.Minute, "exit (status 6) if the store has not answered once within this time since start; 0 waits for ever")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
 		return code
+	}
+	if connect < 0 {
+		fmt.Fprintln(stderr, "s3lect watch: -connect-timeout must not be negative")
+		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -270,6 +282,16 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 	// otherwise go unprinted.
 	tick := time.NewTicker(cmp.Or(frequent, s3lect.DefaultFrequentInterval))
 	defer tick.Stop()
+	var (
+		answered bool             // the store has answered once
+		silent   <-chan time.Time // -connect-timeout
+	)
+	if connect > 0 {
+		t := time.NewTimer(connect)
+		defer t.Stop()
+		silent = t.C
+	}
+	endpoint := sf.endpointName(st.where)
 	for {
 		var (
 			l    watchLine
@@ -281,11 +303,29 @@ func watchCmd(args []string, stdout, stderr io.Writer) int {
 				return exitOK
 			}
 			l = watchLine{Time: time.Now().UTC(), Leader: c.Leader.LeaderID, Address: c.Leader.LeaderAddr, Term: c.Leader.Term}
-			if c.Err != nil {
+			switch {
+			case c.Err != nil && errors.Is(c.Err, s3lect.ErrNeverAnswered):
+				l.Err, l.cause, perm = withoutNeverAnswered(c.Err), errorCause(c.Err), isPermanent(c.Err)
+				l.Err = fmt.Sprintf("the store at %s has not answered since watch started: %s", endpoint, l.Err)
+				l.hint = " (" + noAnswerFix(endpoint) + ")"
+				if connect > 0 {
+					l.hint = fmt.Sprintf(" (%s Giving up after -connect-timeout %v unless it answers.)", noAnswerFix(endpoint), connect)
+				}
+			case c.Err != nil:
 				l.Err, l.cause, l.hint, perm = c.Err.Error(), errorCause(c.Err), hint(c.Err), isPermanent(c.Err)
-			} else if l.Leader == "" {
+			default:
+				answered = true
+			}
+			if c.Err == nil && l.Leader == "" {
 				l.Vacant, l.Was, l.Term = vacancy(ctx, st.st, st.key)
 			}
+		case <-silent:
+			if answered {
+				continue
+			}
+			fmt.Fprintf(stderr, "s3lect watch: the store at %s has not answered since start, for -connect-timeout %v; giving up. %s\n",
+				endpoint, connect, noAnswerFix(endpoint))
+			return exitNoAnswer
 		case <-tick.C:
 			if !w.vacant() {
 				continue
@@ -378,7 +418,7 @@ func reportNoAnswer(stderr io.Writer, who, endpoint string, err error) int {
 	if errors.As(err, &u) {
 		return reportErr(stderr, who, err)
 	}
-	fmt.Fprintf(stderr, "%s: the store at %s did not answer: %v. %s\n", who, endpoint, err, noAnswerFix)
+	fmt.Fprintf(stderr, "%s: the store at %s did not answer: %v. %s\n", who, endpoint, err, noAnswerFix(endpoint))
 	return exitNoAnswer
 }
 

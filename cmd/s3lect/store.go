@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/storeurl"
 )
@@ -99,9 +100,31 @@ func (sf storeFlags) endpointName(where string) string {
 	return fmt.Sprintf("AWS S3 (no -endpoint or AWS_ENDPOINT_URL_S3 set, for %s)", where)
 }
 
-// noAnswerFix is what to check when a store has never answered.
-const noAnswerFix = "Check that the store runs and that the endpoint is right (-endpoint or AWS_ENDPOINT_URL_S3 for MinIO and other " +
-	"S3-compatible stores; the host and port in a nats:// URL), and that this machine can resolve and reach it (DNS, firewall, proxy)."
+// noAnswerFix is what to check when the store at endpoint (as
+// endpointName names it) has never answered: it names only what sets
+// the endpoint of the store's own kind.
+func noAnswerFix(endpoint string) string {
+	const reach = "and that this machine can resolve and reach it (DNS, firewall, proxy)."
+	switch {
+	case strings.Contains(endpoint, "s3://"):
+		return "Check that the store runs and that the endpoint is right (-endpoint or AWS_ENDPOINT_URL_S3 for MinIO and other " +
+			"S3-compatible stores), " + reach
+	case strings.HasPrefix(endpoint, "nats://"):
+		return "Check that the NATS server runs and that the host and port in the nats:// URL are right, " + reach
+	}
+	return "Check that the store runs and that its endpoint is right (the emulator's variable, if one is used), " + reach
+}
+
+// withoutNeverAnswered drops the library's "the store has not answered
+// since this elector started" from err's text, for a line that says so
+// in its own words (a watcher is no elector; run says it once).
+func withoutNeverAnswered(err error) string {
+	msg := err.Error()
+	if errors.Is(err, s3lect.ErrNeverAnswered) {
+		msg = strings.TrimPrefix(msg, s3lect.ErrNeverAnswered.Error()+": ")
+	}
+	return unprefixed(msg)
+}
 
 // errRepeat is how often a store error that persists unchanged is printed
 // again.

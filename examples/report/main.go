@@ -233,6 +233,9 @@ func electorsTable(ctx context.Context, o options, w io.Writer) error {
 // shardTable measures and prints the table of package pool's shards.
 func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer) error {
 	nShards, nWorkers := o.poolN, o.poolW
+	if nWorkers == 0 { // options built without the flag's default
+		nShards, nWorkers = o.electors, 10
+	}
 	sfi, _, slt := scaled(o.shardK)
 	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
 	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -40,7 +41,7 @@ func TestSteadyStateCostIsOneWritePerWorker(t *testing.T) {
 	})
 }
 
-type callCount struct{ gets, puts uint64 }
+type callCount struct{ gets, puts, lists uint64 }
 
 // calls sums the store calls of every worker of the group.
 func (g *group) calls() callCount {
@@ -49,6 +50,66 @@ func (g *group) calls() callCount {
 		s := w.p.Stats()
 		c.gets += s.Gets
 		c.puts += s.Puts
+		c.lists += s.Lists
 	}
 	return c
+}
+
+// TestSteadyStateReadsPerWorker checks the watch's price (docs/pool-protocol.md,
+// "Cost"): once the shards are spread, each worker makes at most one PUT
+// and two reads (a listing of the session objects and a read of the member
+// list) per FrequentInterval, whatever the number of workers, on a store
+// that lists. On one that does not, each reads the member list and every
+// other member's session object: W reads per worker per interval. With
+// -sim.mutate=nolist (every tick reads every member's session) the first
+// case fails.
+func TestSteadyStateReadsPerWorker(t *testing.T) {
+	defer setMutation(t)()
+	for _, tc := range []struct {
+		workers, shards int
+		noList          bool
+	}{{10, 1000, false}, {30, 300, false}, {10, 1000, true}} {
+		name := fmt.Sprintf("workers=%d/shards=%d", tc.workers, tc.shards)
+		if tc.noList {
+			name += "/nolister"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := newGroup(t, 0, tc.shards)
+				g.noList = tc.noList
+				for i := range tc.workers {
+					g.add(fmt.Sprintf("w%d", i+1))
+				}
+				defer g.stop()
+				time.Sleep(6*testLT + testFI/3) // spread and settled; windows off the renewals' phase
+				n, w := tc.shards, tc.workers
+				if c := g.counts(); !within(c, g.ids(nil), n/w, (n+w-1)/w, n) {
+					t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
+				}
+				const intervals = 40
+				before := g.calls()
+				time.Sleep(intervals * testFI)
+				after := g.calls()
+				puts := after.puts - before.puts
+				reads := after.gets + after.lists - before.gets - before.lists
+				perPut := float64(puts) / intervals / float64(w)
+				perRead := float64(reads) / intervals / float64(w)
+				t.Logf("per worker per FrequentInterval: %.2f PUT, %.2f reads (%d GET, %d LIST in all)", perPut, perRead,
+					after.gets-before.gets, after.lists-before.lists)
+				// A window's edges cut at most one renewal and one tick of each
+				// worker in or out.
+				if limit := uint64(w * (intervals + 1)); puts > limit {
+					t.Errorf("%d PUTs over %d intervals for %d workers; want at most one per worker per interval (%d)", puts, intervals, w, limit)
+				}
+				readsPerTick := 2
+				if tc.noList {
+					readsPerTick = w // the member list and every other member's session
+				}
+				if limit := uint64(readsPerTick * w * (intervals + 1)); reads > limit {
+					t.Errorf("%d reads over %d intervals for %d workers; want at most %d per worker per interval (%d)", reads, intervals, w, readsPerTick, limit)
+				}
+				g.check(t)
+			})
+		})
+	}
 }

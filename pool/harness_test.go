@@ -59,11 +59,27 @@ func (c *crashStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 	return c.Store.PutIfMatch(ctx, key, data, etag)
 }
 
+func (c *crashStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	if c.dead.Load() {
+		return nil, errCrashed
+	}
+	if c.cut.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return c.Store.(store.Lister).List(ctx, prefix)
+}
+
+// unlisted hides a store's List: the pool reads each member's session
+// object instead of listing them.
+type unlisted struct{ store.Store }
+
 // group is workers running pools over the same shards on one memstore,
 // with a referee that watches every Work call.
 type group struct {
 	t       testing.TB
 	speed   time.Duration // the default intervals are divided by this
+	noList  bool          // the workers' stores do not list (store.Lister)
 	shards  []string
 	mem     store.Store
 	workers []*worker
@@ -119,8 +135,12 @@ func (g *group) ids(except *worker) []string {
 // add starts a worker.
 func (g *group) add(id string) *worker {
 	w := &worker{id: id, st: &crashStore{Store: g.mem}, done: make(chan struct{})}
+	var st store.Store = w.st
+	if g.noList {
+		st = unlisted{w.st}
+	}
 	p, err := New(Config{
-		Store: w.st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet,
+		Store: st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet,
 		FrequentInterval: testFI / g.speed, LeaderTimeout: testLT / g.speed,
 		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 			g.started(shard, id, l.Term(), ctx)

@@ -41,6 +41,15 @@ type loopState struct {
 	closing []*lead
 	stopAt  time.Time
 
+	// What the last look saw (watch.go): its view's live workers, the
+	// member list it read, and when a shard it set aside is due again.
+	// pruneAt and pruneWait pace the looks that only prune.
+	lookLive, lookMembers []string
+	lookAt                time.Time
+	pruneAt               time.Time
+	pruneWait             time.Duration
+	listWarned            bool // a failed listing was logged at Warn (until one succeeds)
+
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
 	// that workers that start together see each other first.
@@ -78,14 +87,40 @@ type peerView struct {
 	// by this worker: it is not an older write restored (which a worker
 	// that never saw the later ones could not otherwise tell).
 	advanced bool
+	// tried: this worker has sent a read of the object (readSessions), not
+	// only seen it listed.
+	tried bool
+
+	// What the listings of the session objects showed (watch.go), on a
+	// store that lists: lsight is the ETag the last listing showed ("" when
+	// it showed none, or a read or a listing failed since), first listed at
+	// lseenAt (that listing's return); lchanged, that a listing showed
+	// another ETag than sight (or none) since the last read.
+	lsight   string
+	lseenAt  time.Time
+	lchanged bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
 	s := sight(data, etag)
+	// A listing that showed this very ETag, with no failed read or listing
+	// since, saw the object hold this write from that listing's return on
+	// (no ETag names two contents): the sighting counts from then. A
+	// listing that showed another ETag proves nothing: it may lag.
+	if etag != "" && !v.lseenAt.IsZero() && v.lseenAt.Before(now) && (etag == v.lsight || mutStaleList && v.lsight != "") {
+		now = v.lseenAt
+	}
 	if v.read && s == v.sight && !v.gap {
+		if v.lchanged {
+			// The same bytes again, after a listing showed other ones: an
+			// exact copy put back, or a listing that lags. The sighting
+			// counts anew; the write is the same (rec, advanced).
+			v.lchanged = false
+			v.seenAt, v.runStart = later(v.seenAt, now), later(v.runStart, now)
+		}
 		return
 	}
-	v.gap = false
+	v.gap, v.lchanged = false, false
 	v.sight, v.seenAt = s, now
 	v.rec, v.ok, v.raw = sessionRecord{}, false, sessionRecord{}
 	sess := ""
@@ -111,11 +146,29 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 	v.session, v.read = sess, true
 }
 
-// live reports whether the worker's session counts as alive at now: a
-// session record, not released, that changed within its wait (the longer
-// of this worker's LeaderTimeout and the record's ttl).
-func (v *peerView) live(now time.Time, lt time.Duration) bool {
-	return v.ok && !v.rec.Released && now.Before(v.seenAt.Add(wait(lt, v.rec.TTL)))
+// live reports whether the worker's session counts as alive at now (see
+// liveUntil).
+func (v *peerView) live(now time.Time, lt time.Duration, memberTTL int64) bool {
+	return now.Before(v.liveUntil(lt, memberTTL))
+}
+
+// liveUntil returns when the worker's session stops counting as alive,
+// by what this worker has seen of its object: a session record, not
+// released, counts until its wait (the longer of this worker's
+// LeaderTimeout and the record's ttl) after it was first seen. A write
+// that a listing showed and no read has returned yet counts as a session
+// record (a renewal, as far as this worker knows) from that listing on,
+// with the longest ttl this worker knows for the worker (memberTTL: the
+// member list's). Liveness only shapes the spread and when to look;
+// claims rest on the fresh reads of clearance.
+func (v *peerView) liveUntil(lt time.Duration, memberTTL int64) time.Time {
+	if v.lsight != "" && v.lsight != v.sight.ETag {
+		return v.lseenAt.Add(wait(lt, max(v.ttl, memberTTL)))
+	}
+	if !v.ok || v.rec.Released {
+		return time.Time{}
+	}
+	return v.seenAt.Add(wait(lt, v.rec.TTL))
 }
 
 // shardView is what this worker knows of one shard's record.
@@ -340,7 +393,11 @@ func (s *loopState) view(now time.Time, me bool) view {
 		v.counts[p.cfg.ID] = s.liveMine()
 	}
 	for id, pv := range s.peers {
-		if id == p.cfg.ID || !pv.live(now, p.lt) {
+		// A worker counts when its session lives, and it is a member, or
+		// this worker has read its object (a listing shows every session
+		// object ever written: a worker that left long ago and was never
+		// read does not count).
+		if id == p.cfg.ID || !pv.live(now, p.lt, s.memberTTL[id]) || !pv.read && !slices.Contains(s.members, id) {
 			continue
 		}
 		v.live = append(v.live, id)
@@ -372,10 +429,15 @@ func (s *loopState) liveMine() int {
 	return n
 }
 
-// tick reads the pool's state and acts on it: hands shards over when this
-// worker holds more than its share while another holds less, and claims
-// shards nobody live owns while it holds less (or any shard left unowned
-// for LeaderTimeout).
+// tick watches the pool and, when something is to be done, looks at it
+// and acts: hands shards over when this worker holds more than its share
+// while another holds less, and claims shards nobody live owns while it
+// holds less (or any shard left unowned for the orphan wait).
+//
+// On a store that lists (store.Lister), the watch is one listing of the
+// session objects and one read of the member list; the session objects
+// themselves are read only when a look is due (watch.go, lookDue).
+// Otherwise every tick is a look, reading every member's session object.
 func (s *loopState) tick(ctx context.Context) {
 	p := s.p
 	s.next = p.slot(p.now().Add(p.fi/2), p.fi/4) // a quarter interval after the renewals (waitRenewal)
@@ -383,11 +445,20 @@ func (s *loopState) tick(ctx context.Context) {
 	if id == "" {
 		return
 	}
-	s.readPeers(ctx)
+	listed := s.listSessions(ctx)
+	data, tag := s.readMembers(ctx)
 	now := p.now()
+	look := !listed || s.lookDue(now)
+	if look {
+		s.readPeers(ctx, data, tag)
+		now = p.now()
+	}
 	v := s.view(now, true)
 	s.account(v, now)
 	s.supersede(v)
+	if look {
+		s.looked(v, now)
+	}
 	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
 	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
 		if !s.listedAt.IsZero() {
@@ -395,40 +466,43 @@ func (s *loopState) tick(ctx context.Context) {
 		}
 		return // not yet seen the others long enough to know its share
 	}
-	if need < 0 {
-		s.handOver(v, -need)
-	}
-	// Shards found taken, or not yet free, are set aside (notBefore), so
-	// every round tries others. At most claimsPerTick are taken per look,
-	// so that workers starting together over many shards do not flood the
-	// store that their sessions' renewals need.
-	budget := claimsPerTick
-	for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
-		want, limit := s.wanted(v, min(need, budget), p.now())
-		if len(want) == 0 {
-			break
+	if look {
+		if need < 0 {
+			s.handOver(v, -need)
 		}
-		won := s.claim(ctx, want, limit, id)
-		need, budget = need-won, budget-won
-		if need <= 0 {
-			break
+		// Shards found taken, or not yet free, are set aside (notBefore), so
+		// every round tries others. At most claimsPerTick are taken per look,
+		// so that workers starting together over many shards do not flood the
+		// store that their sessions' renewals need.
+		budget := claimsPerTick
+		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
+			want, limit := s.wanted(v, min(need, budget), p.now())
+			if len(want) == 0 {
+				break
+			}
+			won := s.claim(ctx, want, limit, id)
+			need, budget = need-won, budget-won
+			if need <= 0 {
+				break
+			}
 		}
+		s.compact()
 	}
-	s.compact()
-	// Wake when a worker live in this look's view could next be found
-	// dead, or a shard waited on may be taken. A session that ran out
-	// while this look went on (its reads and claims take time) is looked
-	// at again at once, not at the next interval.
+	// Wake when a worker live in this view could next be found dead, or a
+	// shard waited on may be taken. A session that ran out while this look
+	// went on (its reads and claims take time) is looked at again at once,
+	// not at the next interval.
 	now = p.now()
 	for _, wid := range v.live {
 		if pv := s.peers[wid]; wid != p.cfg.ID && pv != nil {
-			s.next = earliest(s.next, pv.seenAt.Add(wait(p.lt, pv.rec.TTL)))
+			s.next = earliest(s.next, pv.liveUntil(p.lt, s.memberTTL[wid]))
 		}
 	}
-	for _, sv := range s.shards {
-		if sv.notBefore.After(now) && !sv.candSince.IsZero() {
-			s.next = earliest(s.next, sv.notBefore)
-		}
+	if look {
+		s.lookAt = s.pending(v, now)
+	}
+	if s.lookAt.After(now) {
+		s.next = earliest(s.next, s.lookAt)
 	}
 }
 
@@ -575,54 +649,69 @@ func (s *loopState) orphanWait(v view) time.Duration {
 	return d
 }
 
-// readPeers reads the member list, adds this worker to it if missing, and
-// reads every other member's session object.
-func (s *loopState) readPeers(ctx context.Context) {
+// readMembers reads the member list and adds this worker to it if
+// missing. It returns the list as read (tag "" when absent or not read).
+func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
 	p := s.p
 	data, tag, err := p.get(ctx, p.keyMembers)
 	if err != nil {
 		p.log.Warn("cannot read the member list", "err", err)
-	} else {
-		var m membersRecord
-		if tag != "" {
-			if m, err = parseMembers(data); err != nil {
-				p.log.Error("the member list is not a pool record; is Prefix shared with something else?", "key", p.keyMembers, "err", err)
-				return
-			}
-		}
-		// Listed means named, with a ttl as long as this worker's lease.
-		listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL)
-		if listed && s.listedAt.IsZero() {
-			s.listedAt = p.now()
-		}
-		s.noteMemberTTL(m)
-		if !listed {
-			s.listedAt = time.Time{}
-			m.Pool = formatVersion
-			if !slices.Contains(m.Workers, p.cfg.ID) {
-				m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
-				slices.Sort(m.Workers)
-			}
-			m.TTL = maps.Clone(m.TTL)
-			if m.TTL == nil {
-				m.TTL = map[string]int64{}
-			}
-			m.TTL[p.cfg.ID] = max(m.TTL[p.cfg.ID], ttlMillis(p.lt))
-			if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
-				p.log.Info("cannot add this worker to the member list; trying again", "err", err)
-				s.next = p.now().Add(p.fi / 4)
-			}
-		}
-		s.members = m.Workers
+		return nil, ""
 	}
+	var m membersRecord
+	if tag != "" {
+		if m, err = parseMembers(data); err != nil {
+			p.log.Error("the member list is not a pool record; is Prefix shared with something else?", "key", p.keyMembers, "err", err)
+			return nil, ""
+		}
+	}
+	// Listed means named, with a ttl as long as this worker's lease.
+	listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL)
+	if listed && s.listedAt.IsZero() {
+		s.listedAt = p.now()
+	}
+	s.noteMemberTTL(m)
+	if !listed {
+		s.listedAt = time.Time{}
+		m.Pool = formatVersion
+		if !slices.Contains(m.Workers, p.cfg.ID) {
+			m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
+			slices.Sort(m.Workers)
+		}
+		m.TTL = maps.Clone(m.TTL)
+		if m.TTL == nil {
+			m.TTL = map[string]int64{}
+		}
+		m.TTL[p.cfg.ID] = max(m.TTL[p.cfg.ID], ttlMillis(p.lt))
+		if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
+			p.log.Info("cannot add this worker to the member list; trying again", "err", err)
+			s.next = p.now().Add(p.fi / 4)
+		}
+	}
+	s.members = m.Workers
+	return data, tag
+}
+
+// readPeers reads the session object of every other member, and of every
+// worker that has left the member list since the last look (so that a
+// worker that took itself off when it stopped is seen released), then
+// takes members whose sessions are over off the list (data and tag: the
+// list as readMembers read it).
+func (s *loopState) readPeers(ctx context.Context, data []byte, tag string) {
+	p := s.p
 	var others []string
 	for _, id := range s.members {
 		if id != p.cfg.ID {
 			others = append(others, id)
 		}
 	}
+	for _, id := range s.lookMembers {
+		if id != p.cfg.ID && !slices.Contains(s.members, id) {
+			others = append(others, id)
+		}
+	}
 	sent := s.readSessions(ctx, others)
-	if err == nil && tag != "" && !mutKeepMembers {
+	if tag != "" && !mutKeepMembers {
 		s.prune(ctx, data, tag, sent)
 	}
 }
@@ -662,8 +751,8 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 	for _, ld := range s.mine {
 		held[ld.shard] = max(held[ld.shard], ld.term)
 	}
-	for _, pv := range s.peers {
-		if pv.live(now, p.lt) {
+	for w, pv := range s.peers {
+		if pv.live(now, p.lt, s.memberTTL[w]) {
 			for shard, term := range pv.rec.Shards {
 				held[shard] = max(held[shard], term)
 			}
@@ -685,7 +774,7 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 		readAt, read := sent[w]
 		switch {
 		case w == p.cfg.ID || !read || pv == nil:
-		case pv.live(now, p.lt) && w < p.cfg.ID:
+		case pv.live(now, p.lt, s.memberTTL[w]) && w < p.cfg.ID:
 			return // a live worker with a lower ID prunes
 		case pv.sight.ETag == "" || !superseded(pv.raw):
 		case pv.ok && pv.rec.Released:
@@ -738,8 +827,12 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 			pv = &peerView{}
 			s.peers[w] = pv
 		}
+		pv.tried = true
 		if err := out[i].err; err != nil {
 			pv.gap = !mutNoRestoreCheck
+			// The listings' sighting breaks too: the next one counts from
+			// its own listing.
+			pv.lsight, pv.lseenAt = "", time.Time{}
 			if !pv.warned && ctx.Err() == nil {
 				pv.warned = true
 				p.log.Warn("cannot read a worker's session object; no shard can be claimed while it cannot be read", "of", w, "err", err)
@@ -1011,8 +1104,8 @@ func (s *loopState) clearanceSet(ctx context.Context, at []attempt) []string {
 		// list again before it claims.
 		now := p.now()
 		for w, pv := range s.peers {
-			if set[w] {
-				continue
+			if set[w] || !pv.tried {
+				continue // a worker only listed, never read, is not one this worker has read
 			}
 			over := pv.ok && pv.rec.Released ||
 				!pv.seenAt.IsZero() && !now.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))))
@@ -1130,7 +1223,7 @@ func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (o
 	if claiming || leads {
 		over = later(over, pv.seenAt.Add(lt))
 	}
-	return over, claiming && !leads && pv.live(s.p.now(), p.lt)
+	return over, claiming && !leads && pv.live(s.p.now(), p.lt, s.memberTTL[w])
 }
 
 // supersede forgets the ended terms (sessionRecord.Ended) of shards that

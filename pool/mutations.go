@@ -24,4 +24,6 @@ const (
 	mutKeepMembers      = false // members whose sessions are over stay on the member list for ever
 	mutNoRestoreCheck   = false // a sighting seen again after failed reads, or an older write of a session restored, counts as unchanged or current
 	mutNoMemberTTL      = false // the member list states no ttl: a worker that never read a member's records waits out its own lease only
+	mutNoList           = false // the sessions are watched by a read of each member's object every interval, not one listing
+	mutStaleList        = false // a sighting counts from its first listing even when the fresh read before a claim returns another ETag
 )

@@ -20,4 +20,6 @@ var (
 	mutKeepMembers      bool // members whose sessions are over stay on the member list for ever
 	mutNoRestoreCheck   bool // a sighting seen again after failed reads, or an older write of a session restored, counts as unchanged or current
 	mutNoMemberTTL      bool // the member list states no ttl: a worker that never read a member's records waits out its own lease only
+	mutNoList           bool // the sessions are watched by a read of each member's object every interval, not one listing
+	mutStaleList        bool // a sighting counts from its first listing even when the fresh read before a claim returns another ETag
 )

@@ -153,12 +153,15 @@ const maxKeyLen = 1024
 
 // Pool is one worker of a pool of shards.
 type Pool struct {
-	cfg        Config
-	fi, lt     time.Duration
-	margin     time.Duration // LeaderTimeout / 10
-	log        *slog.Logger
-	keyMembers string
-	keySession string
+	cfg         Config
+	fi, lt      time.Duration
+	margin      time.Duration // LeaderTimeout / 10
+	log         *slog.Logger
+	keyMembers  string
+	keySession  string
+	keySessions string       // the prefix of every session object
+	lister      store.Lister // nil when the store does not list
+	closed      []byte       // the session's released record, once written (Run reads it after the heartbeat)
 
 	clock lease.Clock // the local clock; tests run it fast or slow
 	calls lease.Calls // the store calls, on clock
@@ -236,19 +239,21 @@ func New(cfg Config) (*Pool, error) {
 		seen[name] = true
 	}
 	p := &Pool{
-		cfg:        cfg,
-		fi:         cfg.FrequentInterval,
-		lt:         cfg.LeaderTimeout,
-		margin:     lease.Margin(cfg.LeaderTimeout),
-		log:        cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID),
-		keyMembers: cfg.Prefix + "members.json",
-		keySession: cfg.Prefix + "sessions/" + cfg.ID + ".json",
-		clock:      lease.NewClock(),
+		cfg:         cfg,
+		fi:          cfg.FrequentInterval,
+		lt:          cfg.LeaderTimeout,
+		margin:      lease.Margin(cfg.LeaderTimeout),
+		log:         cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID),
+		keyMembers:  cfg.Prefix + "members.json",
+		keySession:  cfg.Prefix + "sessions/" + cfg.ID + ".json",
+		keySessions: cfg.Prefix + "sessions/",
+		clock:       lease.NewClock(),
 	}
 	p.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &p.clock, Count: p.stats.call, Log: p.log}
 	if mutNoMargin {
 		p.margin = 0
 	}
+	p.lister, _ = cfg.Store.(store.Lister)
 	p.sess.leads = map[string]*lead{}
 	p.sess.ended = map[string]uint64{}
 	p.twins = map[string]twin{}
@@ -316,6 +321,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.works.Wait()
 	stopBeat()
 	<-beatDone
+	if p.closed != nil && len(p.sess.endedTerms()) == 0 {
+		p.leaveMembers(p.closed)
+	}
 	if err := context.Cause(lctx); errors.Is(err, ErrDuplicateID) {
 		return err
 	}

@@ -187,7 +187,8 @@ func TestReviewOlderSessionRestoredAndRecordDeleted(t *testing.T) {
 		// Its next look finds x listed by w2's live session and forgets
 		// it, as every worker forgets the shards that others lead.
 		time.Sleep(testFI)
-		p1.st.readPeers(t.Context())
+		data, tag := p1.st.readMembers(t.Context())
+		p1.st.readPeers(t.Context(), data, tag)
 		p1.st.wanted(p1.st.view(time.Now(), true), 1, time.Now())
 		mem.Delete("p/shards/x.json")
 		mem.Set("p/sessions/w2.json", first) // an older version of w2's live session

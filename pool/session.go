@@ -376,7 +376,9 @@ func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
 		Ended: p.sess.endedTerms()})
 	if _, err := p.put(ctx, p.keySession, out, lastTag, sha256.Sum256(lastData), time.Time{}); err != nil {
 		p.log.Info("session not released; the other workers wait for it to expire", "err", err)
+		return
 	}
+	p.closed = out
 }
 
 // event is what reaches the loop from outside it: a leadership's context

@@ -17,7 +17,8 @@ func setMutation(t *testing.T) func() {
 		"nointent": &mutNoIntent, "stalemembers": &mutStaleMembers,
 		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease,
 		"keepmembers":    &mutKeepMembers,
-		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL}
+		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
+		"nolist": &mutNoList, "stalelist": &mutStaleList}
 	if *simMutate == "" {
 		return func() {}
 	}

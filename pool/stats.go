@@ -44,14 +44,16 @@ type Stats struct {
 	Rebalances    uint64
 	LastRebalance time.Duration
 
-	// Gets and Puts count the store call attempts of this worker.
-	Gets, Puts uint64
+	// Gets and Puts count the store call attempts of this worker, and
+	// Lists its listings of the session objects (on a store that
+	// implements store.Lister: one per FrequentInterval in steady state).
+	Gets, Puts, Lists uint64
 }
 
 // recorder keeps a pool's counters and last view for Stats.
 type recorder struct {
 	claims, handovers, released, expired, sessions atomic.Uint64
-	gets, puts                                     atomic.Uint64
+	gets, puts, lists                              atomic.Uint64
 
 	mu            sync.Mutex
 	workers       map[string]int
@@ -61,9 +63,12 @@ type recorder struct {
 }
 
 func (r *recorder) call(op string, _ error) {
-	if op == "get" {
+	switch op {
+	case "get":
 		r.gets.Add(1)
-	} else {
+	case "list":
+		r.lists.Add(1)
+	default:
 		r.puts.Add(1)
 	}
 }
@@ -87,7 +92,7 @@ func (p *Pool) Stats() Stats {
 	r := &p.stats
 	s := Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: len(p.Leading()),
 		Claims: r.claims.Load(), Handovers: r.handovers.Load(), Releases: r.released.Load(),
-		Expired: r.expired.Load(), Sessions: r.sessions.Load(), Gets: r.gets.Load(), Puts: r.puts.Load()}
+		Expired: r.expired.Load(), Sessions: r.sessions.Load(), Gets: r.gets.Load(), Puts: r.puts.Load(), Lists: r.lists.Load()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Workers = maps.Clone(r.workers)

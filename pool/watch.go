@@ -1,0 +1,191 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// The watch (docs/pool-protocol.md, "Spreading the shards" and "Cost"):
+// on a store that lists, a worker watches the pool with one listing of
+// the session objects and one read of the member list per
+// FrequentInterval, and reads the session objects themselves only in a
+// look, when one is due. A listing is a hint: what it shows ages a
+// sighting only once a fresh read returns the same ETag (peerView.update).
+
+// listSessions lists the session objects and takes the listed ETags in
+// (applyListing). It reports false when the store does not list, or the
+// listing failed: the tick is then a look, as on a store without Lister.
+func (s *loopState) listSessions(ctx context.Context) bool {
+	p := s.p
+	if p.lister == nil || mutNoList {
+		return false
+	}
+	entries, err := p.calls.List(ctx, p.keySessions)
+	at := p.now() // the listing's return: every write it shows had landed by then
+	if err != nil {
+		// A listing that failed breaks every listed sighting's age, as a
+		// failed read breaks a sighting's: the next listing's count from
+		// its own return.
+		for _, pv := range s.peers {
+			pv.lsight, pv.lseenAt = "", time.Time{}
+		}
+		if !s.listWarned && ctx.Err() == nil {
+			s.listWarned = true
+			p.log.Warn("cannot list the session objects; reading each member's instead", "err", err)
+		}
+		return false
+	}
+	s.listWarned = false
+	s.applyListing(entries, at)
+	return true
+}
+
+// applyListing takes in a listing of the session objects returned at at:
+// each worker's listed ETag, first listed when it changed.
+func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
+	p := s.p
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		w, ok := strings.CutPrefix(e.Key, p.keySessions)
+		w, ok2 := strings.CutSuffix(w, ".json")
+		if !ok || !ok2 || w == "" || strings.Contains(w, "/") || w == p.cfg.ID || e.ETag == "" {
+			continue
+		}
+		seen[w] = true
+		pv := s.peers[w]
+		if pv == nil {
+			pv = &peerView{}
+			s.peers[w] = pv
+		}
+		if pv.lsight != e.ETag || pv.lseenAt.IsZero() {
+			pv.lsight, pv.lseenAt = e.ETag, at
+		}
+		if pv.read && e.ETag != pv.sight.ETag {
+			pv.lchanged = true
+		}
+	}
+	for w, pv := range s.peers {
+		if !seen[w] && w != p.cfg.ID {
+			pv.lsight, pv.lseenAt = "", time.Time{}
+			if pv.read && pv.sight.ETag != "" {
+				pv.lchanged = true
+			}
+		}
+	}
+}
+
+// lookDue reports whether this tick must look, by what the listing and the
+// member list show against the last look: the member list changed (a
+// join, a leave); a worker came alive or its session ran out (the live
+// set changed); a live worker held, as last read, less or more than a
+// fair share (the pool is not settled); this worker holds other than its
+// share; a shard it set aside is due (lookAt); or, for the live worker
+// with the lowest ID, a member whose session is over may be taken off the
+// list (pruneAt paces it).
+func (s *loopState) lookDue(now time.Time) bool {
+	p := s.p
+	if !slices.Equal(s.members, s.lookMembers) || !s.lookAt.IsZero() && !now.Before(s.lookAt) {
+		return true
+	}
+	v := s.view(now, true)
+	if !slices.Equal(v.live, s.lookLive) {
+		return true
+	}
+	n, w := len(p.cfg.Shards), len(v.live)
+	for _, id := range v.live {
+		if c := v.counts[id]; c < n/w || c > (n+w-1)/w {
+			return true
+		}
+	}
+	if !s.listedAt.IsZero() && !now.Before(s.listedAt.Add(p.fi)) && v.counts[p.cfg.ID] != v.targets[p.cfg.ID] {
+		return true
+	}
+	if v.live[0] == p.cfg.ID && !now.Before(s.pruneAt) {
+		for _, m := range s.members {
+			if m != p.cfg.ID && !slices.Contains(v.live, m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// looked notes what a look saw, for lookDue.
+func (s *loopState) looked(v view, now time.Time) {
+	p := s.p
+	s.lookLive, s.lookMembers, s.lookAt = slices.Clone(v.live), slices.Clone(s.members), time.Time{}
+	if s.pruneWait == 0 {
+		s.pruneWait = p.fi
+	}
+	for _, m := range s.members {
+		if m != p.cfg.ID && !slices.Contains(v.live, m) {
+			// A member stays on the list (its object lists a term still
+			// needed, or is absent): try again later, less and less often.
+			s.pruneAt = now.Add(s.pruneWait)
+			s.pruneWait = min(2*s.pruneWait, 4*p.lt)
+			return
+		}
+	}
+	s.pruneAt, s.pruneWait = time.Time{}, p.fi
+}
+
+// pending returns when a look is next due for the shards this look set
+// aside (zero: none): a shard to try again (notBefore), or one unowned in
+// this look's view that the orphan rule may take.
+func (s *loopState) pending(v view, now time.Time) time.Time {
+	var at time.Time
+	orphanWait := s.orphanWait(v)
+	for name, sv := range s.shards {
+		if sv.candSince.IsZero() || sv.foreign || s.mine[name] != nil {
+			continue
+		}
+		t := later(sv.notBefore, sv.candSince.Add(orphanWait))
+		if sv.notBefore.After(now) {
+			t = earliest(t, sv.notBefore)
+		}
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	return at
+}
+
+// leaveMembers takes this worker off the member list once Run has
+// released its session and every shard (no term of its own left
+// unreleased): the others see it gone at their next read of the list and
+// share its shards out at once, instead of waiting for its session to look
+// over. released is the session's released record as written. It leaves
+// the list alone when the session object holds anything else by then: a
+// new process of this ID has opened a session there, and its entry is its
+// own (the list is read before the session object, and written over the
+// list as read).
+func (p *Pool) leaveMembers(released []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.lt/4)
+	defer cancel()
+	data, tag, err := p.get(ctx, p.keyMembers)
+	if err != nil || tag == "" {
+		return
+	}
+	m, err := parseMembers(data)
+	if err != nil || !slices.Contains(m.Workers, p.cfg.ID) {
+		return
+	}
+	if cur, _, err := p.get(ctx, p.keySession); err != nil || !bytes.Equal(cur, released) {
+		return
+	}
+	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return w == p.cfg.ID })
+	if m.TTL != nil {
+		m.TTL = maps.Clone(m.TTL)
+		delete(m.TTL, p.cfg.ID)
+	}
+	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
+		p.log.Info("cannot take this worker off the member list; the others wait for its session to look over", "err", err)
+	}
+}

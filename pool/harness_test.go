@@ -80,6 +80,7 @@ type group struct {
 	t       testing.TB
 	speed   time.Duration // the default intervals are divided by this
 	noList  bool          // the workers' stores do not list (store.Lister)
+	wrap    func(id string, st store.Store) store.Store
 	shards  []string
 	mem     store.Store
 	workers []*worker
@@ -138,6 +139,9 @@ func (g *group) add(id string) *worker {
 	var st store.Store = w.st
 	if g.noList {
 		st = unlisted{w.st}
+	}
+	if g.wrap != nil {
+		st = g.wrap(id, st)
 	}
 	p, err := New(Config{
 		Store: st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet,

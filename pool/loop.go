@@ -159,16 +159,18 @@ func (v *peerView) live(now time.Time, lt time.Duration, memberTTL int64) bool {
 // that a listing showed and no read has returned yet counts as a session
 // record (a renewal, as far as this worker knows) from that listing on,
 // with the longest ttl this worker knows for the worker (memberTTL: the
-// member list's). Liveness only shapes the spread and when to look;
+// member list's); of a read and a listing, the later counts (a listing
+// may lag). Liveness only shapes the spread and when to look;
 // claims rest on the fresh reads of clearance.
 func (v *peerView) liveUntil(lt time.Duration, memberTTL int64) time.Time {
+	var until time.Time
+	if v.ok && !v.rec.Released {
+		until = v.seenAt.Add(wait(lt, v.rec.TTL))
+	}
 	if v.lsight != "" && v.lsight != v.sight.ETag {
-		return v.lseenAt.Add(wait(lt, max(v.ttl, memberTTL)))
+		until = later(until, v.lseenAt.Add(wait(lt, max(v.ttl, memberTTL))))
 	}
-	if !v.ok || v.rec.Released {
-		return time.Time{}
-	}
-	return v.seenAt.Add(wait(lt, v.rec.TTL))
+	return until
 }
 
 // shardView is what this worker knows of one shard's record.

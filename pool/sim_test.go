@@ -107,6 +107,11 @@ type poolSimParams struct {
 	// versions of session objects and shard records.
 	delSessions, delShards, delMembers int
 	restores                           int
+	// The store lists the session objects (store.Lister) unless noList,
+	// and, while the faults last, its listings may lag by up to listLag:
+	// each key as it was at some earlier listing, or missing.
+	noList  bool
+	listLag time.Duration
 }
 
 func newPoolSimParams(r *rand.Rand) poolSimParams {
@@ -160,6 +165,8 @@ func drawPoolSimParams(r *rand.Rand) poolSimParams {
 		delShards:   r.IntN(6),
 		delMembers:  r.IntN(3),
 		restores:    r.IntN(4),
+		noList:      r.IntN(4) == 0,
+		listLag:     (lt + time.Duration(r.Int64N(int64(2*lt2)))) * time.Duration(r.IntN(2)),
 	}
 }
 
@@ -168,6 +175,7 @@ func drawPoolSimParams(r *rand.Rand) poolSimParams {
 type simStore struct {
 	mem    store.Store
 	hist   *history
+	lists  *listLog
 	p      *poolSimParams
 	counts *tally
 
@@ -320,6 +328,114 @@ func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag
 	})
 }
 
+// List lists the keys under prefix. While the faults last, with a lag in
+// the world, each key is shown as an earlier listing (of any worker) found
+// it, or left out when that listing did not have it: a store whose
+// listings lag behind its writes.
+func (s *simStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	return call(ctx, s, func() ([]store.Entry, error) {
+		now, err := s.mem.(store.Lister).List(context.Background(), prefix)
+		if err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		lag := s.faulty && s.p.listLag > 0
+		var pick, mix uint64
+		if lag {
+			pick, mix = s.r.Uint64(), s.r.Uint64()
+		}
+		s.mu.Unlock()
+		old := s.lists.add(prefix, now, s.p.listLag, pick)
+		if !lag {
+			return now, nil
+		}
+		var out []store.Entry
+		r := rand.New(rand.NewPCG(mix, 11))
+		for _, e := range now {
+			tag, frozen := s.lists.frozen(e, r, s.p.listLag)
+			if frozen {
+				s.counts.add("stale listing")
+			}
+			switch {
+			case frozen:
+				out = append(out, store.Entry{Key: e.Key, ETag: tag})
+			case r.IntN(2) == 0 || old == nil:
+				out = append(out, e)
+			default:
+				if tag, ok := old[e.Key]; ok {
+					out = append(out, store.Entry{Key: e.Key, ETag: tag})
+				}
+			}
+		}
+		return out, nil
+	})
+}
+
+// listLog keeps the world's recent listings, for the lagging ones, and
+// the keys whose listed ETag is stuck.
+type listLog struct {
+	mu    sync.Mutex
+	snaps []listSnap
+	stuck map[string]stuckTag
+}
+
+type stuckTag struct {
+	etag  string
+	until time.Time
+}
+
+// frozen returns the ETag key e is stuck at in the listings, if it is, and
+// sometimes (one listing in 10) sticks it at its current ETag for up to
+// lag: a listing that goes on showing a write long after the object has
+// changed.
+func (l *listLog) frozen(e store.Entry, r *rand.Rand, lag time.Duration) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if st, ok := l.stuck[e.Key]; ok && now.Before(st.until) {
+		return st.etag, true
+	}
+	if r.IntN(10) == 0 {
+		if l.stuck == nil {
+			l.stuck = map[string]stuckTag{}
+		}
+		l.stuck[e.Key] = stuckTag{etag: e.ETag, until: now.Add(time.Duration(r.Int64N(int64(lag))))}
+	}
+	return "", false
+}
+
+type listSnap struct {
+	at     time.Time
+	prefix string
+	tags   map[string]string
+}
+
+// add records a listing taken now, and returns an earlier one of the same
+// prefix taken within lag, drawn by pick (nil if none).
+func (l *listLog) add(prefix string, entries []store.Entry, lag time.Duration, pick uint64) map[string]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	var cands []map[string]string
+	for _, sn := range l.snaps {
+		if sn.prefix == prefix && !sn.at.Before(now.Add(-lag)) {
+			cands = append(cands, sn.tags)
+		}
+	}
+	tags := make(map[string]string, len(entries))
+	for _, e := range entries {
+		tags[e.Key] = e.ETag
+	}
+	l.snaps = append(l.snaps, listSnap{at: now, prefix: prefix, tags: tags})
+	if len(l.snaps) > 64 {
+		l.snaps = l.snaps[1:]
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	return cands[pick%uint64(len(cands))]
+}
+
 // simEvent is something the simulation does at a time after its start.
 type simEvent struct {
 	at time.Duration
@@ -465,6 +581,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	p := newPoolSimParams(r)
 	mem := memstore.New()
 	hist := &history{m: map[string][][]byte{}}
+	lists := &listLog{}
 	counts := &tally{m: map[string]int{}}
 	var shards []string
 	for i := range p.shards {
@@ -485,13 +602,17 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 
 	start := func(id string, incarnation int) *simWorker {
 		wr := rand.New(rand.NewPCG(uint64(seed), uint64(len(id)*7919+incarnation*104729+int(id[1]))))
-		st := &simStore{mem: mem, hist: hist, p: &p, r: wr, faulty: faulty(), counts: counts}
+		st := &simStore{mem: mem, hist: hist, lists: lists, p: &p, r: wr, faulty: faulty(), counts: counts}
 		w := &simWorker{id: id, st: st, done: make(chan struct{})}
 		fi, lt := p.fi, p.lt
 		if p.mixed && wr.IntN(2) == 0 {
 			fi, lt = p.fi2, p.lt2
 		}
-		pl, err := New(Config{Store: st, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
+		var ps store.Store = st
+		if p.noList {
+			ps = unlisted{st}
+		}
+		pl, err := New(Config{Store: ps, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
 			FrequentInterval: fi, LeaderTimeout: lt,
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 				tn := &tenure{worker: id, term: l.Term(), start: time.Now()}

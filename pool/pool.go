@@ -69,13 +69,21 @@
 // # Cost
 //
 // In steady state each worker writes one PUT per FrequentInterval,
-// whatever its number of shards, and reads the pool's member list and
-// every other member's session object once per FrequentInterval. A
-// member whose session is over leaves the list (once no term it lists is
-// needed), so dead workers are not read for ever. A look
-// that claims shards costs, beyond the shard records' reads and the
-// claims, two session renewals (the intent, then its removal), a read of
-// the member list and one of every other worker's session object.
+// whatever its number of shards. On a store that implements
+// store.Lister it reads twice per FrequentInterval, whatever the number
+// of workers: one listing of the session objects and one read of the
+// member list; it reads the session objects themselves only when
+// something changes (a death, a join, a leave, a worker off its share).
+// On a store that does not list, it reads the member list and every
+// other member's session object once per FrequentInterval. A member
+// whose session is over leaves the list (once no term it lists is
+// needed; a worker whose Run ends with everything released takes itself
+// off), so dead workers are not read for ever. A look that claims shards
+// costs, beyond the shard records' reads and the claims, two session
+// renewals (the intent, then its removal), a read of the member list and
+// one of every other worker's session object. A listing only tells a
+// worker when to look: every claim rests on fresh reads, so a listing that
+// lags behind the writes can delay a takeover, never cause one.
 //
 // # Keys
 //

@@ -46,8 +46,8 @@ type loopState struct {
 	// pruneAt and pruneWait pace the looks that only prune.
 	lookLive, lookMembers []string
 	lookAt                time.Time
-	pruneAt               time.Time
-	pruneWait             time.Duration
+	pruneAt, settleAt     time.Time
+	pruneWait, settleWait time.Duration
 	listWarned            bool // a failed listing was logged at Warn (until one succeeds)
 
 	// listedAt is when a read of the member list first found this worker
@@ -473,10 +473,11 @@ func (s *loopState) tick(ctx context.Context) {
 			s.handOver(v, -need)
 		}
 		// Shards found taken, or not yet free, are set aside (notBefore), so
-		// every round tries others. At most claimsPerTick are taken per look,
-		// so that workers starting together over many shards do not flood the
-		// store that their sessions' renewals need.
-		budget := claimsPerTick
+		// every round tries others. A look claims up to the worker's whole
+		// deficit (8 store calls at a time: parallel), so that a joiner
+		// takes every shard handed over to it at its first look, before the
+		// orphan rule can give one to another worker.
+		budget := max(need, 1)
 		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
 			want, limit := s.wanted(v, min(need, budget), p.now())
 			if len(want) == 0 {
@@ -847,10 +848,6 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 	}
 	return sent
 }
-
-// claimsPerTick bounds the shards a worker claims per look (one look per
-// FrequentInterval, and one when a takeover is due).
-const claimsPerTick = 16
 
 // parallel runs f(0..n-1), at most 8 at a time, and waits for them.
 func parallel(n int, f func(i int)) {

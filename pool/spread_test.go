@@ -165,3 +165,67 @@ func TestThousandShardsOnTenWorkers(t *testing.T) {
 			float64(times[phases/2-1]+times[phases/2])/2/float64(testLT), float64(times[phases-1])/float64(testLT))
 	}
 }
+
+// TestJoinMovesEachShardOnce starts a fourth worker beside 3 that share
+// 300 shards, at 4 points of the renewal cycle: within 2 × LeaderTimeout
+// every worker holds 75; the 75 the newcomer needs are handed over once
+// each and claimed by it alone (no other worker claims a shard after the
+// join: none moves twice); and no handed-over shard waits for its new
+// leader longer than a crash failover may (LeaderTimeout +
+// FrequentInterval/2). It logs how long the spread took and the longest
+// wait.
+func TestJoinMovesEachShardOnce(t *testing.T) {
+	for phase := range 4 {
+		t.Run(fmt.Sprintf("phase=%d", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := newGroup(t, 3, 300)
+				defer g.stop()
+				time.Sleep(3*testLT + time.Duration(phase)*testFI/4)
+				ids := []string{"w1", "w2", "w3", "w4"}
+				if c := g.counts(); !within(c, ids[:3], 100, 100, 300) {
+					t.Fatalf("before the join: %s; want 100 each", spread(c))
+				}
+				var claims, handed uint64
+				for _, w := range g.workers {
+					s := w.p.Stats()
+					claims, handed = claims-s.Claims, handed-s.Handovers
+				}
+				g.mu.Lock()
+				g.maxGap = 0
+				g.mu.Unlock()
+				joined := time.Now()
+				g.add("w4")
+				var even time.Duration
+				for time.Since(joined) < 2*testLT {
+					time.Sleep(50 * time.Millisecond)
+					if c := g.counts(); even == 0 && within(c, ids, 75, 75, 300) {
+						even = time.Since(joined)
+					}
+				}
+				var joinerClaims uint64
+				for _, w := range g.workers {
+					s := w.p.Stats()
+					claims, handed = claims+s.Claims, handed+s.Handovers
+					if w.id == "w4" {
+						joinerClaims = s.Claims
+					}
+				}
+				g.mu.Lock()
+				gap := g.maxGap
+				g.mu.Unlock()
+				t.Logf("even after %.2f × LeaderTimeout; %d handed over, %d claimed (%d by the newcomer); longest wait for a new leader %.2f × LeaderTimeout",
+					float64(even)/float64(testLT), handed, claims, joinerClaims, float64(gap)/float64(testLT))
+				if even == 0 {
+					t.Errorf("2 × LeaderTimeout after w4 joined: %s; want 75 each", spread(g.counts()))
+				}
+				if handed != 75 || claims != 75 || joinerClaims != 75 {
+					t.Errorf("%d shards handed over and %d claimed, %d of them by the newcomer; want 75, 75 and 75 (each shard moved once)", handed, claims, joinerClaims)
+				}
+				if limit := testLT + testFI/2; gap > limit {
+					t.Errorf("a handed-over shard waited %v for its new leader; want at most a crash failover's %v", gap, limit)
+				}
+				g.check(t)
+			})
+		})
+	}
+}

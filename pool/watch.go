@@ -85,7 +85,7 @@ func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
 // member list show against the last look: the member list changed (a
 // join, a leave); a worker came alive or its session ran out (the live
 // set changed); a live worker held, as last read, less or more than a
-// fair share (the pool is not settled); this worker holds other than its
+// fair share (the pool is not settled: paced by settleAt); this worker holds other than its
 // share; a shard it set aside is due (lookAt); or, for the live worker
 // with the lowest ID, a member whose session is over may be taken off the
 // list (pruneAt paces it).
@@ -98,11 +98,8 @@ func (s *loopState) lookDue(now time.Time) bool {
 	if !slices.Equal(v.live, s.lookLive) {
 		return true
 	}
-	n, w := len(p.cfg.Shards), len(v.live)
-	for _, id := range v.live {
-		if c := v.counts[id]; c < n/w || c > (n+w-1)/w {
-			return true
-		}
+	if !settled(v, len(p.cfg.Shards)) && !now.Before(s.settleAt) {
+		return true
 	}
 	if !s.listedAt.IsZero() && !now.Before(s.listedAt.Add(p.fi)) && v.counts[p.cfg.ID] != v.targets[p.cfg.ID] {
 		return true
@@ -117,10 +114,33 @@ func (s *loopState) lookDue(now time.Time) bool {
 	return false
 }
 
+// settled reports whether every live worker of v holds ⌊N/W⌋ to ⌈N/W⌉
+// of the n shards, as last read.
+func settled(v view, n int) bool {
+	w := len(v.live)
+	for _, id := range v.live {
+		if c := v.counts[id]; c < n/w || c > (n+w-1)/w {
+			return false
+		}
+	}
+	return true
+}
+
 // looked notes what a look saw, for lookDue.
 func (s *loopState) looked(v view, now time.Time) {
 	p := s.p
 	s.lookLive, s.lookMembers, s.lookAt = slices.Clone(v.live), slices.Clone(s.members), time.Time{}
+	// A pool not settled is looked at again at the next tick, then after
+	// one interval, two, four... up to four leases while it stays so (a
+	// live worker that cannot claim its share would otherwise make every
+	// worker read every session object every interval).
+	if s.settleWait == 0 || settled(v, len(p.cfg.Shards)) {
+		s.settleWait = p.fi
+	}
+	if !settled(v, len(p.cfg.Shards)) {
+		s.settleAt = now.Add(s.settleWait - p.fi/2)
+		s.settleWait = min(2*s.settleWait, 4*p.lt)
+	}
 	if s.pruneWait == 0 {
 		s.pruneWait = p.fi
 	}

@@ -45,10 +45,13 @@ type loopState struct {
 	// member list it read, and when a shard it set aside is due again.
 	// pruneAt and pruneWait pace the looks that only prune.
 	lookLive, lookMembers []string
+	membersTag, lookTag   string // the member list's ETag as last read, and as the last look read it
 	lookAt                time.Time
 	pruneAt, settleAt     time.Time
 	pruneWait, settleWait time.Duration
-	listWarned            bool // a failed listing was logged at Warn (until one succeeds)
+	settleStuck           bool           // the last two looks found the same counts, not settled
+	lookCounts            map[string]int // the last look's counts
+	listWarned            bool           // a failed listing was logged at Warn (until one succeeds)
 
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
@@ -104,11 +107,20 @@ type peerView struct {
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
 	s := sight(data, etag)
 	// A listing that showed this very ETag, with no failed read or listing
-	// since, saw the object hold this write from that listing's return on
-	// (no ETag names two contents): the sighting counts from then. A
-	// listing that showed another ETag proves nothing: it may lag.
+	// since, and no read since that returned another ETag, saw that write
+	// landed by its return (no ETag names two contents): a session record
+	// that counts may be aged from then (below). A listing that showed
+	// another ETag proves nothing: it may lag.
+	listedAt := now
 	if etag != "" && !v.lseenAt.IsZero() && v.lseenAt.Before(now) && (etag == v.lsight || mutStaleList && v.lsight != "") {
-		now = v.lseenAt
+		listedAt = v.lseenAt
+	}
+	if etag != v.lsight && !mutStaleList {
+		// This read saw the object hold another write than the listings
+		// showed: their sighting ends here. (A listing that lagged showed
+		// an older write; put back later, that write must not count from
+		// the listing that showed it before this read.)
+		v.lsight, v.lseenAt = "", time.Time{}
 	}
 	if v.read && s == v.sight && !v.gap {
 		if v.lchanged {
@@ -116,12 +128,11 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 			// exact copy put back, or a listing that lags. The sighting
 			// counts anew; the write is the same (rec, advanced).
 			v.lchanged = false
-			v.seenAt, v.runStart = later(v.seenAt, now), later(v.runStart, now)
+			v.seenAt, v.runStart = later(v.seenAt, listedAt), later(v.runStart, listedAt)
 		}
 		return
 	}
 	v.gap, v.lchanged = false, false
-	v.sight, v.seenAt = s, now
 	v.rec, v.ok, v.raw = sessionRecord{}, false, sessionRecord{}
 	sess := ""
 	if etag != "" {
@@ -140,8 +151,19 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 			}
 		}
 	}
+	// Only a session record that counts is aged from the listing that
+	// first showed it: it is its session's write, landed before that
+	// listing returned, and no later write of the session has landed
+	// since, or this read would have returned it (the takeover rule).
+	// Anything else (a tombstone, an older write restored, something not
+	// the pool's) counts from this read.
+	first := now
+	if v.ok || mutStaleList {
+		first = listedAt
+	}
+	v.sight, v.seenAt = s, first
 	if !v.read || sess == "" || sess != v.session {
-		v.runStart = now
+		v.runStart = first
 	}
 	v.session, v.read = sess, true
 }
@@ -669,7 +691,8 @@ func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
 		}
 	}
 	// Listed means named, with a ttl as long as this worker's lease.
-	listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL)
+	listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL) && m.Left[p.cfg.ID] == ""
+	s.membersTag = tag
 	if listed && s.listedAt.IsZero() {
 		s.listedAt = p.now()
 	}
@@ -686,6 +709,10 @@ func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
 			m.TTL = map[string]int64{}
 		}
 		m.TTL[p.cfg.ID] = max(m.TTL[p.cfg.ID], ttlMillis(p.lt))
+		if m.Left[p.cfg.ID] != "" {
+			m.Left = maps.Clone(m.Left)
+			delete(m.Left, p.cfg.ID)
+		}
 		if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
 			p.log.Info("cannot add this worker to the member list; trying again", "err", err)
 			s.next = p.now().Add(p.fi / 4)
@@ -794,9 +821,10 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 		return
 	}
 	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return slices.Contains(gone, w) })
-	m.TTL = maps.Clone(m.TTL)
+	m.TTL, m.Left = maps.Clone(m.TTL), maps.Clone(m.Left)
 	for _, w := range gone {
 		delete(m.TTL, w)
+		delete(m.Left, w)
 	}
 	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
 		p.log.Info("cannot take members whose sessions are over off the member list", "members", gone, "err", err)

@@ -329,8 +329,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.works.Wait()
 	stopBeat()
 	<-beatDone
-	if p.closed != nil && len(p.sess.endedTerms()) == 0 {
-		p.leaveMembers(p.closed)
+	if p.closed != nil {
+		p.leaveMembers(p.closed, len(p.sess.endedTerms()) == 0)
 	}
 	if err := context.Cause(lctx); errors.Is(err, ErrDuplicateID) {
 		return err

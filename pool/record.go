@@ -97,6 +97,13 @@ type membersRecord struct {
 	// configuration). A worker claims nothing before the list states its
 	// own.
 	TTL map[string]int64 `json:"ttl,omitempty"`
+	// Left names, for each member that stopped with its session released
+	// but a term of its own not yet released (so it stays a member: the
+	// term lives on in its object), that released session. Written by the
+	// member as it stops, it changes the list, which every worker reads
+	// each interval: the others look, and find the session released,
+	// instead of waiting for its object to stand still for a lease.
+	Left map[string]string `json:"left,omitempty"`
 }
 
 var errNotPool = errors.New("not a pool record")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -91,14 +92,14 @@ func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
 // list (pruneAt paces it).
 func (s *loopState) lookDue(now time.Time) bool {
 	p := s.p
-	if !slices.Equal(s.members, s.lookMembers) || !s.lookAt.IsZero() && !now.Before(s.lookAt) {
+	if !slices.Equal(s.members, s.lookMembers) || s.membersTag != s.lookTag || !s.lookAt.IsZero() && !now.Before(s.lookAt) {
 		return true
 	}
 	v := s.view(now, true)
 	if !slices.Equal(v.live, s.lookLive) {
 		return true
 	}
-	if !settled(v, len(p.cfg.Shards)) && !now.Before(s.settleAt) {
+	if !settled(v, len(p.cfg.Shards)) && !s.settleStuck && !now.Before(s.settleAt) {
 		return true
 	}
 	if !s.listedAt.IsZero() && !now.Before(s.listedAt.Add(p.fi)) && v.counts[p.cfg.ID] != v.targets[p.cfg.ID] {
@@ -129,15 +130,21 @@ func settled(v view, n int) bool {
 // looked notes what a look saw, for lookDue.
 func (s *loopState) looked(v view, now time.Time) {
 	p := s.p
-	s.lookLive, s.lookMembers, s.lookAt = slices.Clone(v.live), slices.Clone(s.members), time.Time{}
+	s.lookLive, s.lookMembers, s.lookAt, s.lookTag = slices.Clone(v.live), slices.Clone(s.members), time.Time{}, s.membersTag
 	// A pool not settled is looked at again at the next tick, then after
-	// one interval, two, four... up to four leases while it stays so (a
-	// live worker that cannot claim its share would otherwise make every
-	// worker read every session object every interval).
-	if s.settleWait == 0 || settled(v, len(p.cfg.Shards)) {
+	// one interval, two, four... up to four leases while it stays so; and
+	// not at all for that reason once a look found the same counts as the
+	// one before (stuck: a live worker that cannot claim its share, a
+	// shard nobody can take, would otherwise make every worker read every
+	// session object again and again; a worker off its own share still
+	// looks, and any change of the live set or the member list ends it).
+	ok := settled(v, len(p.cfg.Shards))
+	s.settleStuck = !ok && maps.Equal(v.counts, s.lookCounts)
+	s.lookCounts = maps.Clone(v.counts)
+	if s.settleWait == 0 || ok {
 		s.settleWait = p.fi
 	}
-	if !settled(v, len(p.cfg.Shards)) {
+	if !ok {
 		s.settleAt = now.Add(s.settleWait - p.fi/2)
 		s.settleWait = min(2*s.settleWait, 4*p.lt)
 	}
@@ -177,35 +184,57 @@ func (s *loopState) pending(v view, now time.Time) time.Time {
 	return at
 }
 
-// leaveMembers takes this worker off the member list once Run has
-// released its session and every shard (no term of its own left
-// unreleased): the others see it gone at their next read of the list and
-// share its shards out at once, instead of waiting for its session to look
-// over. released is the session's released record as written. It leaves
-// the list alone when the session object holds anything else by then: a
-// new process of this ID has opened a session there, and its entry is its
-// own (the list is read before the session object, and written over the
-// list as read).
-func (p *Pool) leaveMembers(released []byte) {
+// leaveMembers tells the others that this worker has stopped, through
+// the member list, which they read every interval, once Run has released
+// its session (released: the record as written). With every shard
+// released too (clean), it takes itself off the list; otherwise it stays
+// a member (a term of its own lives on in its object) and names its
+// released session under Left. Either way the list changes, and the
+// others look at once instead of waiting for its session object to stand
+// still for a lease. It leaves the list alone when the session object
+// holds anything else by then: a new process of this ID has opened a
+// session there, and its entry is its own (the list is read before the
+// session object, and written over the list as read). A write refused by
+// another change of the list is tried again, within a quarter
+// LeaderTimeout in all.
+func (p *Pool) leaveMembers(released []byte, clean bool) {
+	rec, err := parseSession(released)
+	if err != nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.lt/4)
 	defer cancel()
-	data, tag, err := p.get(ctx, p.keyMembers)
-	if err != nil || tag == "" {
-		return
-	}
-	m, err := parseMembers(data)
-	if err != nil || !slices.Contains(m.Workers, p.cfg.ID) {
-		return
-	}
-	if cur, _, err := p.get(ctx, p.keySession); err != nil || !bytes.Equal(cur, released) {
-		return
-	}
-	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return w == p.cfg.ID })
-	if m.TTL != nil {
-		m.TTL = maps.Clone(m.TTL)
-		delete(m.TTL, p.cfg.ID)
-	}
-	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
-		p.log.Info("cannot take this worker off the member list; the others wait for its session to look over", "err", err)
+	for range 4 {
+		data, tag, err := p.get(ctx, p.keyMembers)
+		if err != nil || tag == "" {
+			return
+		}
+		m, err := parseMembers(data)
+		if err != nil || !slices.Contains(m.Workers, p.cfg.ID) {
+			return
+		}
+		if cur, _, err := p.get(ctx, p.keySession); err != nil || !bytes.Equal(cur, released) {
+			return
+		}
+		if clean {
+			m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return w == p.cfg.ID })
+			m.TTL, m.Left = maps.Clone(m.TTL), maps.Clone(m.Left)
+			delete(m.TTL, p.cfg.ID)
+			delete(m.Left, p.cfg.ID)
+		} else {
+			m.Left = maps.Clone(m.Left)
+			if m.Left == nil {
+				m.Left = map[string]string{}
+			}
+			m.Left[p.cfg.ID] = rec.Session
+		}
+		_, err = p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{})
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			p.log.Info("cannot tell the others through the member list that this worker stopped; they wait for its session to look over", "err", err)
+			return
+		}
 	}
 }

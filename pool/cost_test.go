@@ -62,21 +62,25 @@ func (g *group) calls() callCount {
 // that lists. On one that does not, each reads the member list and every
 // other member's session object: W reads per worker per interval. With
 // -sim.mutate=nolist (every tick reads every member's session) the first
-// case fails.
+// case fails. Config.ReadEachSession makes a worker on a store that lists
+// read as on one that does not.
 func TestSteadyStateReadsPerWorker(t *testing.T) {
 	defer setMutation(t)()
 	for _, tc := range []struct {
-		workers, shards int
-		noList          bool
-	}{{10, 1000, false}, {30, 300, false}, {10, 1000, true}} {
+		workers, shards  int
+		noList, readEach bool
+	}{{10, 1000, false, false}, {30, 300, false, false}, {10, 1000, true, false}, {10, 1000, false, true}} {
 		name := fmt.Sprintf("workers=%d/shards=%d", tc.workers, tc.shards)
 		if tc.noList {
 			name += "/nolister"
 		}
+		if tc.readEach {
+			name += "/readeachsession"
+		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				g := newGroup(t, 0, tc.shards)
-				g.noList = tc.noList
+				g.noList, g.readAll = tc.noList, tc.readEach
 				for i := range tc.workers {
 					g.add(fmt.Sprintf("w%d", i+1))
 				}
@@ -102,8 +106,11 @@ func TestSteadyStateReadsPerWorker(t *testing.T) {
 					t.Errorf("%d PUTs over %d intervals for %d workers; want at most one per worker per interval (%d)", puts, intervals, w, limit)
 				}
 				readsPerTick := 2
-				if tc.noList {
+				if tc.noList || tc.readEach {
 					readsPerTick = w // the member list and every other member's session
+					if after.lists != before.lists {
+						t.Errorf("%d LISTs; want none", after.lists-before.lists)
+					}
 				}
 				if limit := uint64(readsPerTick * w * (intervals + 1)); reads > limit {
 					t.Errorf("%d reads over %d intervals for %d workers; want at most %d per worker per interval (%d)", reads, intervals, w, readsPerTick, limit)

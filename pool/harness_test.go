@@ -80,6 +80,7 @@ type group struct {
 	t       testing.TB
 	speed   time.Duration // the default intervals are divided by this
 	noList  bool          // the workers' stores do not list (store.Lister)
+	readAll bool          // Config.ReadEachSession
 	wrap    func(id string, st store.Store) store.Store
 	shards  []string
 	mem     store.Store
@@ -144,7 +145,7 @@ func (g *group) add(id string) *worker {
 		st = g.wrap(id, st)
 	}
 	p, err := New(Config{
-		Store: st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet,
+		Store: st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet, ReadEachSession: g.readAll,
 		FrequentInterval: testFI / g.speed, LeaderTimeout: testLT / g.speed,
 		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 			g.started(shard, id, l.Term(), ctx)

@@ -74,8 +74,9 @@
 // of workers: one listing of the session objects and one read of the
 // member list; it reads the session objects themselves only when
 // something changes (a death, a join, a leave, a worker off its share).
-// On a store that does not list, it reads the member list and every
-// other member's session object once per FrequentInterval. A member
+// On a store that does not list (or with Config.ReadEachSession), it
+// reads the member list and every other member's session object once per
+// FrequentInterval. A member
 // whose session is over leaves the list (once no term it lists is
 // needed; a worker whose Run ends with everything released takes itself
 // off), so dead workers are not read for ever. A look that claims shards
@@ -151,6 +152,15 @@ type Config struct {
 	// tenth after the send of its last successful session write. Default
 	// s3lect.DefaultLeaderTimeout (15s).
 	LeaderTimeout time.Duration
+
+	// ReadEachSession makes the worker read every member's session object
+	// every FrequentInterval, as on a store that cannot list, instead of
+	// one listing of the session objects (store.Lister) and reads only
+	// when something changes. It costs a read per member per interval;
+	// it pays only where a listing costs more than that: on NATS KV, a
+	// listing streams every key of the bucket, the shard records
+	// included (docs/stores.md).
+	ReadEachSession bool
 
 	// Logger receives the pool's events. Default slog.Default().
 	Logger *slog.Logger
@@ -261,7 +271,9 @@ func New(cfg Config) (*Pool, error) {
 	if mutNoMargin {
 		p.margin = 0
 	}
-	p.lister, _ = cfg.Store.(store.Lister)
+	if !cfg.ReadEachSession {
+		p.lister, _ = cfg.Store.(store.Lister)
+	}
 	p.sess.leads = map[string]*lead{}
 	p.sess.ended = map[string]uint64{}
 	p.twins = map[string]twin{}
@@ -316,6 +328,14 @@ func (p *Pool) Run(ctx context.Context) error {
 		return errors.New("pool: Run called twice")
 	}
 	p.leads = newLeaderships(p.clock)
+	switch {
+	case p.lister != nil:
+		p.log.Info("watching the other workers by one listing of their session objects per interval")
+	case p.cfg.ReadEachSession:
+		p.log.Info("watching the other workers by reading each one's session object every interval (Config.ReadEachSession)")
+	default:
+		p.log.Info("watching the other workers by reading each one's session object every interval: the store does not implement store.Lister")
+	}
 	lctx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	p.stopRun = stopLoop

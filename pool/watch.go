@@ -86,10 +86,10 @@ func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
 // member list show against the last look: the member list changed (a
 // join, a leave); a worker came alive or its session ran out (the live
 // set changed); a live worker held, as last read, less or more than a
-// fair share (the pool is not settled: paced by settleAt); this worker holds other than its
-// share; a shard it set aside is due (lookAt); or, for the live worker
-// with the lowest ID, a member whose session is over may be taken off the
-// list (pruneAt paces it).
+// fair share (the pool is not settled: settleAt and settleStuck pace
+// it); this worker holds other than its share; a shard it set aside is
+// due (lookAt); or, for the live worker with the lowest ID, a member
+// whose session is over may be taken off the list (pruneAt paces it).
 func (s *loopState) lookDue(now time.Time) bool {
 	p := s.p
 	if !slices.Equal(s.members, s.lookMembers) || s.membersTag != s.lookTag || !s.lookAt.IsZero() && !now.Before(s.lookAt) {

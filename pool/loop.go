@@ -52,6 +52,7 @@ type loopState struct {
 	settleStuck           bool           // the last two looks found the same counts, not settled
 	lookCounts            map[string]int // the last look's counts
 	listWarned            bool           // a failed listing was logged at Warn (until one succeeds)
+	listOffUntil          time.Time      // after a failed listing, the ticks until then read instead of listing
 
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
@@ -102,6 +103,10 @@ type peerView struct {
 	lsight   string
 	lseenAt  time.Time
 	lchanged bool
+	// lprev is the ETag the last listing showed, whatever reads did since,
+	// and lstill that the one before showed it too.
+	lprev  string
+	lstill bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
@@ -393,6 +398,10 @@ func (s *loopState) released(ld *lead, err error) {
 	p := s.p
 	if err != nil {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
+		// Its record names this worker's session, which no other worker
+		// can clear while it lives: this one looks at its next tick, and
+		// takes the shard back by the orphan rule if nobody else does.
+		s.lookAt = p.now()
 	} else {
 		p.stats.released.Add(1)
 		p.sess.noteEnded(ld.shard, 0) // the released record holds the term
@@ -475,6 +484,9 @@ func (s *loopState) tick(ctx context.Context) {
 	look := !listed || s.lookDue(now)
 	if look {
 		s.readPeers(ctx, data, tag)
+		now = p.now()
+	} else {
+		s.readStill(ctx, s.view(now, true))
 		now = p.now()
 	}
 	v := s.view(now, true)

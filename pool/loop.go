@@ -52,7 +52,6 @@ type loopState struct {
 	settleStuck           bool           // the last two looks found the same counts, not settled
 	lookCounts            map[string]int // the last look's counts
 	listWarned            bool           // a failed listing was logged at Warn (until one succeeds)
-	listOffUntil          time.Time      // after a failed listing, the ticks until then read instead of listing
 
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
@@ -103,10 +102,6 @@ type peerView struct {
 	lsight   string
 	lseenAt  time.Time
 	lchanged bool
-	// lprev is the ETag the last listing showed, whatever reads did since,
-	// and lstill that the one before showed it too.
-	lprev  string
-	lstill bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
@@ -484,9 +479,6 @@ func (s *loopState) tick(ctx context.Context) {
 	look := !listed || s.lookDue(now)
 	if look {
 		s.readPeers(ctx, data, tag)
-		now = p.now()
-	} else {
-		s.readStill(ctx, s.view(now, true))
 		now = p.now()
 	}
 	v := s.view(now, true)

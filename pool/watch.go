@@ -28,19 +28,9 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 	if p.lister == nil || mutNoList {
 		return false
 	}
-	if p.now().Before(s.listOffUntil) {
-		return false
-	}
-	// One listing within a quarter interval, or a look instead: a listing
-	// that hangs must not hold the watch up for the whole retry schedule
-	// (a failover waited 1.67 × LeaderTimeout so), and after a failure
-	// the next few ticks read the sessions without listing.
-	lctx, cancel := context.WithTimeout(ctx, p.fi/4)
-	entries, err := p.calls.List(lctx, p.keySessions)
-	cancel()
+	entries, err := p.calls.List(ctx, p.keySessions)
 	at := p.now() // the listing's return: every write it shows had landed by then
 	if err != nil {
-		s.listOffUntil = at.Add(4 * p.fi)
 		// A listing that failed breaks every listed sighting's age, as a
 		// failed read breaks a sighting's: the next listing's count from
 		// its own return.
@@ -63,61 +53,32 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
 	p := s.p
 	seen := make(map[string]bool, len(entries))
-	members := make(map[string]bool, len(s.members))
-	for _, m := range s.members {
-		members[m] = true
-	}
 	for _, e := range entries {
 		w, ok := strings.CutPrefix(e.Key, p.keySessions)
 		w, ok2 := strings.CutSuffix(w, ".json")
 		if !ok || !ok2 || w == "" || strings.Contains(w, "/") || w == p.cfg.ID || e.ETag == "" {
 			continue
 		}
+		seen[w] = true
 		pv := s.peers[w]
 		if pv == nil {
-			if !members[w] {
-				continue // a session object of a worker neither a member nor read: kept no state for
-			}
 			pv = &peerView{}
 			s.peers[w] = pv
 		}
-		seen[w] = true
 		if pv.lsight != e.ETag || pv.lseenAt.IsZero() {
 			pv.lsight, pv.lseenAt = e.ETag, at
 		}
-		pv.lstill = e.ETag == pv.lprev
-		pv.lprev = e.ETag
 		if pv.read && e.ETag != pv.sight.ETag {
 			pv.lchanged = true
 		}
 	}
 	for w, pv := range s.peers {
 		if !seen[w] && w != p.cfg.ID {
-			pv.lsight, pv.lseenAt, pv.lprev, pv.lstill = "", time.Time{}, "", false
+			pv.lsight, pv.lseenAt = "", time.Time{}
 			if pv.read && pv.sight.ETag != "" {
 				pv.lchanged = true
 			}
 		}
-	}
-}
-
-// readStill reads the session objects of the live workers whose listed
-// ETag stood still since the previous listing: a worker that renews
-// every interval changes it between two, so it is a death (read a few
-// times until the session looks over), a worker with a longer interval,
-// or a listing stuck at an old write. Read each tick, such an object is
-// seen as often as without listings, so that an exact copy of a write
-// put back can go unseen for at most an interval, as without them
-// (TestReviewListStuckListingWidensTheExactRestore).
-func (s *loopState) readStill(ctx context.Context, v view) {
-	var still []string
-	for _, w := range v.live {
-		if pv := s.peers[w]; w != s.p.cfg.ID && pv != nil && pv.lstill {
-			still = append(still, w)
-		}
-	}
-	if len(still) > 0 {
-		s.readSessions(ctx, still)
 	}
 }
 

@@ -28,7 +28,11 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 	if p.lister == nil || mutNoList {
 		return false
 	}
-	entries, err := p.calls.List(ctx, p.keySessions)
+	// One listing within a quarter interval, or a look instead: a listing
+	// that hangs must not hold the watch up for the whole retry schedule.
+	lctx, cancel := context.WithTimeout(ctx, p.fi/4)
+	entries, err := p.calls.List(lctx, p.keySessions)
+	cancel()
 	at := p.now() // the listing's return: every write it shows had landed by then
 	if err != nil {
 		// A listing that failed breaks every listed sighting's age, as a

@@ -69,7 +69,7 @@ func TestSteadyStateReadsPerWorker(t *testing.T) {
 	for _, tc := range []struct {
 		workers, shards  int
 		noList, readEach bool
-	}{{10, 1000, false, false}, {30, 300, false, false}, {10, 1000, true, false}, {10, 1000, false, true}} {
+	}{{10, 1000, false, false}, {30, 300, false, false}, {100, 1000, false, false}, {10, 1000, true, false}, {10, 1000, false, true}} {
 		name := fmt.Sprintf("workers=%d/shards=%d", tc.workers, tc.shards)
 		if tc.noList {
 			name += "/nolister"
@@ -77,46 +77,59 @@ func TestSteadyStateReadsPerWorker(t *testing.T) {
 		if tc.readEach {
 			name += "/readeachsession"
 		}
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				g := newGroup(t, 0, tc.shards)
-				g.noList, g.readAll = tc.noList, tc.readEach
-				for i := range tc.workers {
-					g.add(fmt.Sprintf("w%d", i+1))
-				}
-				defer g.stop()
-				time.Sleep(6*testLT + testFI/3) // spread and settled; windows off the renewals' phase
-				n, w := tc.shards, tc.workers
-				if c := g.counts(); !within(c, g.ids(nil), n/w, (n+w-1)/w, n) {
-					t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
-				}
-				const intervals = 40
-				before := g.calls()
-				time.Sleep(intervals * testFI)
-				after := g.calls()
-				puts := after.puts - before.puts
-				reads := after.gets + after.lists - before.gets - before.lists
-				perPut := float64(puts) / intervals / float64(w)
-				perRead := float64(reads) / intervals / float64(w)
-				t.Logf("per worker per FrequentInterval: %.2f PUT, %.2f reads (%d GET, %d LIST in all)", perPut, perRead,
-					after.gets-before.gets, after.lists-before.lists)
-				// A window's edges cut at most one renewal and one tick of each
-				// worker in or out.
-				if limit := uint64(w * (intervals + 1)); puts > limit {
-					t.Errorf("%d PUTs over %d intervals for %d workers; want at most one per worker per interval (%d)", puts, intervals, w, limit)
-				}
-				readsPerTick := 2
-				if tc.noList || tc.readEach {
-					readsPerTick = w // the member list and every other member's session
-					if after.lists != before.lists {
-						t.Errorf("%d LISTs; want none", after.lists-before.lists)
-					}
-				}
-				if limit := uint64(readsPerTick * w * (intervals + 1)); reads > limit {
-					t.Errorf("%d reads over %d intervals for %d workers; want at most %d per worker per interval (%d)", reads, intervals, w, readsPerTick, limit)
-				}
-				g.check(t)
-			})
-		})
+		t.Run(name, func(t *testing.T) { steadyStateReads(t, tc.workers, tc.shards, tc.noList, tc.readEach) })
 	}
+}
+
+// TestHundredWorkersOverTenThousandShards is issue 28's largest pool in
+// virtual time: 100 workers start together over 10,000 shards, each holds
+// 100 within 6 × LeaderTimeout, and then makes one PUT and two reads per
+// FrequentInterval. CI runs it beside the simulations (about 16 s without
+// the race detector).
+func TestHundredWorkersOverTenThousandShards(t *testing.T) {
+	steadyStateReads(t, 100, 10000, false, false)
+}
+
+// steadyStateReads starts workers over shards, checks the spread after 6 ×
+// LeaderTimeout and then the requests per worker per FrequentInterval.
+func steadyStateReads(t *testing.T, workers, shards int, noList, readEach bool) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 0, shards)
+		g.noList, g.readAll = noList, readEach
+		for i := range workers {
+			g.add(fmt.Sprintf("w%d", i+1))
+		}
+		defer g.stop()
+		time.Sleep(6*testLT + testFI/3) // spread and settled; windows off the renewals' phase
+		n, w := shards, workers
+		if c := g.counts(); !within(c, g.ids(nil), n/w, (n+w-1)/w, n) {
+			t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
+		}
+		const intervals = 40
+		before := g.calls()
+		time.Sleep(intervals * testFI)
+		after := g.calls()
+		puts := after.puts - before.puts
+		reads := after.gets + after.lists - before.gets - before.lists
+		perPut := float64(puts) / intervals / float64(w)
+		perRead := float64(reads) / intervals / float64(w)
+		t.Logf("per worker per FrequentInterval: %.2f PUT, %.2f reads (%d GET, %d LIST in all)", perPut, perRead,
+			after.gets-before.gets, after.lists-before.lists)
+		// A window's edges cut at most one renewal and one tick of each
+		// worker in or out.
+		if limit := uint64(w * (intervals + 1)); puts > limit {
+			t.Errorf("%d PUTs over %d intervals for %d workers; want at most one per worker per interval (%d)", puts, intervals, w, limit)
+		}
+		readsPerTick := 2
+		if noList || readEach {
+			readsPerTick = w // the member list and every other member's session
+			if after.lists != before.lists {
+				t.Errorf("%d LISTs; want none", after.lists-before.lists)
+			}
+		}
+		if limit := uint64(readsPerTick * w * (intervals + 1)); reads > limit {
+			t.Errorf("%d reads over %d intervals for %d workers; want at most %d per worker per interval (%d)", reads, intervals, w, readsPerTick, limit)
+		}
+		g.check(t)
+	})
 }

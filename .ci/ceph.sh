@@ -72,6 +72,19 @@ CONF
 	ceph_pids="$ceph_pids $!"
 	radosgw $c -n client.rgw.a -f >"$d/log/rgw.out" 2>&1 &
 	ceph_pids="$ceph_pids $!"
+	# A start that goes wrong shows within seconds: the OSD's superblock
+	# names no cluster and the monitor refuses it ('wrong fsid'), after
+	# which radosgw-admin would wait its whole 45 s. Give up on this start
+	# at once instead (compat.sh starts a fresh cluster).
+	local i
+	for i in $(seq 1 20); do
+		if grep -q "wrong fsid" "$d/log/osd.0.log" 2>/dev/null; then
+			echo "ceph: the monitor refused the OSD (wrong fsid)" >&2
+			return 1
+		fi
+		grep -q "state: booting -> active" "$d/log/osd.0.log" 2>/dev/null && break
+		sleep 0.5
+	done
 	SERVER_KEY=s3lect-ceph SERVER_SECRET=s3lect-ceph-secret
 	timeout 45 radosgw-admin $c user create --uid=s3lect --display-name=s3lect \
 		--access-key="$SERVER_KEY" --secret-key="$SERVER_SECRET" >/dev/null || { echo "ceph: radosgw-admin user create failed" >&2; ceph_logs; return 1; }

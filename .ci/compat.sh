@@ -86,16 +86,19 @@ for server in "${servers[@]}"; do
 		running=ceph
 		# Seen: the monitor never answered; the OSD refused by the
 		# monitor ('wrong fsid'), so that radosgw-admin waits out its
-		# 45 s. Start the cluster afresh, on other ports, once more
-		# before failing (a good start takes about 12 s).
-		if ! timed "ceph start" ceph_start "$mon" "$rgw" "$osd"; then
+		# 45 s (ceph_start now notices that one within 10 s). Start the
+		# cluster afresh, on other ports, up to twice more before failing
+		# (a good start takes about 12 s).
+		attempt=1
+		until timed "ceph start" ceph_start "$mon" "$rgw" "$osd"; do
 			ceph_stop
-			echo "ceph: starting again on other ports" >&2
+			[ "$attempt" -lt 3 ] || { echo "ceph: did not start in 3 attempts" >&2; exit 1; }
+			attempt=$((attempt + 1))
+			echo "ceph: starting again on other ports (attempt $attempt)" >&2
 			mon=$(free_port $((osd + 10)) "$port_hi")
 			rgw=$(free_port $((mon + 1)) "$port_hi")
 			osd=$(free_port $((rgw + 1)) "$port_hi")
-			timed "ceph start" ceph_start "$mon" "$rgw" "$osd"
-		fi
+		done
 		run_tests "ceph-rgw" "$(ceph_version)" yes
 		ceph_stop
 		running=""

@@ -49,6 +49,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -150,11 +151,25 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		return nil, s.mapError("list", prefix, err)
 	}
 	defer func() {
-		// Stop, then take what the watch still delivers until it closes
-		// the channel: its callback blocks on a full channel, and would
-		// otherwise never return.
+		// Stop, then take what the watch still delivers, so that its
+		// callback, which blocks on a full channel, returns. The channel
+		// is closed once the subscription is, but not always (seen in CI:
+		// a drain that waited for ever), so the drain also ends after a
+		// second with nothing delivered: nothing is sent after the stop
+		// but what was already under way.
 		w.Stop()
-		for range w.Updates() {
+		quiet := time.NewTimer(time.Second)
+		defer quiet.Stop()
+		for {
+			select {
+			case _, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				quiet.Reset(time.Second)
+			case <-quiet.C:
+				return
+			}
 		}
 	}()
 	want := Key(prefix)

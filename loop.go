@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
 )
 
 // The run loop is the one goroutine that owns an elector's election state.

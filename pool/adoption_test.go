@@ -21,13 +21,15 @@ var errFault = errors.New("injected store error")
 // test switches on: holdSession captures the worker's next session write,
 // which lands only when land is closed, and kills the worker at once;
 // failShards makes every write of a shard record fail; blind makes every
-// read of blindKey fail.
+// read of blindKey fail; lose lands every write of blindKey, loses its
+// reply and sets blind.
 type faultStore struct {
 	store.Store
 	holdSession atomic.Bool
 	failShards  atomic.Bool
 	dead        atomic.Bool
 	blind       atomic.Bool // reads of blindKey fail
+	lose        atomic.Bool // writes of blindKey land, and their replies are lost
 	blindKey    string
 	held        chan struct{} // closed when the session write was captured
 	land        chan struct{}
@@ -56,6 +58,11 @@ func (f *faultStore) PutIfMatch(ctx context.Context, key string, data []byte, et
 			f.Store.PutIfMatch(context.Background(), key, data, etag)
 		})
 		return "", errCrashed
+	}
+	if f.lose.Load() && key == f.blindKey {
+		f.Store.PutIfMatch(ctx, key, data, etag)
+		f.blind.Store(true) // and the reads that could find it landed fail
+		return "", errFault
 	}
 	if strings.Contains(key, "/shards/") && f.failShards.Load() {
 		return "", errFault

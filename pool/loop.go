@@ -53,6 +53,12 @@ type loopState struct {
 	lookCounts            map[string]int // the last look's counts
 	listWarned            bool           // a failed listing was logged at Warn (until one succeeds)
 
+	// strays are this worker's claims whose outcome it never learnt (every
+	// attempt failed after one may have landed), or that landed for a
+	// session already over: records that may name a session of its own at a
+	// term it does not lead. See settleStrays.
+	strays map[string]stray
+
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
 	// that workers that start together see each other first.
@@ -473,6 +479,7 @@ func (s *loopState) tick(ctx context.Context) {
 	if id == "" {
 		return
 	}
+	s.settleStrays(ctx)
 	listed := s.listSessions(ctx)
 	data, tag := s.readMembers(ctx)
 	now := p.now()
@@ -909,8 +916,16 @@ type attempt struct {
 	cand   bool   // a claim may be written, once the session reads clear it
 	ready  bool
 	result error
+	sent   bool // the write was sent: a failure leaves its outcome unknown
 	tag    string
 	out    []byte
+}
+
+// stray is a claim of this worker's that it does not lead: the session
+// and term its record would name.
+type stray struct {
+	session string
+	term    uint64
 }
 
 // claim tries to take the shards in want, as the protocol allows
@@ -1081,6 +1096,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 			a.result = fmt.Errorf("%w: the session ended", errLate)
 			return
 		}
+		a.sent = true
 		a.tag, a.result = p.put(ctx, p.shardKey(a.shard), a.out, a.etag, over, deadline)
 	})
 	for i := range at {
@@ -1095,8 +1111,11 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	for i := range at {
 		if a := &at[i]; a.ready && a.result != nil {
 			p.log.Debug("claim failed", "shard", a.shard, "err", a.result)
-			if errors.Is(a.result, store.ErrPreconditionFailed) {
+			switch {
+			case errors.Is(a.result, store.ErrPreconditionFailed):
 				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
+			case a.sent:
+				s.stray(a.shard, id, a.term) // it may have landed
 			}
 		}
 	}
@@ -1315,7 +1334,8 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	p.sess.mu.Lock()
 	if p.sess.id != id || !p.now().Before(p.sess.deadline) {
 		p.sess.mu.Unlock()
-		p.log.Info("claimed a shard for a session that has ended; the others will take it over", "shard", a.shard)
+		p.log.Info("claimed a shard for a session that has ended; releasing it", "shard", a.shard)
+		s.stray(a.shard, id, a.term)
 		return false
 	}
 	l, c := p.leads(ctx, a.term, p.sess.deadline)
@@ -1323,6 +1343,7 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	p.sess.leads[a.shard] = ld
 	p.sess.mu.Unlock()
 	s.mine[a.shard] = ld
+	delete(s.strays, a.shard)
 	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
 	sv := s.shard(a.shard)
 	sv.highest = max(sv.highest, a.term)
@@ -1337,4 +1358,68 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 		p.queue.post(event{workDone: ld})
 	}()
 	return true
+}
+
+// stray notes a claim of shard for session at term whose record may
+// stand although this worker does not lead it.
+func (s *loopState) stray(shard, session string, term uint64) {
+	if mutKeepStrays {
+		return
+	}
+	if s.strays == nil {
+		s.strays = map[string]stray{}
+	}
+	s.strays[shard] = stray{session, term}
+}
+
+// settleStrays releases the records of claims this worker made but does
+// not lead (strays), at the tick after the claim: a record that names a
+// live session of this worker is one no other worker can clear while the
+// session lives (the session lists nothing there, yet the record names
+// it: see clearance), and this worker, once at its share, never looks at
+// the shard again, so the shard would stay unled for as long as the
+// session lives. The release goes over the record as read, If-Match, and
+// only while it still names the stray claim exactly (the session and the
+// term): any other record means the claim never landed or was overwritten,
+// and there is nothing to release. A read or write that fails is tried at
+// the next tick.
+func (s *loopState) settleStrays(ctx context.Context) {
+	p := s.p
+	if len(s.strays) == 0 {
+		return
+	}
+	for shard := range s.strays {
+		if s.mine[shard] != nil {
+			delete(s.strays, shard) // claimed again since, and won: its record is a leadership's
+		}
+	}
+	shards := slices.Sorted(maps.Keys(s.strays))
+	done := make([]bool, len(shards))
+	parallel(len(shards), func(i int) {
+		st := s.strays[shards[i]]
+		key := p.shardKey(shards[i])
+		data, etag, err := p.get(ctx, key)
+		if err != nil {
+			return
+		}
+		rec, perr := parseShard(data)
+		if etag == "" || perr != nil || rec.Owner != p.cfg.ID || rec.Session != st.session || rec.Term != st.term {
+			done[i] = true // not the stray claim: it never landed, or was overwritten
+			return
+		}
+		out := encode(shardRecord{Pool: formatVersion, Shard: shards[i], Session: st.session, Term: st.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+		if _, err := p.put(ctx, key, out, etag, sha256.Sum256(data), time.Time{}); err == nil {
+			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "term", st.term)
+			done[i] = true
+		}
+	})
+	for i, shard := range shards {
+		if done[i] {
+			// Released, or never ours: the worker whose share it is takes
+			// it at its next look; this one's orphan wait starts again.
+			sv := s.shard(shard)
+			sv.candSince, sv.highest = time.Time{}, max(sv.highest, s.strays[shard].term)
+			delete(s.strays, shard)
+		}
+	}
 }

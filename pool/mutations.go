@@ -26,4 +26,5 @@ const (
 	mutNoMemberTTL      = false // the member list states no ttl: a worker that never read a member's records waits out its own lease only
 	mutNoList           = false // the sessions are watched by a read of each member's object every interval, not one listing
 	mutStaleList        = false // a sighting counts from its first listing even when the fresh read before a claim returns another ETag
+	mutKeepStrays       = false // a claim whose outcome stayed unknown, or that landed for an ended session, is left standing: the worker neither leads nor releases it
 )

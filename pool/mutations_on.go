@@ -22,4 +22,5 @@ var (
 	mutNoMemberTTL      bool // the member list states no ttl: a worker that never read a member's records waits out its own lease only
 	mutNoList           bool // the sessions are watched by a read of each member's object every interval, not one listing
 	mutStaleList        bool // a sighting counts from its first listing even when the fresh read before a claim returns another ETag
+	mutKeepStrays       bool // a claim whose outcome stayed unknown, or that landed for an ended session, is left standing: the worker neither leads nor releases it
 )

@@ -18,7 +18,7 @@ func setMutation(t *testing.T) func() {
 		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease,
 		"keepmembers":    &mutKeepMembers,
 		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
-		"nolist": &mutNoList, "stalelist": &mutStaleList}
+		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays}
 	if *simMutate == "" {
 		return func() {}
 	}

@@ -811,6 +811,27 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}
 	}
 	mu.Unlock()
+	// With SIMDEBUG set, a failed check prints the objects and the
+	// workers' figures as they stood when the faults had long stopped.
+	if err := checkTenures(shards, snap); err != nil && os.Getenv("SIMDEBUG") != "" {
+		keys := []string{"sim/members.json"}
+		for id := range workers {
+			keys = append(keys, "sim/sessions/"+id+".json")
+		}
+		for _, key := range keys {
+			d, _, _ := mem.Get(context.Background(), key)
+			fmt.Printf("%s: %s\n", key, d)
+		}
+		for _, s := range shards {
+			if ts := snap[s]; len(ts) == 0 || !ts[len(ts)-1].end.IsZero() {
+				d, _, _ := mem.Get(context.Background(), "sim/shards/"+s+".json")
+				fmt.Printf("unled %s: %s\n", s, d)
+			}
+		}
+		for id, w := range workers {
+			fmt.Printf("%s leads %d: %+v\n", id, len(w.p.Leading()), w.p.Stats())
+		}
+	}
 	wmu.Lock()
 	final := slices.Clone(all)
 	wmu.Unlock()

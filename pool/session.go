@@ -130,6 +130,9 @@ type lead struct {
 	// Loop-owned: its context's end was seen, Work returned, Exit was
 	// called (Resign returns), the record was released or left to expire.
 	ended, workDone, exited, settled bool
+	// over: its context has ended, or the core has ended it, as the
+	// decisions count it (loopState.sync).
+	over bool
 }
 
 // heartbeat keeps the worker's session alive: it opens a session, renews

@@ -607,6 +607,9 @@ func (c *core) sessionRead(w string, data []byte, etag string, err error, at tim
 // before a FrequentInterval after that). An absent object is not enough:
 // an absence is not a sighting (see bury).
 func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
+	if mutKeepMembers {
+		return nil
+	}
 	lt := c.cp.lt
 	// The terms the live sessions hold, this worker's included: a member
 	// whose object lists a term not superseded here stays, since a claim

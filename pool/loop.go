@@ -327,7 +327,7 @@ func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
 // list as readMembers read it).
 func (s *loopState) readPeers(ctx context.Context, data []byte, tag string) {
 	sent := s.readSessions(ctx, s.lookSessions())
-	if tag != "" && !mutKeepMembers {
+	if tag != "" {
 		s.pruneMembers(ctx, data, tag, sent)
 	}
 }

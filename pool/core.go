@@ -1,11 +1,13 @@
 package pool
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -36,7 +38,9 @@ type params struct {
 // touches it (the loop embeds it).
 type core struct {
 	cp      params
-	order   []string              // the shards, in an order every worker shares (shardHash)
+	names   []string              // the shards, as Config names them
+	byName  []uint32              // indexes into names, sorted by name (index)
+	order   []uint32              // indexes into names, in an order every worker shares (shardHash)
 	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
 	peers   map[string]*peerView  // by worker: what its session object showed
 	shards  map[string]*shardView // by shard, for the shards this worker has looked at (see shard)
@@ -90,17 +94,18 @@ func (c *core) note(level slog.Level, msg string, args ...any) {
 func newCore(cp params, shards []string) core {
 	c := core{cp: cp, mine: map[string]*lead{}, peers: map[string]*peerView{}, shards: map[string]*shardView{},
 		memberTTL: map[string]int64{}}
-	c.order = slices.Clone(shards)
-	slices.SortFunc(c.order, func(a, b string) int {
-		ha, hb := shardHash(a), shardHash(b)
-		switch {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
-		}
-		return 0
-	})
+	// The order holds indexes into shards (the Config's own slice, not
+	// copied): 4 bytes per shard per worker instead of a string header's
+	// 16.
+	c.names = shards
+	c.order = make([]uint32, len(shards))
+	hashes := make([]uint64, len(shards))
+	for i, name := range shards {
+		c.order[i], hashes[i] = uint32(i), shardHash(name)
+	}
+	slices.SortFunc(c.order, func(a, b uint32) int { return cmp.Compare(hashes[a], hashes[b]) })
+	c.byName = slices.Clone(c.order)
+	slices.SortFunc(c.byName, func(a, b uint32) int { return strings.Compare(shards[a], shards[b]) })
 	return c
 }
 
@@ -115,9 +120,9 @@ type peerView struct {
 	// session's writes are contiguous, so no other session wrote between.
 	session  string
 	runStart time.Time
-	rec      sessionRecord
-	ok       bool  // rec is a valid session record of this worker, its session's latest write as far as this worker knows
-	ttl      int64 // the longest ttl its session records have stated
+	rec      sessionRecord // without its maps: they are kept in terms
+	ok       bool          // rec is a valid session record of this worker, its session's latest write as far as this worker knows
+	ttl      int64         // the longest ttl its session records have stated
 	// gap is set when a read of the object failed: the next sighting,
 	// even the same as before, counts from its own read (an object can
 	// change and be restored to the same bytes while a worker cannot see).
@@ -127,10 +132,11 @@ type peerView struct {
 	maxSession string
 	maxSeq     uint64
 	warned     bool // a failed read was logged at Warn (until one succeeds)
-	// raw is the session record the object holds, restored or not: the
-	// terms it lists count (listedTerm, prune) even when it says nothing
-	// of what its session leads now.
-	raw sessionRecord
+	// terms are the terms the session record the object holds lists,
+	// restored or not: they count (listedTerm, prune) even when it says
+	// nothing of what its session leads now (then only ok says it leads
+	// them: leading).
+	terms recordTerms
 	// advanced reports that rec followed a lower seq of its session seen
 	// by this worker: it is not an older write restored (which a worker
 	// that never saw the later ones could not otherwise tell).
@@ -149,7 +155,7 @@ type peerView struct {
 	lchanged bool
 }
 
-func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
+func (v *peerView) update(worker string, data []byte, etag string, now time.Time, index func(string) (uint32, bool)) {
 	s := sight(data, etag)
 	// A listing that showed this very ETag, with no failed read or listing
 	// since, and no read since that returned another ETag, saw that write
@@ -178,11 +184,11 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 		return
 	}
 	v.gap, v.lchanged = false, false
-	v.rec, v.ok, v.raw = sessionRecord{}, false, sessionRecord{}
+	v.rec, v.ok, v.terms = sessionRecord{}, false, recordTerms{}
 	sess := ""
 	if etag != "" {
 		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
-			v.raw = rec
+			v.terms = compactTerms(&rec, index)
 			v.ttl = max(v.ttl, rec.TTL)
 			restored := rec.Session == v.maxSession && rec.Seq < v.maxSeq && !mutNoRestoreCheck
 			v.advanced = rec.Session == v.maxSession && rec.Seq > v.maxSeq && v.read || mutNoRestoreCheck
@@ -300,9 +306,9 @@ func (c *core) view(now time.Time, me bool) view {
 			continue
 		}
 		v.live = append(v.live, id)
-		v.counts[id] = len(pv.rec.Shards)
-		for shard := range pv.rec.Shards {
-			v.listed[shard] = id
+		v.counts[id] = pv.leading().n
+		for _, e := range pv.leading().shards {
+			v.listed[c.names[e.i]] = id
 		}
 	}
 	slices.Sort(v.live)
@@ -370,7 +376,7 @@ func (c *core) handOver(v view, n int) []*lead {
 	n = min(n, deficit)
 	var out []*lead
 	for i := len(c.order) - 1; i >= 0 && n > 0; i-- {
-		if ld := c.mine[c.order[i]]; ld != nil && !ld.over {
+		if ld := c.mine[c.names[c.order[i]]]; ld != nil && !ld.over {
 			ld.over = true
 			out = append(out, ld)
 			c.note(slog.LevelDebug, "handing a shard over", "shard", ld.shard, "live", v.live, "counts", v.counts, "targets", v.targets)
@@ -398,7 +404,8 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 	var free []string // unowned in this worker's view, in the shared order
 	var orphan string
 	orphanWait := c.orphanWait(v)
-	for _, name := range c.order {
+	for _, i := range c.order {
+		name := c.names[i]
 		if c.mine[name] != nil {
 			c.shard(name).candSince = time.Time{}
 			continue
@@ -591,7 +598,7 @@ func (c *core) sessionRead(w string, data []byte, etag string, err error, at tim
 		return false, firstFailure
 	}
 	pv.warned = false
-	pv.update(w, data, etag, at)
+	pv.update(w, data, etag, at, c.index)
 	return true, false
 }
 
@@ -620,15 +627,19 @@ func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
 	}
 	for w, pv := range c.peers {
 		if pv.live(now, lt, c.memberTTL[w]) {
-			for shard, term := range pv.rec.Shards {
-				held[shard] = max(held[shard], term)
+			for _, e := range pv.leading().shards {
+				shard := c.names[e.i]
+				held[shard] = max(held[shard], e.term)
 			}
 		}
 	}
-	superseded := func(rec sessionRecord) bool {
-		for _, m := range []map[string]uint64{rec.Shards, rec.Ended} {
-			for shard, term := range m {
-				if held[shard] <= term {
+	superseded := func(t recordTerms) bool {
+		if t.unknown {
+			return false // a shard this worker does not know: nothing here supersedes it
+		}
+		for _, l := range []termList{t.shards, t.ended} {
+			for _, e := range l {
+				if held[c.names[e.i]] <= e.term {
 					return false
 				}
 			}
@@ -643,7 +654,7 @@ func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
 		case w == c.cp.id || !read || pv == nil:
 		case pv.live(now, lt, c.memberTTL[w]) && w < c.cp.id:
 			return nil // a live worker with a lower ID prunes
-		case pv.sight.ETag == "" || !superseded(pv.raw):
+		case pv.sight.ETag == "" || !superseded(pv.terms):
 		case pv.ok && pv.rec.Released:
 			gone = append(gone, w)
 		case !readAt.Before(pv.seenAt.Add(wait(lt, max(pv.ttl, pv.rec.TTL, c.memberTTL[w])))):
@@ -949,8 +960,9 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 	if w == c.cp.id {
 		return over, false // this worker's own intents are its own
 	}
-	heldTerm, held := pv.rec.Shards[shard]
-	_, claiming := pv.rec.Claiming[shard]
+	i, _ := c.index(shard)
+	heldTerm, held := pv.leading().shards.get(i)
+	_, claiming := pv.leading().claiming.get(i)
 	claiming = claiming && !mutNoIntent
 	releasedByIt := present && rec.Owner == "" && rec.Session == pv.session && heldTerm <= rec.Term
 	leads := named && rec.Session == pv.session || held && !releasedByIt
@@ -1050,7 +1062,8 @@ func (c *core) won(ld *lead) {
 func (c *core) superseded(v view, ended map[string]uint64) []string {
 	var out []string
 	for shard, term := range ended {
-		if w := v.listed[shard]; w != "" && c.peers[w].rec.Shards[shard] > term {
+		i, _ := c.index(shard)
+		if w := v.listed[shard]; w != "" && c.peers[w].leading().shards.term(i) > term {
 			out = append(out, shard)
 		}
 	}
@@ -1061,9 +1074,13 @@ func (c *core) superseded(v view, ended map[string]uint64) []string {
 // worker's, as last read, list for shard (leading or claiming it).
 func (c *core) listedTerm(shard string, ws []string) uint64 {
 	var t uint64
+	i, ok := c.index(shard)
+	if !ok {
+		return 0
+	}
 	for _, w := range ws {
 		if pv := c.peers[w]; pv != nil && w != c.cp.id {
-			t = max(t, pv.raw.Shards[shard], pv.raw.Claiming[shard], pv.raw.Ended[shard])
+			t = max(t, pv.terms.shards.term(i), pv.terms.claiming.term(i), pv.terms.ended.term(i))
 		}
 	}
 	return t
@@ -1072,3 +1089,78 @@ func (c *core) listedTerm(shard string, ws []string) uint64 {
 // isPrecondition reports whether err is a write refused because the
 // object no longer held what it went over.
 func isPrecondition(err error) bool { return errors.Is(err, store.ErrPreconditionFailed) }
+
+// index returns the index in names of the shard named name.
+func (c *core) index(name string) (uint32, bool) {
+	k, ok := slices.BinarySearchFunc(c.byName, name, func(i uint32, name string) int { return strings.Compare(c.names[i], name) })
+	if !ok {
+		return 0, false
+	}
+	return c.byName[k], true
+}
+
+// recordTerms are a session record's lists of shards with terms, kept in
+// a worker's view of another's session: every worker keeps every other's,
+// so that is about W entries per shard of the pool. An entry is an index
+// into the worker's shard names and a term (16 bytes), where a decoded
+// map costs about 56.
+type recordTerms struct {
+	shards, claiming, ended termList
+	n                       int  // the number of shards the record lists, known to this worker or not
+	unknown                 bool // it lists a shard this worker does not know (Config.Shards differ)
+}
+
+// termList is a list of shard indexes with terms, sorted by index.
+type termList []shardTerm
+
+type shardTerm struct {
+	i    uint32
+	term uint64
+}
+
+// get returns the term the list holds for shard index i.
+func (l termList) get(i uint32) (uint64, bool) {
+	k, ok := slices.BinarySearchFunc(l, i, func(e shardTerm, i uint32) int { return cmp.Compare(e.i, i) })
+	if !ok {
+		return 0, false
+	}
+	return l[k].term, true
+}
+
+// term returns the term the list holds for shard index i, 0 if none.
+func (l termList) term(i uint32) uint64 { t, _ := l.get(i); return t }
+
+// compactTerms moves rec's maps into recordTerms (rec keeps none).
+func compactTerms(rec *sessionRecord, index func(string) (uint32, bool)) recordTerms {
+	t := recordTerms{n: len(rec.Shards)}
+	conv := func(m map[string]uint64) termList {
+		if len(m) == 0 {
+			return nil
+		}
+		l := make(termList, 0, len(m))
+		for name, term := range m {
+			if i, ok := index(name); ok {
+				l = append(l, shardTerm{i, term})
+			} else {
+				t.unknown = true
+			}
+		}
+		slices.SortFunc(l, func(a, b shardTerm) int { return cmp.Compare(a.i, b.i) })
+		return l
+	}
+	t.shards, t.claiming, t.ended = conv(rec.Shards), conv(rec.Claiming), conv(rec.Ended)
+	rec.Shards, rec.Claiming, rec.Ended = nil, nil, nil
+	return t
+}
+
+// leading returns the terms of the session record that counts (ok): what
+// its session leads and claims as far as this worker knows; none when the
+// object holds no session record that counts.
+func (v *peerView) leading() *recordTerms {
+	if !v.ok {
+		return &noTerms
+	}
+	return &v.terms
+}
+
+var noTerms recordTerms // read only

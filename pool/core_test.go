@@ -345,7 +345,16 @@ func newTestCore(shards ...string) *core {
 	return &c
 }
 
-// read has c read worker w's object obj at time d.
+// ordered returns the shards in the order every worker shares.
+func (c *core) ordered() []string {
+	var out []string
+	for _, i := range c.order {
+		out = append(out, c.names[i])
+	}
+	return out
+}
+
+// readAt has c read worker w's object obj at time d.
 func (c *core) readAt(w string, obj []byte, d time.Duration) {
 	c.sessionRead(w, obj, etagOf(obj), nil, at(d))
 }
@@ -425,11 +434,12 @@ var coreRows = []coreRow{
 	{
 		name: "Spreading the shards/a worker above its share hands over no more than the others lack, the last in the shared order",
 		check: func(t *testing.T, c *core) {
-			for _, s := range c.order[:5] {
+			order := c.ordered()
+			for _, s := range order[:5] {
 				c.mine[s] = &lead{shard: s, term: 1}
 			}
 			c.members = []string{"w1", "w2"}
-			c.readAt("w2", ses("w2", "S2", 1, leads(c.order[5], 1)), 0)
+			c.readAt("w2", ses("w2", "S2", 1, leads(order[5], 1)), 0)
 			v := c.view(at(time.Second), true)
 			if v.targets["w1"] != 3 || v.counts["w1"] != 5 || v.counts["w2"] != 1 {
 				t.Fatalf("view = %+v; want w1 holding 5 of target 3, w2 holding 1", v)
@@ -439,7 +449,7 @@ var coreRows = []coreRow{
 			for _, ld := range out {
 				got = append(got, ld.shard)
 			}
-			if want := []string{c.order[4], c.order[3]}; !slices.Equal(got, want) {
+			if want := []string{order[4], order[3]}; !slices.Equal(got, want) {
 				t.Errorf("handOver = %v; want %v (w2 lacks 2)", got, want)
 			}
 			if n := c.liveMine(); n != 3 {
@@ -450,7 +460,8 @@ var coreRows = []coreRow{
 	{
 		name: "Spreading the shards/a shard unowned for the orphan wait is claimed whatever the share",
 		check: func(t *testing.T, c *core) {
-			c.mine[c.order[0]] = &lead{shard: c.order[0], term: 1}
+			first := c.ordered()[0]
+			c.mine[first] = &lead{shard: first, term: 1}
 			v := c.view(at(0), true)
 			v.targets["w1"] = 1 // at its share
 			if want, _ := c.wanted(v, 0, at(0)); len(want) != 0 {

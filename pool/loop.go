@@ -41,7 +41,7 @@ func (s *loopState) flushNotes() {
 	for _, n := range s.notes {
 		s.p.log.Log(context.Background(), n.level, n.msg, n.args...)
 	}
-	s.notes = s.notes[:0]
+	s.notes = nil // not kept for reuse: the lines' arguments hold views
 }
 
 // sync marks the leaderships whose contexts have ended as over, for the

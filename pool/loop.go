@@ -91,11 +91,7 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 		// Its term stays in the session's listing (Ended) until a release
 		// puts it in the record: the record may have been deleted.
 		p.sess.noteEnded(ld.shard, max(ld.term, s.shard(ld.shard).highest))
-		p.sess.mu.Lock()
-		if p.sess.leads[ld.shard] == ld {
-			delete(p.sess.leads, ld.shard)
-		}
-		p.sess.mu.Unlock()
+		p.sess.drop(ld)
 		p.sess.renewSoon()
 		cause := context.Cause(ld.l.Context())
 		switch {
@@ -524,17 +520,16 @@ func (s *loopState) bury(ctx context.Context, workers []string) {
 // names is still this worker's live session now that the reply has come.
 func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	p := s.p
-	p.sess.mu.Lock()
-	if p.sess.id != id || !p.now().Before(p.sess.deadline) {
-		p.sess.mu.Unlock()
+	sum := sha256.Sum256(a.out)
+	ld := p.sess.tie(a.shard, id, p.now, func(deadline time.Time) *lead {
+		l, c := p.leads(ctx, a.term, deadline)
+		return &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sum, etag: a.tag}
+	})
+	if ld == nil {
 		p.log.Info("claimed a shard for a session that has ended; releasing it", "shard", a.shard)
 		s.stray(a.shard, id, a.term)
 		return false
 	}
-	l, c := p.leads(ctx, a.term, p.sess.deadline)
-	ld := &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sha256.Sum256(a.out), etag: a.tag}
-	p.sess.leads[a.shard] = ld
-	p.sess.mu.Unlock()
 	s.won(ld)
 	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
 	p.stats.claims.Add(1)

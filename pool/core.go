@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -1164,3 +1165,63 @@ func (v *peerView) leading() *recordTerms {
 }
 
 var noTerms recordTerms // read only
+
+// leadAct is what the loop does with one of this worker's leaderships
+// whose context ended or whose Work returned.
+type leadAct int
+
+const (
+	actNone    leadAct = iota
+	actSettle          // its lease ran out or was lost: the record stays for the others to take over; over for its holder now
+	actRelease         // write the release now (and over for its holder then)
+	actExit            // over for its holder now (Resign returns); the release waits for Work
+	actResign          // Work returned while leading: end the leadership, as a Resign
+)
+
+// leadEnded takes in the end of ld's context with cause
+// (docs/pool-protocol.md, "Claims and takeovers": how a leadership ends).
+// It returns the term the session lists as ended until a release puts it
+// in the record (the record may have been deleted), and what the loop
+// does (ok false: the end was taken in before, nothing to do): by the session (its lease
+// ran out or was lost), nothing is released; by Resign, or after Work
+// returned, the release is written at once; by a handover or Run's end,
+// the leadership is over for its holder at once, so that a Resign inside
+// Work (defer lead.Resign(ctx)) returns instead of waiting for a release
+// that waits for Work, and the release follows Work.
+func (c *core) leadEnded(ld *lead, cause error) (term uint64, act leadAct, ok bool) {
+	if ld.ended {
+		return 0, actNone, false
+	}
+	ld.ended, ld.over = true, true
+	term = max(ld.term, c.shard(ld.shard).highest)
+	switch {
+	case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+		ld.settled = true
+		return term, actSettle, true
+	case cause == s3lect.ErrResigned || ld.workDone:
+		return term, actRelease, true
+	case !mutResignWaits:
+		return term, actExit, true
+	}
+	return term, actNone, true
+}
+
+// workReturned takes in the return of ld's Work.
+func (c *core) workReturned(ld *lead) leadAct {
+	ld.workDone = true
+	switch {
+	case !ld.ended:
+		return actResign
+	case !ld.settled:
+		return actRelease
+	}
+	return actNone
+}
+
+// forget drops a leadership whose Work has returned and whose record is
+// settled.
+func (c *core) forget(ld *lead) {
+	if ld.workDone && ld.settled && c.mine[ld.shard] == ld {
+		delete(c.mine, ld.shard)
+	}
+}

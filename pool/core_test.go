@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -480,6 +481,59 @@ var coreRows = []coreRow{
 			v := c.view(at(time.Second), true)
 			if got := c.superseded(v, map[string]uint64{"s0": 4, "s1": 2}); !slices.Equal(got, []string{"s0"}) {
 				t.Errorf("superseded = %v; want [s0]", got)
+			}
+		},
+	},
+	{
+		name:    "Claims and takeovers/a leadership ended by a handover is over for its holder at once, its release after Work",
+		catches: "resignwaits",
+		check: func(t *testing.T, c *core) {
+			ld := &lead{shard: "s0", term: 3}
+			c.mine["s0"] = ld
+			if term, act, ok := c.leadEnded(ld, errHandedOver); !ok || act != actExit || term != 3 {
+				t.Errorf("leadEnded(handover) = %d, %v, %v; want 3, actExit (Resign returns now), true", term, act, ok)
+			}
+			if act := c.workReturned(ld); act != actRelease {
+				t.Errorf("workReturned after the handover = %v; want actRelease", act)
+			}
+			if _, _, ok := c.leadEnded(ld, errHandedOver); ok {
+				t.Errorf("leadEnded taken in twice")
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/Resign releases at once",
+		check: func(t *testing.T, c *core) {
+			ld := &lead{shard: "s0", term: 3}
+			if _, act, _ := c.leadEnded(ld, s3lect.ErrResigned); act != actRelease {
+				t.Errorf("leadEnded(Resign) = %v; want actRelease", act)
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/a leadership ended by its session leaves the record to the others, its term listed as ended",
+		check: func(t *testing.T, c *core) {
+			c.shard("s0").highest = 7 // a term seen above this leadership's
+			ld := &lead{shard: "s0", term: 3}
+			c.mine["s0"] = ld
+			term, act, _ := c.leadEnded(ld, fmt.Errorf("renew: %w", s3lect.ErrLeaseExpired))
+			if act != actSettle || term != 7 {
+				t.Errorf("leadEnded(lease expired) = %d, %v; want 7 (the highest term known), actSettle", term, act)
+			}
+			if act := c.workReturned(ld); act != actNone {
+				t.Errorf("workReturned after the session's end = %v; want actNone: nothing to release", act)
+			}
+			c.forget(ld)
+			if c.mine["s0"] != nil {
+				t.Errorf("a leadership whose Work returned and whose record is settled is still kept")
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/Work returning while leading resigns",
+		check: func(t *testing.T, c *core) {
+			if act := c.workReturned(&lead{shard: "s0", term: 3}); act != actResign {
+				t.Errorf("workReturned while leading = %v; want actResign", act)
 			}
 		},
 	},

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -78,49 +77,43 @@ func (p *Pool) loop(ctx context.Context) {
 	}
 }
 
-// handle takes in one event.
+// handle takes in one event: the core decides (leadEnded,
+// workReturned), the loop acts.
 func (s *loopState) handle(ctx context.Context, ev event) {
 	p := s.p
+	defer s.flushNotes()
 	switch {
 	case ev.ended != nil:
 		ld := ev.ended
-		if ld.ended {
-			return
+		term, act, ok := s.leadEnded(ld, context.Cause(ld.l.Context()))
+		if !ok {
+			return // taken in before
 		}
-		ld.ended = true
-		// Its term stays in the session's listing (Ended) until a release
-		// puts it in the record: the record may have been deleted.
-		p.sess.noteEnded(ld.shard, max(ld.term, s.shard(ld.shard).highest))
+		p.sess.noteEnded(ld.shard, term)
 		p.sess.drop(ld)
 		p.sess.renewSoon()
-		cause := context.Cause(ld.l.Context())
-		switch {
-		case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+		if act == actSettle {
 			p.stats.expired.Add(1)
-			ld.settled = true // the record stays; the others take it over when the lease has run out
-			s.exit(ld, nil)
-		case cause == s3lect.ErrResigned || ld.workDone:
-			s.release(ctx, ld) // Resign by the user releases at once, as an elector's does
-		case !mutResignWaits:
-			// A handover or Run's end: the release waits for Work, but
-			// the leadership is over for its holder now, so that a
-			// Resign called inside Work (defer lead.Resign(ctx))
-			// returns at once instead of waiting for a release that
-			// waits for Work to return.
-			s.exit(ld, nil)
 		}
+		s.act(ctx, ld, act)
 	case ev.workDone != nil:
 		ld := ev.workDone
-		ld.workDone = true
-		switch {
-		case !ld.ended:
-			ld.c.End(s3lect.ErrResigned) // Work returned while leading: resign
-		case !ld.settled:
-			s.release(ctx, ld)
-		}
+		s.act(ctx, ld, s.workReturned(ld))
 		s.forget(ld)
 	default:
 		s.next = p.now() // the session changed: look again now
+	}
+}
+
+// act does what the core decided for a leadership.
+func (s *loopState) act(ctx context.Context, ld *lead, act leadAct) {
+	switch act {
+	case actSettle, actExit:
+		s.exit(ld, nil)
+	case actRelease:
+		s.release(ctx, ld)
+	case actResign:
+		ld.c.End(s3lect.ErrResigned)
 	}
 }
 
@@ -132,14 +125,6 @@ func (s *loopState) exit(ld *lead, err error) {
 		ld.c.Exit(err)
 	}
 	s.forget(ld)
-}
-
-// forget drops a leadership whose Work has returned and whose record is
-// settled.
-func (s *loopState) forget(ld *lead) {
-	if ld.workDone && ld.settled && s.mine[ld.shard] == ld {
-		delete(s.mine, ld.shard)
-	}
 }
 
 // release writes the shard's record released, over this leadership's

@@ -387,6 +387,20 @@ func (c *core) handOver(v view, n int) []*lead {
 	return out
 }
 
+// share returns how many shards this worker lacks by v (negative: how
+// many it holds above its share), and whether it may act on that at now:
+// not before a FrequentInterval after it first found itself on the member
+// list, so that workers that start together see each other first (hold:
+// when it may; zero while it is not on the list).
+func (c *core) share(v view, now time.Time) (need int, ok bool, hold time.Time) {
+	need = v.targets[c.cp.id] - v.counts[c.cp.id]
+	if c.listedAt.IsZero() {
+		return need, false, time.Time{}
+	}
+	hold = c.listedAt.Add(c.cp.fi)
+	return need, !now.Before(hold), hold
+}
+
 // wanted returns the shards to look at now and how many of them to claim
 // at most: unowned ones, as many as it needs and as many again (others may
 // have claimed some already, unknown to its view), or else at most one

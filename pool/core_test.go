@@ -390,8 +390,12 @@ var coreRows = []coreRow{
 			if join := c.membersRead(*members("w1", "w2"), "e1", at(time.Second)); join != nil {
 				t.Errorf("membersRead of a list naming w1 with its lease = %+v; want nothing written", join)
 			}
-			if !c.listedAt.Equal(at(time.Second)) {
-				t.Errorf("listedAt = %v; want %v", c.listedAt, at(time.Second))
+			v := c.view(at(time.Second), true)
+			if need, ok, hold := c.share(v, at(time.Second+testFI-time.Millisecond)); ok || need != 6 || !hold.Equal(at(time.Second+testFI)) {
+				t.Errorf("share just before a FrequentInterval on the list = %d, %v, %v; want 6 (alone: all 6 shards), false, %v", need, ok, hold, at(time.Second+testFI))
+			}
+			if need, ok, _ := c.share(v, at(time.Second+testFI)); !ok || need != 6 {
+				t.Errorf("share a FrequentInterval after = %d, %v; want 6, true", need, ok)
 			}
 		},
 	},

@@ -232,10 +232,10 @@ func (s *loopState) tick(ctx context.Context) {
 	if look {
 		s.looked(v, now)
 	}
-	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
-	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
-		if !s.listedAt.IsZero() {
-			s.next = earliest(s.next, s.listedAt.Add(p.fi))
+	need, ok, hold := s.share(v, now)
+	if !ok {
+		if !hold.IsZero() {
+			s.next = earliest(s.next, hold)
 		}
 		return // not yet seen the others long enough to know its share
 	}

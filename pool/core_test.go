@@ -534,6 +534,40 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name:    "Claims and takeovers/a claim whose outcome stayed unknown is released at the next tick while its record names it",
+		catches: "keepstrays",
+		check: func(t *testing.T, c *core) {
+			a := &attempt{shard: "s0", term: 4, sent: true, result: fmt.Errorf("write: %w", errFault)}
+			c.claimRefused(a, "S1", at(0))
+			if got := c.strayList(); !slices.Equal(got, []string{"s0"}) {
+				t.Fatalf("strays after a claim sent whose every attempt failed = %v; want [s0]", got)
+			}
+			landed := encode(shardRecord{Pool: formatVersion, Shard: "s0", Owner: "w1", Session: "S1", Term: 4, TTL: ttlMillis(testLT)})
+			out, done := c.strayRead("s0", landed, etagOf(landed), nil, t0)
+			r, err := parseShard(out)
+			if done || err != nil || r.Owner != "" || r.Session != "S1" || r.Term != 4 {
+				t.Errorf("strayRead of the landed claim = %+v (%v), done %v; want a release by S1 at term 4", r, err, done)
+			}
+			c.straySettled("s0")
+			if len(c.strays) != 0 || c.shards["s0"].highest != 4 {
+				t.Errorf("after the release: strays %v, highest %d; want none, 4", c.strays, c.shards["s0"].highest)
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/a stray whose record names another claim is forgotten, not released",
+		check: func(t *testing.T, c *core) {
+			c.stray("s0", "S1", 4)
+			other := encode(shardRecord{Pool: formatVersion, Shard: "s0", Owner: "w2", Session: "S2", Term: 5, TTL: ttlMillis(testLT)})
+			if out, done := c.strayRead("s0", other, etagOf(other), nil, t0); out != nil || !done {
+				t.Errorf("strayRead of w2's claim = %s, %v; want nothing to write, done", out, done)
+			}
+			if out, done := c.strayRead("s0", nil, "", fmt.Errorf("read: %w", errFault), t0); out != nil || done {
+				t.Errorf("strayRead of a failed read = %s, %v; want nothing, not done (tried at the next tick)", out, done)
+			}
+		},
+	},
+	{
 		name: "Claims and takeovers/Work returning while leading resigns",
 		check: func(t *testing.T, c *core) {
 			if act := c.workReturned(&lead{shard: "s0", term: 3}); act != actResign {

@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -572,6 +573,51 @@ var coreRows = []coreRow{
 		check: func(t *testing.T, c *core) {
 			if act := c.workReturned(&lead{shard: "s0", term: 3}); act != actResign {
 				t.Errorf("workReturned while leading = %v; want actResign", act)
+			}
+		},
+	},
+	{
+		name:    "The session's lease/a renewal answered after the lease's end does not extend it",
+		catches: "latereply",
+		check: func(t *testing.T, _ *core) {
+			if cause := renewalOutcome(nil, at(testLT), at(testLT)); cause != s3lect.ErrLeaseExpired {
+				t.Errorf("renewalOutcome of a reply at the lease's end = %v; want ErrLeaseExpired", cause)
+			}
+		},
+	},
+	{
+		name: "The session's lease/a renewal answered in time extends it, one refused by another write ends the leaderships as lost",
+		check: func(t *testing.T, _ *core) {
+			if cause := renewalOutcome(nil, at(testLT-time.Millisecond), at(testLT)); cause != nil {
+				t.Errorf("renewalOutcome of a reply before the lease's end = %v; want nil (extended)", cause)
+			}
+			refused := fmt.Errorf("write: %w", store.ErrPreconditionFailed)
+			if cause := renewalOutcome(refused, at(0), at(testLT)); cause != s3lect.ErrLeadershipLost {
+				t.Errorf("renewalOutcome of a refused renewal = %v; want ErrLeadershipLost", cause)
+			}
+			if cause := renewalOutcome(errFault, at(0), at(testLT)); cause != s3lect.ErrLeaseExpired {
+				t.Errorf("renewalOutcome of a failed renewal = %v; want ErrLeaseExpired", cause)
+			}
+		},
+	},
+	{
+		name:    "Claims and takeovers/a session of this worker's ID it never opened, seen renewing twice, stops Run with ErrDuplicateID",
+		catches: "noduplicatecheck",
+		check: func(t *testing.T, _ *core) {
+			twins := map[string]twin{}
+			noteTwin(twins, ses("w1", "S1", 3), "w1", map[string]bool{"S1": true})
+			noteTwin(twins, ses("w1", "T9", 3), "w1", map[string]bool{"S1": true})
+			if _, ok := twins["S1"]; ok || len(twins) != 1 {
+				t.Fatalf("twins = %v; want only T9 (S1 is this process's own)", twins)
+			}
+			if err, wait := twinCheck(twins, ses("w1", "T9", 3), "w1"); err != nil || wait {
+				t.Errorf("twinCheck of T9 as first seen = %v, %v; want nothing", err, wait)
+			}
+			if err, wait := twinCheck(twins, ses("w1", "T9", 4), "w1"); err != nil || !wait {
+				t.Errorf("twinCheck of T9 advanced once = %v, %v; want wait", err, wait)
+			}
+			if err, _ := twinCheck(twins, ses("w1", "T9", 6), "w1"); !errors.Is(err, ErrDuplicateID) {
+				t.Errorf("twinCheck of T9 advanced twice = %v; want ErrDuplicateID", err)
 			}
 		},
 	},

@@ -291,8 +291,8 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			// Leaderships tied to the session while the renewal was in
 			// flight (tie) had its lease as it stood: they are extended
 			// or ended with the others, in this step.
-			replied := p.now()
-			if err == nil && (replied.Before(ss.deadline) || mutLateReply) {
+			cause := renewalOutcome(err, p.now(), ss.deadline)
+			if cause == nil {
 				// The reply came while the lease was live: it now runs
 				// from this round's send.
 				ss.deadline = sent.Add(p.lt - p.margin)
@@ -304,10 +304,6 @@ func (p *Pool) heartbeat(ctx context.Context) {
 				continue
 			}
 			reportFlush(reply, fmt.Errorf("pool: renew the session: %w", cmp.Or(err, errLate)))
-			cause := s3lect.ErrLeaseExpired
-			if errors.Is(err, store.ErrPreconditionFailed) {
-				cause = s3lect.ErrLeadershipLost
-			}
 			for _, l := range ss.leads {
 				l.c.End(cause)
 			}
@@ -382,12 +378,20 @@ func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool)
 	if gerr != nil || tag == "" {
 		return false
 	}
-	if rec, perr := parseSession(data); perr == nil && rec.Worker == p.cfg.ID && !rec.Released && !opened[rec.Session] {
-		if _, seen := p.twins[rec.Session]; !seen {
-			p.twins[rec.Session] = twin{seq: rec.Seq}
+	noteTwin(p.twins, data, p.cfg.ID, opened)
+	return false
+}
+
+// noteTwin notes in twins the session record data holds, read from this
+// worker's (id) session object after a write of it was refused, when it
+// is a live session of id that this process never opened (opened): a
+// session that displaced this one.
+func noteTwin(twins map[string]twin, data []byte, id string, opened map[string]bool) {
+	if rec, err := parseSession(data); err == nil && rec.Worker == id && !rec.Released && !opened[rec.Session] {
+		if _, seen := twins[rec.Session]; !seen {
+			twins[rec.Session] = twin{seq: rec.Seq}
 		}
 	}
-	return false
 }
 
 // twinLives looks at the session object's bytes data, read before
@@ -399,22 +403,33 @@ func (p *Pool) displaced(ctx context.Context, err error, opened map[string]bool)
 // later instead of opening a session over it. On the second it stops Run
 // with ErrDuplicateID and reports stop.
 func (p *Pool) twinLives(data []byte) (stop, wait bool) {
-	rec, err := parseSession(data)
-	if err != nil || rec.Worker != p.cfg.ID || mutNoDuplicateCheck {
-		return false, false
+	err, wait := twinCheck(p.twins, data, p.cfg.ID)
+	if err != nil {
+		p.stopRun(err)
+		return true, false
 	}
-	tw, seen := p.twins[rec.Session]
+	return false, wait
+}
+
+// twinCheck is twinLives' decision, on twins (noteTwin) and the session
+// object's bytes data of worker id: the error Run returns (a twin seen
+// advancing twice), or wait (seen advancing once).
+func twinCheck(twins map[string]twin, data []byte, id string) (stop error, wait bool) {
+	rec, err := parseSession(data)
+	if err != nil || rec.Worker != id || mutNoDuplicateCheck {
+		return nil, false
+	}
+	tw, seen := twins[rec.Session]
 	if !seen || rec.Seq <= tw.seq {
-		return false, false
+		return nil, false
 	}
 	tw.seq, tw.advances = rec.Seq, tw.advances+1
-	p.twins[rec.Session] = tw
+	twins[rec.Session] = tw
 	if tw.advances < 2 {
-		return false, true
+		return nil, true
 	}
-	p.stopRun(fmt.Errorf("%w: another process runs as worker %q (its session %s overwrote this one's and renews); give every worker a unique ID, such as its pod or host name",
-		ErrDuplicateID, p.cfg.ID, rec.Session))
-	return true, false
+	return fmt.Errorf("%w: another process runs as worker %q (its session %s overwrote this one's and renews); give every worker a unique ID, such as its pod or host name",
+		ErrDuplicateID, id, rec.Session), false
 }
 
 // twin is a session of this worker's ID that this process never opened,
@@ -547,4 +562,22 @@ func (q *eventQueue) take() []event {
 	evs := q.evs
 	q.evs = nil
 	return evs
+}
+
+// renewalOutcome decides on a renewal's outcome (err), its reply taken in
+// at local time replied, with the session's lease ending at deadline
+// (docs/pool-protocol.md, "The session's lease"): nil when the lease now
+// runs from the renewal's send; otherwise the cause that ends every
+// leadership tied to the session: ErrLeadershipLost when the object no
+// longer held the session's last write (another wrote it), else
+// ErrLeaseExpired (the renewal failed, or its reply came after the
+// lease's end: the leaderships' own timers have ended them by then).
+func renewalOutcome(err error, replied, deadline time.Time) error {
+	switch {
+	case err == nil && (replied.Before(deadline) || mutLateReply):
+		return nil
+	case errors.Is(err, store.ErrPreconditionFailed):
+		return s3lect.ErrLeadershipLost
+	}
+	return s3lect.ErrLeaseExpired
 }

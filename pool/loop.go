@@ -3,257 +3,55 @@ package pool
 import (
 	"context"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/store"
 )
 
 // errHandedOver is the cause of a leadership the pool ended to hand its
 // shard to a worker below its share.
 var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.ErrResigned)
 
-// loopState is what the loop knows; only the goroutine running Run
+// loopState is the loop's: the core (the decisions and what they know)
+// and what only the executor needs. Only the goroutine running Run
 // touches it.
 type loopState struct {
-	p       *Pool
-	order   []string              // the shards, in an order every worker shares (shardHash)
-	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
-	peers   map[string]*peerView  // by worker: what its session object showed
-	shards  map[string]*shardView // by shard, for the shards this worker has looked at (see shard)
-	peak    int                   // the most entries shards has had since it was last rebuilt
-	members []string
-	next    time.Time // the next tick, on the local clock
-
-	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
-
-	// memberTTL is the ttl the member list states for each member: the
-	// longest lease it has run with (membersRecord.TTL).
-	memberTTL map[string]int64
+	core
+	p    *Pool
+	next time.Time // the next tick, on the local clock
 
 	// closing holds the releases that wait since Run's context ended, and
 	// stopAt is when the loop first saw it ended (see releaseAll).
 	closing []*lead
 	stopAt  time.Time
 
-	// What the last look saw (watch.go): its view's live workers, the
-	// member list it read, and when a shard it set aside is due again.
-	// pruneAt and pruneWait pace the looks that only prune.
-	lookLive, lookMembers []string
-	membersTag, lookTag   string // the member list's ETag as last read, and as the last look read it
-	lookAt                time.Time
-	pruneAt, settleAt     time.Time
-	pruneWait, settleWait time.Duration
-	settleStuck           bool           // the last two looks found the same counts, not settled
-	lookCounts            map[string]int // the last look's counts
-	listWarned            bool           // a failed listing was logged at Warn (until one succeeds)
-
-	// strays are this worker's claims whose outcome it never learnt (every
-	// attempt failed after one may have landed), or that landed for a
-	// session already over: records that may name a session of its own at a
-	// term it does not lead. See settleStrays.
-	strays map[string]stray
-
-	// listedAt is when a read of the member list first found this worker
-	// in it. It claims nothing before a FrequentInterval after that, so
-	// that workers that start together see each other first.
-	listedAt time.Time
-}
-
-// peerView is one worker's session object as this worker has read it.
-type peerView struct {
-	read   bool
-	sight  sighting
-	seenAt time.Time // when the current sighting was first seen
-	// session is the session the current sighting names ("" when absent or
-	// not a session record), and runStart when this worker first saw a
-	// sighting of the run of sightings naming it that goes on to now: a
-	// session's writes are contiguous, so no other session wrote between.
-	session  string
-	runStart time.Time
-	rec      sessionRecord
-	ok       bool  // rec is a valid session record of this worker, its session's latest write as far as this worker knows
-	ttl      int64 // the longest ttl its session records have stated
-	// gap is set when a read of the object failed: the next sighting,
-	// even the same as before, counts from its own read (an object can
-	// change and be restored to the same bytes while a worker cannot see).
-	gap bool
-	// maxSession and maxSeq are the highest write of a session seen: a
-	// record of that session with a lower seq is an older write restored.
-	maxSession string
-	maxSeq     uint64
-	warned     bool // a failed read was logged at Warn (until one succeeds)
-	// raw is the session record the object holds, restored or not: the
-	// terms it lists count (listedTerm, prune) even when it says nothing
-	// of what its session leads now.
-	raw sessionRecord
-	// advanced reports that rec followed a lower seq of its session seen
-	// by this worker: it is not an older write restored (which a worker
-	// that never saw the later ones could not otherwise tell).
-	advanced bool
-	// tried: this worker has sent a read of the object (readSessions), not
-	// only seen it listed.
-	tried bool
-
-	// What the listings of the session objects showed (watch.go), on a
-	// store that lists: lsight is the ETag the last listing showed ("" when
-	// it showed none, or a read or a listing failed since), first listed at
-	// lseenAt (that listing's return); lchanged, that a listing showed
-	// another ETag than sight (or none) since the last read.
-	lsight   string
-	lseenAt  time.Time
-	lchanged bool
-}
-
-func (v *peerView) update(worker string, data []byte, etag string, now time.Time) {
-	s := sight(data, etag)
-	// A listing that showed this very ETag, with no failed read or listing
-	// since, and no read since that returned another ETag, saw that write
-	// landed by its return (no ETag names two contents): a session record
-	// that counts may be aged from then (below). A listing that showed
-	// another ETag proves nothing: it may lag.
-	listedAt := now
-	if etag != "" && !v.lseenAt.IsZero() && v.lseenAt.Before(now) && (etag == v.lsight || mutStaleList && v.lsight != "") {
-		listedAt = v.lseenAt
-	}
-	if etag != v.lsight && !mutStaleList {
-		// This read saw the object hold another write than the listings
-		// showed: their sighting ends here. (A listing that lagged showed
-		// an older write; put back later, that write must not count from
-		// the listing that showed it before this read.)
-		v.lsight, v.lseenAt = "", time.Time{}
-	}
-	if v.read && s == v.sight && !v.gap {
-		if v.lchanged {
-			// The same bytes again, after a listing showed other ones: an
-			// exact copy put back, or a listing that lags. The sighting
-			// counts anew; the write is the same (rec, advanced).
-			v.lchanged = false
-			v.seenAt, v.runStart = later(v.seenAt, listedAt), later(v.runStart, listedAt)
-		}
-		return
-	}
-	v.gap, v.lchanged = false, false
-	v.rec, v.ok, v.raw = sessionRecord{}, false, sessionRecord{}
-	sess := ""
-	if etag != "" {
-		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
-			v.raw = rec
-			v.ttl = max(v.ttl, rec.TTL)
-			restored := rec.Session == v.maxSession && rec.Seq < v.maxSeq && !mutNoRestoreCheck
-			v.advanced = rec.Session == v.maxSession && rec.Seq > v.maxSeq && v.read || mutNoRestoreCheck
-			if rec.Session != v.maxSession || rec.Seq > v.maxSeq {
-				v.maxSession, v.maxSeq = rec.Session, rec.Seq
-			}
-			if !restored {
-				// A restored older write says nothing of what its session
-				// leads now: it counts as no session record at all.
-				v.rec, v.ok, sess = rec, true, rec.Session
-			}
-		}
-	}
-	// Only a session record that counts is aged from the listing that
-	// first showed it: it is its session's write, landed before that
-	// listing returned, and no later write of the session has landed
-	// since, or this read would have returned it (the takeover rule).
-	// Anything else (a tombstone, an older write restored, something not
-	// the pool's) counts from this read.
-	first := now
-	if v.ok || mutStaleList {
-		first = listedAt
-	}
-	v.sight, v.seenAt = s, first
-	if !v.read || sess == "" || sess != v.session {
-		v.runStart = first
-	}
-	v.session, v.read = sess, true
-}
-
-// live reports whether the worker's session counts as alive at now (see
-// liveUntil).
-func (v *peerView) live(now time.Time, lt time.Duration, memberTTL int64) bool {
-	return now.Before(v.liveUntil(lt, memberTTL))
-}
-
-// liveUntil returns when the worker's session stops counting as alive,
-// by what this worker has seen of its object: a session record, not
-// released, counts until its wait (the longer of this worker's
-// LeaderTimeout and the record's ttl) after it was first seen. A write
-// that a listing showed and no read has returned yet counts as a session
-// record (a renewal, as far as this worker knows) from that listing on,
-// with the longest ttl this worker knows for the worker (memberTTL: the
-// member list's); of a read and a listing, the later counts (a listing
-// may lag). Liveness only shapes the spread and when to look;
-// claims rest on the fresh reads of clearance.
-func (v *peerView) liveUntil(lt time.Duration, memberTTL int64) time.Time {
-	var until time.Time
-	if v.ok && !v.rec.Released {
-		until = v.seenAt.Add(wait(lt, v.rec.TTL))
-	}
-	if v.lsight != "" && v.lsight != v.sight.ETag {
-		until = later(until, v.lseenAt.Add(wait(lt, max(v.ttl, memberTTL))))
-	}
-	return until
-}
-
-// shardView is what this worker knows of one shard's record.
-type shardView struct {
-	highest     uint64    // the highest term seen
-	seenRecord  bool      // a record was seen: a later absence is a deletion
-	absentSince time.Time // the record absent after one was seen, since
-	ownerGone   time.Time // mutation absentaged only: the owner's session object first seen absent
-	notBefore   time.Time // do not try before
-	candSince   time.Time // unowned in this worker's view, since
-	foreign     bool      // not a pool record: never touched
-}
-
-// shard returns what this worker knows of a shard, made when it first
-// looks at it: a worker that never needs a shard keeps nothing for it.
-func (s *loopState) shard(name string) *shardView {
-	sv := s.shards[name]
-	if sv == nil {
-		sv = &shardView{}
-		s.shards[name] = sv
-		s.peak = max(s.peak, len(s.shards))
-	}
-	return sv
-}
-
-// compact rebuilds shards when it has shrunk to a quarter of its peak
-// (after a common start, every shard was looked at): a Go map keeps its
-// largest size.
-func (s *loopState) compact() {
-	if len(s.shards) >= s.peak/4 {
-		return
-	}
-	m := make(map[string]*shardView, len(s.shards))
-	for k, v := range s.shards {
-		m[k] = v
-	}
-	s.shards, s.peak = m, len(m)
+	listWarned bool // a failed listing was logged at Warn (until one succeeds)
 }
 
 func (s *loopState) init(p *Pool) {
 	s.p = p
-	s.mine = map[string]*lead{}
-	s.peers = map[string]*peerView{}
-	s.shards = map[string]*shardView{}
-	s.order = slices.Clone(p.cfg.Shards)
-	slices.SortFunc(s.order, func(a, b string) int {
-		ha, hb := shardHash(a), shardHash(b)
-		switch {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
+	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions}, p.cfg.Shards)
+}
+
+// flushNotes writes the log lines the decisions asked for.
+func (s *loopState) flushNotes() {
+	for _, n := range s.notes {
+		s.p.log.Log(context.Background(), n.level, n.msg, n.args...)
+	}
+	s.notes = nil // not kept for reuse: the lines' arguments hold views
+}
+
+// sync marks the leaderships whose contexts have ended as over, for the
+// decisions (lead.over): a leadership's end reaches the loop as an event
+// only once it has run, and the core must not count one that has ended.
+func (s *loopState) sync() {
+	for _, ld := range s.mine {
+		if !ld.over && ld.l.Context().Err() != nil {
+			ld.over = true
 		}
-		return 0
-	})
+	}
 }
 
 // loop runs the worker's decisions until ctx ends and every leadership is
@@ -279,53 +77,43 @@ func (p *Pool) loop(ctx context.Context) {
 	}
 }
 
-// handle takes in one event.
+// handle takes in one event: the core decides (leadEnded,
+// workReturned), the loop acts.
 func (s *loopState) handle(ctx context.Context, ev event) {
 	p := s.p
+	defer s.flushNotes()
 	switch {
 	case ev.ended != nil:
 		ld := ev.ended
-		if ld.ended {
-			return
+		term, act, ok := s.leadEnded(ld, context.Cause(ld.l.Context()))
+		if !ok {
+			return // taken in before
 		}
-		ld.ended = true
-		// Its term stays in the session's listing (Ended) until a release
-		// puts it in the record: the record may have been deleted.
-		p.sess.noteEnded(ld.shard, max(ld.term, s.shard(ld.shard).highest))
-		p.sess.mu.Lock()
-		if p.sess.leads[ld.shard] == ld {
-			delete(p.sess.leads, ld.shard)
-		}
-		p.sess.mu.Unlock()
+		p.sess.noteEnded(ld.shard, term)
+		p.sess.drop(ld)
 		p.sess.renewSoon()
-		cause := context.Cause(ld.l.Context())
-		switch {
-		case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+		if act == actSettle {
 			p.stats.expired.Add(1)
-			ld.settled = true // the record stays; the others take it over when the lease has run out
-			s.exit(ld, nil)
-		case cause == s3lect.ErrResigned || ld.workDone:
-			s.release(ctx, ld) // Resign by the user releases at once, as an elector's does
-		case !mutResignWaits:
-			// A handover or Run's end: the release waits for Work, but
-			// the leadership is over for its holder now, so that a
-			// Resign called inside Work (defer lead.Resign(ctx))
-			// returns at once instead of waiting for a release that
-			// waits for Work to return.
-			s.exit(ld, nil)
 		}
+		s.act(ctx, ld, act)
 	case ev.workDone != nil:
 		ld := ev.workDone
-		ld.workDone = true
-		switch {
-		case !ld.ended:
-			ld.c.End(s3lect.ErrResigned) // Work returned while leading: resign
-		case !ld.settled:
-			s.release(ctx, ld)
-		}
+		s.act(ctx, ld, s.workReturned(ld))
 		s.forget(ld)
 	default:
 		s.next = p.now() // the session changed: look again now
+	}
+}
+
+// act does what the core decided for a leadership.
+func (s *loopState) act(ctx context.Context, ld *lead, act leadAct) {
+	switch act {
+	case actSettle, actExit:
+		s.exit(ld, nil)
+	case actRelease:
+		s.release(ctx, ld)
+	case actResign:
+		ld.c.End(s3lect.ErrResigned)
 	}
 }
 
@@ -337,14 +125,6 @@ func (s *loopState) exit(ld *lead, err error) {
 		ld.c.Exit(err)
 	}
 	s.forget(ld)
-}
-
-// forget drops a leadership whose Work has returned and whose record is
-// settled.
-func (s *loopState) forget(ld *lead) {
-	if ld.workDone && ld.settled && s.mine[ld.shard] == ld {
-		delete(s.mine, ld.shard)
-	}
 }
 
 // release writes the shard's record released, over this leadership's
@@ -411,62 +191,11 @@ func (s *loopState) released(ld *lead, err error) {
 	s.exit(ld, err)
 }
 
-// view is one tick's picture of the pool.
-type view struct {
-	live    []string          // live workers, sorted, this one included while its session lives
-	counts  map[string]int    // shards each live worker owns
-	listed  map[string]string // shard -> the live worker whose session lists it
-	targets map[string]int
-}
-
-func (s *loopState) view(now time.Time, me bool) view {
-	p := s.p
-	v := view{counts: map[string]int{}, listed: map[string]string{}, targets: map[string]int{}}
-	if me {
-		v.live = append(v.live, p.cfg.ID)
-		v.counts[p.cfg.ID] = s.liveMine()
-	}
-	for id, pv := range s.peers {
-		// A worker counts when its session lives, and it is a member, or
-		// this worker has read its object (a listing shows every session
-		// object ever written: a worker that left long ago and was never
-		// read does not count).
-		if id == p.cfg.ID || !pv.live(now, p.lt, s.memberTTL[id]) || !pv.read && !slices.Contains(s.members, id) {
-			continue
-		}
-		v.live = append(v.live, id)
-		v.counts[id] = len(pv.rec.Shards)
-		for shard := range pv.rec.Shards {
-			v.listed[shard] = id
-		}
-	}
-	slices.Sort(v.live)
-	n, w := len(p.cfg.Shards), len(v.live)
-	for i, id := range v.live {
-		v.targets[id] = n / w
-		if i < n%w {
-			v.targets[id]++
-		}
-	}
-	return v
-}
-
-// liveMine counts this worker's leaderships that have not ended (their
-// end may not have reached the loop yet).
-func (s *loopState) liveMine() int {
-	n := 0
-	for _, ld := range s.mine {
-		if ld.l.Context().Err() == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // tick watches the pool and, when something is to be done, looks at it
 // and acts: hands shards over when this worker holds more than its share
 // while another holds less, and claims shards nobody live owns while it
-// holds less (or any shard left unowned for the orphan wait).
+// holds less (or any shard left unowned for the orphan wait). The
+// decisions are the core's; tick performs the store calls between them.
 //
 // On a store that lists (store.Lister), the watch is one listing of the
 // session objects and one read of the member list; the session objects
@@ -474,6 +203,7 @@ func (s *loopState) liveMine() int {
 // Otherwise every tick is a look, reading every member's session object.
 func (s *loopState) tick(ctx context.Context) {
 	p := s.p
+	defer s.flushNotes()
 	s.next = p.slot(p.now().Add(p.fi/2), p.fi/4) // a quarter interval after the renewals (waitRenewal)
 	id, _ := p.sess.snapshot()
 	if id == "" {
@@ -483,27 +213,38 @@ func (s *loopState) tick(ctx context.Context) {
 	listed := s.listSessions(ctx)
 	data, tag := s.readMembers(ctx)
 	now := p.now()
+	s.sync()
 	look := !listed || s.lookDue(now)
 	if look {
 		s.readPeers(ctx, data, tag)
 		now = p.now()
 	}
+	s.sync()
 	v := s.view(now, true)
-	s.account(v, now)
-	s.supersede(v)
+	balanced, rebalanced := s.account(v, now)
+	if rebalanced > 0 {
+		p.stats.rebalanced(rebalanced)
+	}
+	p.stats.setView(v, balanced)
+	for _, shard := range s.superseded(v, p.sess.endedTerms()) {
+		p.sess.noteEnded(shard, 0)
+	}
 	if look {
 		s.looked(v, now)
 	}
-	need := v.targets[p.cfg.ID] - v.counts[p.cfg.ID]
-	if s.listedAt.IsZero() || now.Before(s.listedAt.Add(p.fi)) {
-		if !s.listedAt.IsZero() {
-			s.next = earliest(s.next, s.listedAt.Add(p.fi))
+	need, ok, hold := s.share(v, now)
+	if !ok {
+		if !hold.IsZero() {
+			s.next = earliest(s.next, hold)
 		}
 		return // not yet seen the others long enough to know its share
 	}
 	if look {
 		if need < 0 {
-			s.handOver(v, -need)
+			for _, ld := range s.handOver(v, -need) {
+				p.stats.handovers.Add(1)
+				ld.c.End(errHandedOver)
+			}
 		}
 		// Shards found taken, or not yet free, are set aside (notBefore), so
 		// every round tries others. A look claims up to the worker's whole
@@ -529,160 +270,12 @@ func (s *loopState) tick(ctx context.Context) {
 	// went on (its reads and claims take time) is looked at again at once,
 	// not at the next interval.
 	now = p.now()
-	for _, wid := range v.live {
-		if pv := s.peers[wid]; wid != p.cfg.ID && pv != nil {
-			s.next = earliest(s.next, pv.liveUntil(p.lt, s.memberTTL[wid]))
-		}
-	}
 	if look {
 		s.lookAt = s.pending(v, now)
 	}
-	if s.lookAt.After(now) {
-		s.next = earliest(s.next, s.lookAt)
+	if at := s.wake(v, now); !at.IsZero() {
+		s.next = earliest(s.next, at)
 	}
-}
-
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// account updates the rebalancing figures from a view: the pool is
-// balanced when every shard is owned and every live worker owns ⌊N/W⌋ or
-// ⌈N/W⌉ of them.
-func (s *loopState) account(v view, now time.Time) {
-	n, w := len(s.p.cfg.Shards), len(v.live)
-	balanced := w > 0
-	sum := 0
-	for _, id := range v.live {
-		c := v.counts[id]
-		sum += c
-		if c < n/w || c > (n+w-1)/w {
-			balanced = false
-		}
-	}
-	if sum != n {
-		balanced = false
-	}
-	switch {
-	case balanced && !s.unbalancedAt.IsZero():
-		s.p.stats.rebalanced(now.Sub(s.unbalancedAt))
-		s.unbalancedAt = time.Time{}
-	case !balanced && s.unbalancedAt.IsZero():
-		s.unbalancedAt = now
-	}
-	s.p.stats.setView(v, balanced)
-}
-
-// handOver ends up to n of this worker's leaderships, when some other live
-// worker holds less than its share. Their shards are released once their
-// Work has returned.
-func (s *loopState) handOver(v view, n int) {
-	p := s.p
-	deficit := 0
-	for _, id := range v.live {
-		if id != p.cfg.ID {
-			deficit += max(v.targets[id]-v.counts[id], 0)
-		}
-	}
-	n = min(n, deficit)
-	for i := len(s.order) - 1; i >= 0 && n > 0; i-- {
-		if ld := s.mine[s.order[i]]; ld != nil && ld.l.Context().Err() == nil {
-			p.stats.handovers.Add(1)
-			p.log.Debug("handing a shard over", "shard", ld.shard, "live", v.live, "counts", v.counts, "targets", v.targets)
-			ld.c.End(errHandedOver)
-			n--
-		}
-	}
-}
-
-// wanted returns the shards to look at now and how many of them to claim
-// at most: unowned ones, as many as it needs and as many again (others may
-// have claimed some already, unknown to its view), or else at most one
-// that has stayed unowned for the orphan wait (see orphanWait). (A
-// handful more, not twice as many: at a common start every worker needs
-// many, and a burst of reads would slow the store for every session.)
-//
-// The workers that see the same pool share the unowned shards out without
-// racing: each lists them in the order every worker shares (s.order), and
-// starts at the sum of the deficits of the live workers ranked before it,
-// so that each takes its own run of the list. After a death every
-// survivor sees the same dead worker's shards unowned at about the same
-// moment, and each claims its deficit in one look; a race lost (views
-// that differ) costs one precondition failure and a look further on.
-func (s *loopState) wanted(v view, need int, now time.Time) ([]string, int) {
-	p := s.p
-	var free []string // unowned in this worker's view, in the shared order
-	var orphan string
-	orphanWait := s.orphanWait(v)
-	for _, name := range s.order {
-		if s.mine[name] != nil {
-			s.shard(name).candSince = time.Time{}
-			continue
-		}
-		if v.listed[name] != "" {
-			// Another live worker owns it: forget it, so that a worker
-			// keeps state only for its own shards and those it looks at.
-			// What is lost cannot matter: any term this worker led there
-			// was overwritten by the claim of the one that lists it.
-			delete(s.shards, name)
-			continue
-		}
-		sv := s.shard(name)
-		if sv.foreign {
-			continue
-		}
-		if sv.candSince.IsZero() {
-			sv.candSince = now
-		}
-		free = append(free, name)
-		if orphan == "" && !now.Before(sv.notBefore) && !now.Before(sv.candSince.Add(orphanWait)) {
-			orphan = name
-		}
-	}
-	if need <= 0 {
-		if orphan == "" {
-			return nil, 0
-		}
-		return []string{orphan}, 1
-	}
-	start := 0
-	for _, id := range v.live {
-		if id == p.cfg.ID {
-			break
-		}
-		start += max(v.targets[id]-v.counts[id], 0)
-	}
-	look := need + min(need, 8) + 2
-	want := make([]string, 0, look)
-	for i := range free {
-		name := free[(start+i)%len(free)]
-		if now.Before(s.shards[name].notBefore) {
-			continue
-		}
-		if want = append(want, name); len(want) == look {
-			break
-		}
-	}
-	return want, need
-}
-
-// orphanWait is how long a shard must stay unowned in this worker's view
-// before it claims the shard whatever its share: the longest lease among
-// the live workers, its own included. A worker with a longer
-// FrequentInterval (a rolling change of configuration) then has had at
-// least two looks at a shard another worker released for it, before that
-// worker may take it back.
-func (s *loopState) orphanWait(v view) time.Duration {
-	d := s.p.lt
-	for _, id := range v.live {
-		if pv := s.peers[id]; id != s.p.cfg.ID && pv != nil && pv.ok {
-			d = wait(d, pv.rec.TTL)
-		}
-	}
-	return d
 }
 
 // readMembers reads the member list and adds this worker to it if
@@ -701,129 +294,30 @@ func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
 			return nil, ""
 		}
 	}
-	// Listed means named, with a ttl as long as this worker's lease.
-	listed := slices.Contains(m.Workers, p.cfg.ID) && (m.TTL[p.cfg.ID] >= ttlMillis(p.lt) || mutNoMemberTTL) && m.Left[p.cfg.ID] == ""
-	s.membersTag = tag
-	if listed && s.listedAt.IsZero() {
-		s.listedAt = p.now()
-	}
-	s.noteMemberTTL(m)
-	if !listed {
-		s.listedAt = time.Time{}
-		m.Pool = formatVersion
-		if !slices.Contains(m.Workers, p.cfg.ID) {
-			m.Workers = append(slices.Clone(m.Workers), p.cfg.ID)
-			slices.Sort(m.Workers)
-		}
-		m.TTL = maps.Clone(m.TTL)
-		if m.TTL == nil {
-			m.TTL = map[string]int64{}
-		}
-		m.TTL[p.cfg.ID] = max(m.TTL[p.cfg.ID], ttlMillis(p.lt))
-		if m.Left[p.cfg.ID] != "" {
-			m.Left = maps.Clone(m.Left)
-			delete(m.Left, p.cfg.ID)
-		}
-		if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
+	if join := s.membersRead(m, tag, p.now()); join != nil {
+		if _, err := p.put(ctx, p.keyMembers, encode(*join), tag, sha256.Sum256(data), time.Time{}); err != nil {
 			p.log.Info("cannot add this worker to the member list; trying again", "err", err)
 			s.next = p.now().Add(p.fi / 4)
 		}
 	}
-	s.members = m.Workers
 	return data, tag
 }
 
-// readPeers reads the session object of every other member, and of every
-// worker that has left the member list since the last look (so that a
-// worker that took itself off when it stopped is seen released), then
+// readPeers reads the session objects a look reads (lookSessions), then
 // takes members whose sessions are over off the list (data and tag: the
 // list as readMembers read it).
 func (s *loopState) readPeers(ctx context.Context, data []byte, tag string) {
-	p := s.p
-	var others []string
-	for _, id := range s.members {
-		if id != p.cfg.ID {
-			others = append(others, id)
-		}
-	}
-	for _, id := range s.lookMembers {
-		if id != p.cfg.ID && !slices.Contains(s.members, id) {
-			others = append(others, id)
-		}
-	}
-	sent := s.readSessions(ctx, others)
-	if tag != "" && !mutKeepMembers {
-		s.prune(ctx, data, tag, sent)
+	sent := s.readSessions(ctx, s.lookSessions())
+	if tag != "" {
+		s.pruneMembers(ctx, data, tag, sent)
 	}
 }
 
-// noteMemberTTL takes in the ttls a member list states. They only grow:
-// a member's lease as the list once stated it is waited out even after the
-// list was deleted.
-func (s *loopState) noteMemberTTL(m membersRecord) {
-	if s.memberTTL == nil {
-		s.memberTTL = map[string]int64{}
-	}
-	if mutNoMemberTTL {
-		return
-	}
-	for w, ttl := range m.TTL {
-		s.memberTTL[w] = max(s.memberTTL[w], ttl)
-	}
-}
-
-// prune takes the members whose sessions are over, and whose objects list
-// no term that a live session has not superseded, off the member list,
-// so that the workers stop reading them. Only the live worker with the
-// lowest ID does it, so that the others do not race it for the list. A
-// member goes when its session object holds a released session record,
-// or the same session record (or tombstone, or anything not a session
-// record) has stayed unchanged for a lease: whatever session it had has
-// ended, and a new one adds the worker again (and claims nothing before
-// a FrequentInterval after that). An absent object is not enough: an
-// absence is not a sighting (see bury).
-func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map[string]time.Time) {
+// pruneMembers writes the member list (data, tag: as read) without the
+// members the core finds over (prune).
+func (s *loopState) pruneMembers(ctx context.Context, data []byte, tag string, sent map[string]time.Time) {
 	p := s.p
-	now := p.now()
-	// The terms the live sessions hold, this worker's included: a member
-	// whose object lists a term not superseded here stays, since a claim
-	// after a deleted record needs that term (sessionRecord.Ended).
-	held := map[string]uint64{}
-	for _, ld := range s.mine {
-		held[ld.shard] = max(held[ld.shard], ld.term)
-	}
-	for w, pv := range s.peers {
-		if pv.live(now, p.lt, s.memberTTL[w]) {
-			for shard, term := range pv.rec.Shards {
-				held[shard] = max(held[shard], term)
-			}
-		}
-	}
-	superseded := func(rec sessionRecord) bool {
-		for _, m := range []map[string]uint64{rec.Shards, rec.Ended} {
-			for shard, term := range m {
-				if held[shard] <= term {
-					return false
-				}
-			}
-		}
-		return true
-	}
-	var gone []string
-	for _, w := range s.members {
-		pv := s.peers[w]
-		readAt, read := sent[w]
-		switch {
-		case w == p.cfg.ID || !read || pv == nil:
-		case pv.live(now, p.lt, s.memberTTL[w]) && w < p.cfg.ID:
-			return // a live worker with a lower ID prunes
-		case pv.sight.ETag == "" || !superseded(pv.raw):
-		case pv.ok && pv.rec.Released:
-			gone = append(gone, w)
-		case !readAt.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w])))):
-			gone = append(gone, w)
-		}
-	}
+	gone := s.prune(sent, p.now())
 	if len(gone) == 0 {
 		return
 	}
@@ -831,12 +325,7 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 	if err != nil {
 		return
 	}
-	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return slices.Contains(gone, w) })
-	m.TTL, m.Left = maps.Clone(m.TTL), maps.Clone(m.Left)
-	for _, w := range gone {
-		delete(m.TTL, w)
-		delete(m.Left, w)
-	}
+	m = withoutMembers(m, gone)
 	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
 		p.log.Info("cannot take members whose sessions are over off the member list", "members", gone, "err", err)
 		return
@@ -846,7 +335,8 @@ func (s *loopState) prune(ctx context.Context, data []byte, tag string, sent map
 }
 
 // readSessions reads the session objects of workers, in parallel, and
-// updates their views. It returns the local time each read was sent.
+// has the core take them in. It returns the local time each read that
+// succeeded was sent.
 func (s *loopState) readSessions(ctx context.Context, workers []string) map[string]time.Time {
 	p := s.p
 	type res struct {
@@ -864,26 +354,14 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 	})
 	sent := map[string]time.Time{}
 	for i, w := range workers {
-		pv := s.peers[w]
-		if pv == nil {
-			pv = &peerView{}
-			s.peers[w] = pv
+		r := &out[i]
+		ok, first := s.sessionRead(w, r.data, r.etag, r.err, r.at)
+		if first && ctx.Err() == nil {
+			p.log.Warn("cannot read a worker's session object; no shard can be claimed while it cannot be read", "of", w, "err", r.err)
 		}
-		pv.tried = true
-		if err := out[i].err; err != nil {
-			pv.gap = !mutNoRestoreCheck
-			// The listings' sighting breaks too: the next one counts from
-			// its own listing.
-			pv.lsight, pv.lseenAt = "", time.Time{}
-			if !pv.warned && ctx.Err() == nil {
-				pv.warned = true
-				p.log.Warn("cannot read a worker's session object; no shard can be claimed while it cannot be read", "of", w, "err", err)
-			}
-			continue
+		if ok {
+			sent[w] = r.sent
 		}
-		pv.warned = false
-		pv.update(w, out[i].data, out[i].etag, out[i].at)
-		sent[w] = out[i].sent
 	}
 	return sent
 }
@@ -906,106 +384,26 @@ func parallel(n int, f func(i int)) {
 	wg.Wait()
 }
 
-// attempt is one shard this tick tries to take.
-type attempt struct {
-	shard  string
-	data   []byte // the record as read
-	etag   string
-	rec    shardRecord
-	term   uint64 // the term to write
-	cand   bool   // a claim may be written, once the session reads clear it
-	ready  bool
-	result error
-	sent   bool // the write was sent: a failure leaves its outcome unknown
-	tag    string
-	out    []byte
-}
-
-// stray is a claim of this worker's that it does not lead: the session
-// and term its record would name.
-type stray struct {
-	session string
-	term    uint64
-}
-
 // claim tries to take the shards in want, as the protocol allows
-// (docs/protocol.md, section 10): read each shard record; list the claims
-// in this worker's session object (its intent); read the member list and
-// every other worker's session object; write a claim only where every
-// session read shows that it cannot lead the shard (clearance), with
-// If-Match on the record read (If-None-Match where absent) and a term
-// above every term read. It returns how many it won. It writes at most
-// limit claims, in the order of want.
+// (docs/pool-protocol.md, "Claims and takeovers"): read each shard record;
+// list the claims in this worker's session object (its intent); read the
+// member list and every other worker's session object; write a claim only
+// where every session read shows that it cannot lead the shard
+// (clearance), with If-Match on the record read (If-None-Match where
+// absent) and a term above every term read. It returns how many it won.
+// It writes at most limit claims, in the order of want. The decisions
+// between the store calls are the core's (recordsRead, clearanceSet,
+// absent, cleared, claimRefused, won).
 func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
 	p := s.p
+	defer s.flushNotes()
 	at := make([]attempt, len(want))
 	parallel(len(want), func(i int) {
 		a := &at[i]
 		a.shard = want[i]
 		a.data, a.etag, a.result = p.get(ctx, p.shardKey(a.shard))
 	})
-	now := p.now()
-	own := p.sess.endedTerms()
-	for i := range at {
-		a := &at[i]
-		sv := s.shard(a.shard)
-		sv.highest = max(sv.highest, own[a.shard])
-		if a.result != nil {
-			sv.notBefore = now.Add(p.fi)
-			continue
-		}
-		if a.etag == "" {
-			if sv.seenRecord {
-				// Deleted: watched for LeaderTimeout, as an elector
-				// watches a deleted lockfile.
-				if sv.absentSince.IsZero() {
-					sv.absentSince = now
-				}
-				if now.Before(sv.absentSince.Add(p.lt)) {
-					sv.notBefore = sv.absentSince.Add(p.lt)
-					continue
-				}
-			}
-			a.term, a.cand = sv.highest+1, true
-			continue
-		}
-		rec, err := parseShard(a.data)
-		if err == nil && rec.Shard != a.shard {
-			err = fmt.Errorf("%w: the record names shard %q", errNotPool, rec.Shard)
-		}
-		if err != nil {
-			if !sv.foreign {
-				p.log.Error("shard record is not the pool's; the shard is left alone until it is", "shard", a.shard, "err", err)
-			}
-			sv.foreign = true
-			continue
-		}
-		sv.seenRecord, sv.absentSince = true, time.Time{}
-		sv.highest = max(sv.highest, rec.Term)
-		a.rec, a.cand = rec, true
-		a.term = sv.highest + 1
-		// A record naming this very session is claimed anew, term + 1,
-		// like any other: a claim of ours whose reply was lost, landed
-		// (perhaps long after, over a deleted record), is never adopted,
-		// so a term that another worker may have led since is never led
-		// again.
-	}
-	// The intent: this session lists the shards it is about to claim, with
-	// their terms, before it reads the others' sessions. Two workers that
-	// claim one shard at once cannot then both find the other clear: each
-	// lists before it reads, so the later reader sees the earlier lister.
-	// Only the first limit candidates: listing more would stand in the
-	// way of the workers whose share they are (see wanted).
-	claiming := map[string]uint64{}
-	for i := range at {
-		if a := &at[i]; a.cand {
-			if len(claiming) == limit {
-				a.cand = false
-				continue
-			}
-			claiming[a.shard] = a.term
-		}
-	}
+	claiming := s.recordsRead(at, p.sess.endedTerms(), limit, p.now())
 	if len(claiming) == 0 {
 		return 0
 	}
@@ -1013,9 +411,7 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		if err := p.announce(ctx, id, claiming); err != nil {
 			p.sess.setClaiming(nil) // the claims are not made: no renewal lists them from now on
 			p.log.Debug("cannot list the claims in the session", "err", err)
-			for shard := range claiming {
-				s.shard(shard).notBefore = now.Add(p.fi / 4)
-			}
+			s.intentFailed(claiming, p.now())
 			return 0
 		}
 		// The claims' outcomes are known once claim returns: a renewal
@@ -1024,10 +420,16 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		defer p.announce(ctx, id, nil)
 	}
 	// Clearance: every other worker's session, read after the records and
-	// the intent, by a member list read after them too (a worker that
-	// joined since the tick's read may have claimed a shard since, and
-	// lost its record to a deletion).
-	ws := s.clearanceSet(ctx, at)
+	// the intent, by a member list read after them too.
+	var fresh *membersRecord
+	if !mutStaleMembers {
+		if data, tag, err := p.get(ctx, p.keyMembers); err == nil && tag != "" {
+			if m, err := parseMembers(data); err == nil {
+				fresh = &m
+			}
+		}
+	}
+	ws := s.clearanceSet(at, fresh, p.now())
 	var sent map[string]time.Time
 	if mutNoReread {
 		sent = map[string]time.Time{}
@@ -1039,46 +441,8 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 	} else {
 		sent = s.readSessions(ctx, ws)
 	}
-	if !mutAbsentAged {
-		var gone []string
-		for _, w := range ws {
-			if _, read := sent[w]; read && s.peers[w].sight.ETag == "" {
-				gone = append(gone, w)
-				delete(sent, w) // not a sighting: looked at again once buried
-			}
-		}
-		s.bury(ctx, gone)
-	}
-	now = p.now()
-	for i := range at {
-		a := &at[i]
-		if !a.cand {
-			continue
-		}
-		sv := s.shard(a.shard)
-		ok, retry := s.cleared(a, ws, sent, now)
-		switch {
-		case !ok:
-			sv.notBefore = retry
-		case s.listedTerm(a.shard, ws) >= a.term:
-			// A session lists the shard at this term or above (its
-			// record deleted or restored): a term must never repeat.
-			sv.highest = max(sv.highest, s.listedTerm(a.shard, ws))
-			sv.notBefore = now
-		default:
-			a.ready = true
-		}
-	}
-	// Write the claims, the first limit of those ready.
-	for i := range at {
-		if a := &at[i]; a.ready {
-			if limit > 0 {
-				limit--
-			} else {
-				a.ready = false
-			}
-		}
-	}
+	s.bury(ctx, s.absent(ws, sent))
+	s.cleared(at, ws, sent, limit, p.now())
 	parallel(len(at), func(i int) {
 		a := &at[i]
 		if !a.ready {
@@ -1104,199 +468,16 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		if a.result != nil || !a.ready {
 			continue
 		}
-		if s.won(ctx, a, id) {
+		if s.lead(ctx, a, id) {
 			won++
 		}
 	}
 	for i := range at {
 		if a := &at[i]; a.ready && a.result != nil {
-			p.log.Debug("claim failed", "shard", a.shard, "err", a.result)
-			switch {
-			case errors.Is(a.result, store.ErrPreconditionFailed):
-				s.shard(a.shard).notBefore = p.now().Add(p.fi) // someone else took it: their session will list it
-			case a.sent:
-				s.stray(a.shard, id, a.term) // it may have landed
-			}
+			s.claimRefused(a, id, p.now())
 		}
 	}
 	return won
-}
-
-// clearanceSet reads the member list afresh and returns the workers whose
-// sessions a claim of the attempts must clear: every member of that list,
-// of the tick's, every worker this one has read, and every owner a record
-// names, this worker only where a record names an earlier session of
-// its own.
-func (s *loopState) clearanceSet(ctx context.Context, at []attempt) []string {
-	p := s.p
-	set := map[string]bool{}
-	if mutStaleMembers {
-		for _, w := range s.members {
-			set[w] = true
-		}
-	} else {
-		data, tag, err := p.get(ctx, p.keyMembers)
-		if err == nil && tag != "" {
-			if m, err := parseMembers(data); err == nil {
-				for _, w := range m.Workers {
-					set[w] = true
-				}
-				s.noteMemberTTL(m)
-			}
-		}
-		for _, w := range s.members {
-			set[w] = true
-		}
-		// And every worker this one has read that may still lead (a
-		// member list deleted forgets workers): one whose last sighting
-		// is a released session, or whose session was over, and that no
-		// list names any more, leads nothing, and must add itself to the
-		// list again before it claims.
-		now := p.now()
-		for w, pv := range s.peers {
-			if set[w] || !pv.tried {
-				continue // a worker only listed, never read, is not one this worker has read
-			}
-			over := pv.ok && pv.rec.Released ||
-				!pv.seenAt.IsZero() && !now.Before(pv.seenAt.Add(wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))))
-			if !over {
-				set[w] = true
-			}
-		}
-	}
-	delete(set, p.cfg.ID)
-	for i := range at {
-		if a := &at[i]; a.cand && a.etag != "" && a.rec.Owner != "" {
-			set[a.rec.Owner] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(set))
-}
-
-// cleared reports whether the session reads sent at sent show that no
-// session of the workers ws, nor an earlier session of this worker's that
-// the record names, can lead the attempt's shard; if not, it returns when
-// to look again. A failed read is not clear.
-func (s *loopState) cleared(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
-	p := s.p
-	ok, retry := true, now
-	for _, w := range ws {
-		if mutNoClearance && w != a.rec.Owner {
-			continue
-		}
-		readAt, read := sent[w]
-		if !read || s.peers[w] == nil {
-			return false, later(retry, now.Add(p.fi))
-		}
-		t, busy := s.clearance(w, a.shard, a.rec, a.etag != "")
-		if mutAbsentAged && w == a.rec.Owner && s.peers[w].sight.ETag == "" {
-			sv := s.shard(a.shard)
-			if sv.ownerGone.IsZero() {
-				sv.ownerGone = readAt
-			}
-			t = sv.ownerGone.Add(p.lt)
-		}
-		switch {
-		case !readAt.Before(t):
-		case busy:
-			// A live worker is claiming it too: the lowest ID looks again
-			// first, after the others have dropped their claims.
-			backoff := p.fi / 4
-			if p.cfg.ID > w {
-				backoff = p.fi
-			}
-			ok, retry = false, later(retry, now.Add(backoff))
-		default:
-			ok, retry = false, later(retry, t)
-		}
-	}
-	return ok, retry
-}
-
-// clearance returns the time from which a read of worker w's session
-// object, sent then or later, shows that no session of w can lead shard,
-// by what this worker has read of that object (zero: clear now). rec is
-// the shard's record as read (present false: absent). The rules
-// (docs/protocol.md, section 10):
-//
-//   - a released session record leads nothing, now or later;
-//   - a session that lists the shard (leading it, or about to claim it),
-//     or that the record names, is over once that exact sighting has
-//     stayed unchanged for L: its lease has run out, and a renewal
-//     would have changed the object;
-//   - an earlier session the record names, or any session at all when
-//     the object holds no session record (a tombstone, something not the
-//     pool's), is over once the run of sightings that do not name it has
-//     lasted L: a session's writes are contiguous, so it wrote last
-//     before that run began;
-//   - a session that releases the shard (the record released by it, at
-//     the term it lists or above) leads it no more.
-//
-// L is the longest of this worker's LeaderTimeout, the ttl the record
-// states when it names w, and the longest ttl w's records have stated:
-// a short lease never cuts a long one short.
-func (s *loopState) clearance(w, shard string, rec shardRecord, present bool) (over time.Time, busy bool) {
-	p := s.p
-	pv := s.peers[w]
-	lt := wait(p.lt, max(pv.ttl, pv.rec.TTL, s.memberTTL[w]))
-	if present && rec.Owner == w {
-		lt = wait(lt, rec.TTL)
-	}
-	if mutNoTTL {
-		lt = p.lt
-	}
-	if !pv.ok {
-		return pv.runStart.Add(lt), false
-	}
-	if !pv.advanced && w != p.cfg.ID {
-		// Not seen to follow an earlier write of its session: it may be an
-		// older one restored, so what it says proves nothing until it has
-		// stood unchanged for a lease (the session, whatever it leads, is
-		// then over).
-		over = pv.seenAt.Add(lt)
-	}
-	if pv.rec.Released {
-		return over, false
-	}
-	named := present && rec.Owner == w
-	if named && rec.Session != pv.session {
-		over = later(over, pv.runStart.Add(lt))
-	}
-	if w == p.cfg.ID {
-		return over, false // this worker's own intents are its own
-	}
-	heldTerm, held := pv.rec.Shards[shard]
-	_, claiming := pv.rec.Claiming[shard]
-	claiming = claiming && !mutNoIntent
-	releasedByIt := present && rec.Owner == "" && rec.Session == pv.session && heldTerm <= rec.Term
-	leads := named && rec.Session == pv.session || held && !releasedByIt
-	if claiming || leads {
-		over = later(over, pv.seenAt.Add(lt))
-	}
-	return over, claiming && !leads && pv.live(s.p.now(), p.lt, s.memberTTL[w])
-}
-
-// supersede forgets the ended terms (sessionRecord.Ended) of shards that
-// a live session lists at a higher term: that session now holds the
-// shard's terms.
-func (s *loopState) supersede(v view) {
-	for shard, term := range s.p.sess.endedTerms() {
-		if w := v.listed[shard]; w != "" && s.peers[w].rec.Shards[shard] > term {
-			s.p.sess.noteEnded(shard, 0)
-		}
-	}
-}
-
-// listedTerm returns the highest term the sessions of ws other than this
-// worker's, as last read, list for shard (leading or claiming it).
-func (s *loopState) listedTerm(shard string, ws []string) uint64 {
-	var t uint64
-	for _, w := range ws {
-		if pv := s.peers[w]; pv != nil && w != s.p.cfg.ID {
-			t = max(t, pv.raw.Shards[shard], pv.raw.Claiming[shard], pv.raw.Ended[shard])
-		}
-	}
-	return t
 }
 
 // bury writes a tombstone into each of the workers' session objects
@@ -1320,35 +501,23 @@ func (s *loopState) bury(ctx context.Context, workers []string) {
 	})
 }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// won turns a successful claim into a leadership, if the session it names
-// is still this worker's live session now that the reply has come.
-func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
+// lead turns a successful claim into a leadership, if the session it
+// names is still this worker's live session now that the reply has come.
+func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	p := s.p
-	p.sess.mu.Lock()
-	if p.sess.id != id || !p.now().Before(p.sess.deadline) {
-		p.sess.mu.Unlock()
+	sum := sha256.Sum256(a.out)
+	ld := p.sess.tie(a.shard, id, p.now, func(deadline time.Time) *lead {
+		l, c := p.leads(ctx, a.term, deadline)
+		return &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sum, etag: a.tag}
+	})
+	if ld == nil {
 		p.log.Info("claimed a shard for a session that has ended; releasing it", "shard", a.shard)
 		s.stray(a.shard, id, a.term)
 		return false
 	}
-	l, c := p.leads(ctx, a.term, p.sess.deadline)
-	ld := &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sha256.Sum256(a.out), etag: a.tag}
-	p.sess.leads[a.shard] = ld
-	p.sess.mu.Unlock()
-	s.mine[a.shard] = ld
-	delete(s.strays, a.shard)
+	s.won(ld)
 	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
-	sv := s.shard(a.shard)
-	sv.highest = max(sv.highest, a.term)
 	p.stats.claims.Add(1)
-	p.log.Debug("won a shard", "shard", a.shard, "term", a.term)
 	p.sess.renewSoon()
 	context.AfterFunc(ld.l.Context(), func() { p.queue.post(event{ended: ld}) })
 	p.works.Add(1)
@@ -1360,66 +529,54 @@ func (s *loopState) won(ctx context.Context, a *attempt, id string) bool {
 	return true
 }
 
-// stray notes a claim of shard for session at term whose record may
-// stand although this worker does not lead it.
-func (s *loopState) stray(shard, session string, term uint64) {
-	if mutKeepStrays {
-		return
-	}
-	if s.strays == nil {
-		s.strays = map[string]stray{}
-	}
-	s.strays[shard] = stray{session, term}
-}
-
 // settleStrays releases the records of claims this worker made but does
-// not lead (strays), at the tick after the claim: a record that names a
-// live session of this worker is one no other worker can clear while the
-// session lives (the session lists nothing there, yet the record names
-// it: see clearance), and this worker, once at its share, never looks at
-// the shard again, so the shard would stay unled for as long as the
-// session lives. The release goes over the record as read, If-Match, and
-// only while it still names the stray claim exactly (the session and the
-// term): any other record means the claim never landed or was overwritten,
-// and there is nothing to release. A read or write that fails is tried at
-// the next tick.
+// not lead (strays, see core.stray), at the tick after the claim: a record
+// that names a live session of this worker is one no other worker can
+// clear while the session lives (the session lists nothing there, yet the
+// record names it: see clearance), and this worker, once at its share,
+// never looks at the shard again, so the shard would stay unled for as
+// long as the session lives. The release goes over the record as read,
+// If-Match, and only while it still names the stray claim exactly
+// (strayRead). A read or write that fails is tried at the next tick.
 func (s *loopState) settleStrays(ctx context.Context) {
 	p := s.p
-	if len(s.strays) == 0 {
+	defer s.flushNotes()
+	shards := s.strayList()
+	if len(shards) == 0 {
 		return
 	}
-	for shard := range s.strays {
-		if s.mine[shard] != nil {
-			delete(s.strays, shard) // claimed again since, and won: its record is a leadership's
+	type res struct {
+		data, out []byte // the record as read; the release to write over it
+		etag      string
+		err       error
+	}
+	rs := make([]res, len(shards))
+	parallel(len(shards), func(i int) {
+		r := &rs[i]
+		r.data, r.etag, r.err = p.get(ctx, p.shardKey(shards[i]))
+	})
+	var release []int
+	for i, shard := range shards {
+		r := &rs[i]
+		out, done := s.strayRead(shard, r.data, r.etag, r.err, time.Now())
+		switch {
+		case out != nil:
+			r.out = out
+			release = append(release, i)
+		case done:
+			s.straySettled(shard)
 		}
 	}
-	shards := slices.Sorted(maps.Keys(s.strays))
-	done := make([]bool, len(shards))
-	parallel(len(shards), func(i int) {
-		st := s.strays[shards[i]]
-		key := p.shardKey(shards[i])
-		data, etag, err := p.get(ctx, key)
-		if err != nil {
-			return
-		}
-		rec, perr := parseShard(data)
-		if etag == "" || perr != nil || rec.Owner != p.cfg.ID || rec.Session != st.session || rec.Term != st.term {
-			done[i] = true // not the stray claim: it never landed, or was overwritten
-			return
-		}
-		out := encode(shardRecord{Pool: formatVersion, Shard: shards[i], Session: st.session, Term: st.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
-		if _, err := p.put(ctx, key, out, etag, sha256.Sum256(data), time.Time{}); err == nil {
-			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "term", st.term)
-			done[i] = true
+	parallel(len(release), func(k int) {
+		r := &rs[release[k]]
+		if _, r.err = p.put(ctx, p.shardKey(shards[release[k]]), r.out, r.etag, sha256.Sum256(r.data), time.Time{}); r.err == nil {
+			r.out = nil
 		}
 	})
-	for i, shard := range shards {
-		if done[i] {
-			// Released, or never ours: the worker whose share it is takes
-			// it at its next look; this one's orphan wait starts again.
-			sv := s.shard(shard)
-			sv.candSince, sv.highest = time.Time{}, max(sv.highest, s.strays[shard].term)
-			delete(s.strays, shard)
+	for _, i := range release {
+		if rs[i].out == nil {
+			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "term", s.strays[shards[i]].term)
+			s.straySettled(shards[i])
 		}
 	}
 }

@@ -276,6 +276,8 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p.sess.leads = map[string]*lead{}
 	p.sess.ended = map[string]uint64{}
+	p.sess.reqs = make(chan func(*session))
+	p.sess.stopped = make(chan struct{})
 	p.twins = map[string]twin{}
 	p.sess.kick = make(chan struct{}, 1)
 	p.sess.flush = make(chan chan error)
@@ -368,12 +370,12 @@ var ErrDuplicateID = errors.New("pool: duplicate worker ID")
 
 // Leading returns the shards this worker leads, sorted.
 func (p *Pool) Leading() []string {
-	p.sess.mu.Lock()
-	defer p.sess.mu.Unlock()
 	var out []string
-	for name, l := range p.sess.leads {
-		if l.l.Context().Err() == nil {
-			out = append(out, name)
+	if shown := p.sess.shown.Load(); shown != nil {
+		for _, ld := range *shown {
+			if ld.l.Context().Err() == nil {
+				out = append(out, ld.shard)
+			}
 		}
 	}
 	slices.Sort(out)

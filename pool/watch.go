@@ -54,20 +54,19 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 
 // applyListing takes in a listing of the session objects returned at at:
 // each worker's listed ETag, first listed when it changed.
-func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
-	p := s.p
+func (c *core) applyListing(entries []store.Entry, at time.Time) {
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		w, ok := strings.CutPrefix(e.Key, p.keySessions)
+		w, ok := strings.CutPrefix(e.Key, c.cp.sessions)
 		w, ok2 := strings.CutSuffix(w, ".json")
-		if !ok || !ok2 || w == "" || strings.Contains(w, "/") || w == p.cfg.ID || e.ETag == "" {
+		if !ok || !ok2 || w == "" || strings.Contains(w, "/") || w == c.cp.id || e.ETag == "" {
 			continue
 		}
 		seen[w] = true
-		pv := s.peers[w]
+		pv := c.peers[w]
 		if pv == nil {
 			pv = &peerView{}
-			s.peers[w] = pv
+			c.peers[w] = pv
 		}
 		if pv.lsight != e.ETag || pv.lseenAt.IsZero() {
 			pv.lsight, pv.lseenAt = e.ETag, at
@@ -76,8 +75,8 @@ func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
 			pv.lchanged = true
 		}
 	}
-	for w, pv := range s.peers {
-		if !seen[w] && w != p.cfg.ID {
+	for w, pv := range c.peers {
+		if !seen[w] && w != c.cp.id {
 			pv.lsight, pv.lseenAt = "", time.Time{}
 			if pv.read && pv.sight.ETag != "" {
 				pv.lchanged = true
@@ -94,24 +93,23 @@ func (s *loopState) applyListing(entries []store.Entry, at time.Time) {
 // it); this worker holds other than its share; a shard it set aside is
 // due (lookAt); or, for the live worker with the lowest ID, a member
 // whose session is over may be taken off the list (pruneAt paces it).
-func (s *loopState) lookDue(now time.Time) bool {
-	p := s.p
-	if !slices.Equal(s.members, s.lookMembers) || s.membersTag != s.lookTag || !s.lookAt.IsZero() && !now.Before(s.lookAt) {
+func (c *core) lookDue(now time.Time) bool {
+	if !slices.Equal(c.members, c.lookMembers) || c.membersTag != c.lookTag || !c.lookAt.IsZero() && !now.Before(c.lookAt) {
 		return true
 	}
-	v := s.view(now, true)
-	if !slices.Equal(v.live, s.lookLive) {
+	v := c.view(now, true)
+	if !slices.Equal(v.live, c.lookLive) {
 		return true
 	}
-	if !settled(v, len(p.cfg.Shards)) && !s.settleStuck && !now.Before(s.settleAt) {
+	if !settled(v, c.cp.n) && !c.settleStuck && !now.Before(c.settleAt) {
 		return true
 	}
-	if !s.listedAt.IsZero() && !now.Before(s.listedAt.Add(p.fi)) && v.counts[p.cfg.ID] != v.targets[p.cfg.ID] {
+	if !c.listedAt.IsZero() && !now.Before(c.listedAt.Add(c.cp.fi)) && v.counts[c.cp.id] != v.targets[c.cp.id] {
 		return true
 	}
-	if v.live[0] == p.cfg.ID && !now.Before(s.pruneAt) {
-		for _, m := range s.members {
-			if m != p.cfg.ID && !slices.Contains(v.live, m) {
+	if v.live[0] == c.cp.id && !now.Before(c.pruneAt) {
+		for _, m := range c.members {
+			if m != c.cp.id && !slices.Contains(v.live, m) {
 				return true
 			}
 		}
@@ -132,9 +130,8 @@ func settled(v view, n int) bool {
 }
 
 // looked notes what a look saw, for lookDue.
-func (s *loopState) looked(v view, now time.Time) {
-	p := s.p
-	s.lookLive, s.lookMembers, s.lookAt, s.lookTag = slices.Clone(v.live), slices.Clone(s.members), time.Time{}, s.membersTag
+func (c *core) looked(v view, now time.Time) {
+	c.lookLive, c.lookMembers, c.lookAt, c.lookTag = slices.Clone(v.live), slices.Clone(c.members), time.Time{}, c.membersTag
 	// A pool not settled is looked at again at the next tick, then after
 	// one interval, two, four... up to four leases while it stays so; and
 	// not at all for that reason once a look found the same counts as the
@@ -142,39 +139,39 @@ func (s *loopState) looked(v view, now time.Time) {
 	// shard nobody can take, would otherwise make every worker read every
 	// session object again and again; a worker off its own share still
 	// looks, and any change of the live set or the member list ends it).
-	ok := settled(v, len(p.cfg.Shards))
-	s.settleStuck = !ok && maps.Equal(v.counts, s.lookCounts)
-	s.lookCounts = maps.Clone(v.counts)
-	if s.settleWait == 0 || ok {
-		s.settleWait = p.fi
+	ok := settled(v, c.cp.n)
+	c.settleStuck = !ok && maps.Equal(v.counts, c.lookCounts)
+	c.lookCounts = maps.Clone(v.counts)
+	if c.settleWait == 0 || ok {
+		c.settleWait = c.cp.fi
 	}
 	if !ok {
-		s.settleAt = now.Add(s.settleWait - p.fi/2)
-		s.settleWait = min(2*s.settleWait, 4*p.lt)
+		c.settleAt = now.Add(c.settleWait - c.cp.fi/2)
+		c.settleWait = min(2*c.settleWait, 4*c.cp.lt)
 	}
-	if s.pruneWait == 0 {
-		s.pruneWait = p.fi
+	if c.pruneWait == 0 {
+		c.pruneWait = c.cp.fi
 	}
-	for _, m := range s.members {
-		if m != p.cfg.ID && !slices.Contains(v.live, m) {
+	for _, m := range c.members {
+		if m != c.cp.id && !slices.Contains(v.live, m) {
 			// A member stays on the list (its object lists a term still
 			// needed, or is absent): try again later, less and less often.
-			s.pruneAt = now.Add(s.pruneWait)
-			s.pruneWait = min(2*s.pruneWait, 4*p.lt)
+			c.pruneAt = now.Add(c.pruneWait)
+			c.pruneWait = min(2*c.pruneWait, 4*c.cp.lt)
 			return
 		}
 	}
-	s.pruneAt, s.pruneWait = time.Time{}, p.fi
+	c.pruneAt, c.pruneWait = time.Time{}, c.cp.fi
 }
 
 // pending returns when a look is next due for the shards this look set
 // aside (zero: none): a shard to try again (notBefore), or one unowned in
 // this look's view that the orphan rule may take.
-func (s *loopState) pending(v view, now time.Time) time.Time {
+func (c *core) pending(v view, now time.Time) time.Time {
 	var at time.Time
-	orphanWait := s.orphanWait(v)
-	for name, sv := range s.shards {
-		if sv.candSince.IsZero() || sv.foreign || s.mine[name] != nil {
+	orphanWait := c.orphanWait(v)
+	for name, sv := range c.shards {
+		if sv.candSince.IsZero() || sv.foreign || c.mine[name] != nil {
 			continue
 		}
 		t := later(sv.notBefore, sv.candSince.Add(orphanWait))

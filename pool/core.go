@@ -1,0 +1,1241 @@
+package pool
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
+)
+
+// The core holds the pool's decisions (docs/pool-protocol.md, "How the
+// code is organised"): what a worker knows of the pool (the other
+// workers' sessions as read and listed, the shard records it has looked
+// at, the member list, its own leaderships, when to look again), and one
+// method per step of the protocol that takes what the store returned and
+// the local time, updates that knowledge and returns what to do next: the
+// store calls to make, the leaderships to end, the claims to write, when
+// to wake. It does no I/O, reads no clock and starts no goroutine; the
+// loop (loop.go, watch.go) performs the store calls and the leaderships'
+// lifecycle, and feeds the results back. The core_test.go table tests its
+// rules one row each, named after the protocol's sections.
+
+// params are the fixed inputs of the decisions.
+type params struct {
+	id     string        // this worker's ID
+	fi, lt time.Duration // FrequentInterval, LeaderTimeout
+	n      int           // the number of shards
+
+	sessions string // the key prefix of the session objects, for listings
+}
+
+// core is what a worker knows of the pool; only the goroutine running Run
+// touches it (the loop embeds it).
+type core struct {
+	cp      params
+	names   []string              // the shards, as Config names them
+	byName  []uint32              // indexes into names, sorted by name (index)
+	order   []uint32              // indexes into names, in an order every worker shares (shardHash)
+	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
+	peers   map[string]*peerView  // by worker: what its session object showed
+	shards  map[string]*shardView // by shard, for the shards this worker has looked at (see shard)
+	peak    int                   // the most entries shards has had since it was last rebuilt
+	members []string
+
+	unbalancedAt time.Time // when this worker last saw the pool become unbalanced; zero while balanced
+
+	// memberTTL is the ttl the member list states for each member: the
+	// longest lease it has run with (membersRecord.TTL).
+	memberTTL map[string]int64
+
+	// What the last look saw (watch.go): its view's live workers, the
+	// member list it read, and when a shard it set aside is due again.
+	// pruneAt and pruneWait pace the looks that only prune.
+	lookLive, lookMembers []string
+	membersTag, lookTag   string // the member list's ETag as last read, and as the last look read it
+	lookAt                time.Time
+	pruneAt, settleAt     time.Time
+	pruneWait, settleWait time.Duration
+	settleStuck           bool           // the last two looks found the same counts, not settled
+	lookCounts            map[string]int // the last look's counts
+
+	// strays are this worker's claims whose outcome it never learnt (every
+	// attempt failed after one may have landed), or that landed for a
+	// session already over: records that may name a session of its own at a
+	// term it does not lead. See stray.
+	strays map[string]stray
+
+	// listedAt is when a read of the member list first found this worker
+	// in it. It claims nothing before a FrequentInterval after that, so
+	// that workers that start together see each other first.
+	listedAt time.Time
+
+	// notes are the log lines the decisions asked for, until the loop
+	// writes them (flushNotes).
+	notes []note
+}
+
+// note is one log line a decision asks the loop to write.
+type note struct {
+	level slog.Level
+	msg   string
+	args  []any
+}
+
+func (c *core) note(level slog.Level, msg string, args ...any) {
+	c.notes = append(c.notes, note{level, msg, args})
+}
+
+func newCore(cp params, shards []string) core {
+	c := core{cp: cp, mine: map[string]*lead{}, peers: map[string]*peerView{}, shards: map[string]*shardView{},
+		memberTTL: map[string]int64{}}
+	// The order holds indexes into shards (the Config's own slice, not
+	// copied): 4 bytes per shard per worker instead of a string header's
+	// 16.
+	c.names = shards
+	c.order = make([]uint32, len(shards))
+	hashes := make([]uint64, len(shards))
+	for i, name := range shards {
+		c.order[i], hashes[i] = uint32(i), shardHash(name)
+	}
+	slices.SortFunc(c.order, func(a, b uint32) int { return cmp.Compare(hashes[a], hashes[b]) })
+	c.byName = slices.Clone(c.order)
+	slices.SortFunc(c.byName, func(a, b uint32) int { return strings.Compare(shards[a], shards[b]) })
+	return c
+}
+
+// peerView is one worker's session object as this worker has read it.
+type peerView struct {
+	read   bool
+	sight  sighting
+	seenAt time.Time // when the current sighting was first seen
+	// session is the session the current sighting names ("" when absent or
+	// not a session record), and runStart when this worker first saw a
+	// sighting of the run of sightings naming it that goes on to now: a
+	// session's writes are contiguous, so no other session wrote between.
+	session  string
+	runStart time.Time
+	rec      sessionRecord // without its maps: they are kept in terms
+	ok       bool          // rec is a valid session record of this worker, its session's latest write as far as this worker knows
+	ttl      int64         // the longest ttl its session records have stated
+	// gap is set when a read of the object failed: the next sighting,
+	// even the same as before, counts from its own read (an object can
+	// change and be restored to the same bytes while a worker cannot see).
+	gap bool
+	// maxSession and maxSeq are the highest write of a session seen: a
+	// record of that session with a lower seq is an older write restored.
+	maxSession string
+	maxSeq     uint64
+	warned     bool // a failed read was logged at Warn (until one succeeds)
+	// terms are the terms the session record the object holds lists,
+	// restored or not: they count (listedTerm, prune) even when it says
+	// nothing of what its session leads now (then only ok says it leads
+	// them: leading).
+	terms recordTerms
+	// advanced reports that rec followed a lower seq of its session seen
+	// by this worker: it is not an older write restored (which a worker
+	// that never saw the later ones could not otherwise tell).
+	advanced bool
+	// tried: this worker has sent a read of the object (readSessions), not
+	// only seen it listed.
+	tried bool
+
+	// What the listings of the session objects showed (watch.go), on a
+	// store that lists: lsight is the ETag the last listing showed ("" when
+	// it showed none, or a read or a listing failed since), first listed at
+	// lseenAt (that listing's return); lchanged, that a listing showed
+	// another ETag than sight (or none) since the last read.
+	lsight   string
+	lseenAt  time.Time
+	lchanged bool
+}
+
+func (v *peerView) update(worker string, data []byte, etag string, now time.Time, index func(string) (uint32, bool)) {
+	s := sight(data, etag)
+	// A listing that showed this very ETag, with no failed read or listing
+	// since, and no read since that returned another ETag, saw that write
+	// landed by its return (no ETag names two contents): a session record
+	// that counts may be aged from then (below). A listing that showed
+	// another ETag proves nothing: it may lag.
+	listedAt := now
+	if etag != "" && !v.lseenAt.IsZero() && v.lseenAt.Before(now) && (etag == v.lsight || mutStaleList && v.lsight != "") {
+		listedAt = v.lseenAt
+	}
+	if etag != v.lsight && !mutStaleList {
+		// This read saw the object hold another write than the listings
+		// showed: their sighting ends here. (A listing that lagged showed
+		// an older write; put back later, that write must not count from
+		// the listing that showed it before this read.)
+		v.lsight, v.lseenAt = "", time.Time{}
+	}
+	if v.read && s == v.sight && !v.gap {
+		if v.lchanged {
+			// The same bytes again, after a listing showed other ones: an
+			// exact copy put back, or a listing that lags. The sighting
+			// counts anew; the write is the same (rec, advanced).
+			v.lchanged = false
+			v.seenAt, v.runStart = later(v.seenAt, listedAt), later(v.runStart, listedAt)
+		}
+		return
+	}
+	v.gap, v.lchanged = false, false
+	v.rec, v.ok, v.terms = sessionRecord{}, false, recordTerms{}
+	sess := ""
+	if etag != "" {
+		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
+			v.terms = compactTerms(&rec, index)
+			v.ttl = max(v.ttl, rec.TTL)
+			restored := rec.Session == v.maxSession && rec.Seq < v.maxSeq && !mutNoRestoreCheck
+			v.advanced = rec.Session == v.maxSession && rec.Seq > v.maxSeq && v.read || mutNoRestoreCheck
+			if rec.Session != v.maxSession || rec.Seq > v.maxSeq {
+				v.maxSession, v.maxSeq = rec.Session, rec.Seq
+			}
+			if !restored {
+				// A restored older write says nothing of what its session
+				// leads now: it counts as no session record at all.
+				v.rec, v.ok, sess = rec, true, rec.Session
+			}
+		}
+	}
+	// Only a session record that counts is aged from the listing that
+	// first showed it: it is its session's write, landed before that
+	// listing returned, and no later write of the session has landed
+	// since, or this read would have returned it (the takeover rule).
+	// Anything else (a tombstone, an older write restored, something not
+	// the pool's) counts from this read.
+	first := now
+	if v.ok || mutStaleList {
+		first = listedAt
+	}
+	v.sight, v.seenAt = s, first
+	if !v.read || sess == "" || sess != v.session {
+		v.runStart = first
+	}
+	v.session, v.read = sess, true
+}
+
+// live reports whether the worker's session counts as alive at now (see
+// liveUntil).
+func (v *peerView) live(now time.Time, lt time.Duration, memberTTL int64) bool {
+	return now.Before(v.liveUntil(lt, memberTTL))
+}
+
+// liveUntil returns when the worker's session stops counting as alive,
+// by what this worker has seen of its object: a session record, not
+// released, counts until its wait (the longer of this worker's
+// LeaderTimeout and the record's ttl) after it was first seen. A write
+// that a listing showed and no read has returned yet counts as a session
+// record (a renewal, as far as this worker knows) from that listing on,
+// with the longest ttl this worker knows for the worker (memberTTL: the
+// member list's); of a read and a listing, the later counts (a listing
+// may lag). Liveness only shapes the spread and when to look;
+// claims rest on the fresh reads of clearance.
+func (v *peerView) liveUntil(lt time.Duration, memberTTL int64) time.Time {
+	var until time.Time
+	if v.ok && !v.rec.Released {
+		until = v.seenAt.Add(wait(lt, v.rec.TTL))
+	}
+	if v.lsight != "" && v.lsight != v.sight.ETag {
+		until = later(until, v.lseenAt.Add(wait(lt, max(v.ttl, memberTTL))))
+	}
+	return until
+}
+
+// shardView is what this worker knows of one shard's record.
+type shardView struct {
+	highest     uint64    // the highest term seen
+	seenRecord  bool      // a record was seen: a later absence is a deletion
+	absentSince time.Time // the record absent after one was seen, since
+	ownerGone   time.Time // mutation absentaged only: the owner's session object first seen absent
+	notBefore   time.Time // do not try before
+	candSince   time.Time // unowned in this worker's view, since
+	foreign     bool      // not a pool record: never touched
+}
+
+// shard returns what this worker knows of a shard, made when it first
+// looks at it: a worker that never needs a shard keeps nothing for it.
+func (c *core) shard(name string) *shardView {
+	sv := c.shards[name]
+	if sv == nil {
+		sv = &shardView{}
+		c.shards[name] = sv
+		c.peak = max(c.peak, len(c.shards))
+	}
+	return sv
+}
+
+// compact rebuilds shards when it has shrunk to a quarter of its peak
+// (after a common start, every shard was looked at): a Go map keeps its
+// largest size.
+func (c *core) compact() {
+	if len(c.shards) >= c.peak/4 {
+		return
+	}
+	m := make(map[string]*shardView, len(c.shards))
+	for k, v := range c.shards {
+		m[k] = v
+	}
+	c.shards, c.peak = m, len(m)
+}
+
+// view is one tick's picture of the pool.
+type view struct {
+	live    []string          // live workers, sorted, this one included while its session lives
+	counts  map[string]int    // shards each live worker owns
+	listed  map[string]string // shard -> the live worker whose session lists it
+	targets map[string]int
+}
+
+func (c *core) view(now time.Time, me bool) view {
+	v := view{counts: map[string]int{}, listed: map[string]string{}, targets: map[string]int{}}
+	if me {
+		v.live = append(v.live, c.cp.id)
+		v.counts[c.cp.id] = c.liveMine()
+	}
+	for id, pv := range c.peers {
+		// A worker counts when its session lives, and it is a member, or
+		// this worker has read its object (a listing shows every session
+		// object ever written: a worker that left long ago and was never
+		// read does not count).
+		if id == c.cp.id || !pv.live(now, c.cp.lt, c.memberTTL[id]) || !pv.read && !slices.Contains(c.members, id) {
+			continue
+		}
+		v.live = append(v.live, id)
+		v.counts[id] = pv.leading().n
+		for _, e := range pv.leading().shards {
+			v.listed[c.names[e.i]] = id
+		}
+	}
+	slices.Sort(v.live)
+	n, w := c.cp.n, len(v.live)
+	for i, id := range v.live {
+		v.targets[id] = n / w
+		if i < n%w {
+			v.targets[id]++
+		}
+	}
+	return v
+}
+
+// liveMine counts this worker's leaderships that have not ended, as the
+// loop last saw them (lead.over).
+func (c *core) liveMine() int {
+	n := 0
+	for _, ld := range c.mine {
+		if !ld.over {
+			n++
+		}
+	}
+	return n
+}
+
+// account updates the rebalancing figures from a view: the pool is
+// balanced when every shard is owned and every live worker owns ⌊N/W⌋ or
+// ⌈N/W⌉ of them. It reports whether it is, and, when it has just become
+// so, how long it was not (rebalanced > 0).
+func (c *core) account(v view, now time.Time) (balanced bool, rebalanced time.Duration) {
+	n, w := c.cp.n, len(v.live)
+	balanced = w > 0
+	sum := 0
+	for _, id := range v.live {
+		cnt := v.counts[id]
+		sum += cnt
+		if cnt < n/w || cnt > (n+w-1)/w {
+			balanced = false
+		}
+	}
+	if sum != n {
+		balanced = false
+	}
+	switch {
+	case balanced && !c.unbalancedAt.IsZero():
+		rebalanced = max(now.Sub(c.unbalancedAt), time.Nanosecond)
+		c.unbalancedAt = time.Time{}
+	case !balanced && c.unbalancedAt.IsZero():
+		c.unbalancedAt = now
+	}
+	return balanced, rebalanced
+}
+
+// handOver picks up to n of this worker's live leaderships to end, when
+// some other live worker holds less than its share (docs/pool-protocol.md,
+// "Spreading the shards"): the last ones in the shared order. Their
+// shards are released once their Work has returned. The loop ends them.
+func (c *core) handOver(v view, n int) []*lead {
+	deficit := 0
+	for _, id := range v.live {
+		if id != c.cp.id {
+			deficit += max(v.targets[id]-v.counts[id], 0)
+		}
+	}
+	n = min(n, deficit)
+	var out []*lead
+	for i := len(c.order) - 1; i >= 0 && n > 0; i-- {
+		if ld := c.mine[c.names[c.order[i]]]; ld != nil && !ld.over {
+			ld.over = true
+			out = append(out, ld)
+			c.note(slog.LevelDebug, "handing a shard over", "shard", ld.shard, "live", v.live, "counts", v.counts, "targets", v.targets)
+			n--
+		}
+	}
+	return out
+}
+
+// share returns how many shards this worker lacks by v (negative: how
+// many it holds above its share), and whether it may act on that at now:
+// not before a FrequentInterval after it first found itself on the member
+// list, so that workers that start together see each other first (hold:
+// when it may; zero while it is not on the list).
+func (c *core) share(v view, now time.Time) (need int, ok bool, hold time.Time) {
+	need = v.targets[c.cp.id] - v.counts[c.cp.id]
+	if c.listedAt.IsZero() {
+		return need, false, time.Time{}
+	}
+	hold = c.listedAt.Add(c.cp.fi)
+	return need, !now.Before(hold), hold
+}
+
+// wanted returns the shards to look at now and how many of them to claim
+// at most: unowned ones, as many as it needs and as many again (others may
+// have claimed some already, unknown to its view), or else at most one
+// that has stayed unowned for the orphan wait (see orphanWait). (A
+// handful more, not twice as many: at a common start every worker needs
+// many, and a burst of reads would slow the store for every session.)
+//
+// The workers that see the same pool share the unowned shards out without
+// racing: each lists them in the order every worker shares (c.order), and
+// starts at the sum of the deficits of the live workers ranked before it,
+// so that each takes its own run of the list. After a death every
+// survivor sees the same dead worker's shards unowned at about the same
+// moment, and each claims its deficit in one look; a race lost (views
+// that differ) costs one precondition failure and a look further on.
+func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
+	var free []string // unowned in this worker's view, in the shared order
+	var orphan string
+	orphanWait := c.orphanWait(v)
+	for _, i := range c.order {
+		name := c.names[i]
+		if c.mine[name] != nil {
+			c.shard(name).candSince = time.Time{}
+			continue
+		}
+		if v.listed[name] != "" {
+			// Another live worker owns it: forget it, so that a worker
+			// keeps state only for its own shards and those it looks at.
+			// What is lost cannot matter: any term this worker led there
+			// was overwritten by the claim of the one that lists it.
+			delete(c.shards, name)
+			continue
+		}
+		sv := c.shard(name)
+		if sv.foreign {
+			continue
+		}
+		if sv.candSince.IsZero() {
+			sv.candSince = now
+		}
+		free = append(free, name)
+		if orphan == "" && !now.Before(sv.notBefore) && !now.Before(sv.candSince.Add(orphanWait)) {
+			orphan = name
+		}
+	}
+	if need <= 0 {
+		if orphan == "" {
+			return nil, 0
+		}
+		return []string{orphan}, 1
+	}
+	start := 0
+	for _, id := range v.live {
+		if id == c.cp.id {
+			break
+		}
+		start += max(v.targets[id]-v.counts[id], 0)
+	}
+	look := need + min(need, 8) + 2
+	want := make([]string, 0, look)
+	for i := range free {
+		name := free[(start+i)%len(free)]
+		if now.Before(c.shards[name].notBefore) {
+			continue
+		}
+		if want = append(want, name); len(want) == look {
+			break
+		}
+	}
+	return want, need
+}
+
+// orphanWait is how long a shard must stay unowned in this worker's view
+// before it claims the shard whatever its share: the longest lease among
+// the live workers, its own included. A worker with a longer
+// FrequentInterval (a rolling change of configuration) then has had at
+// least two looks at a shard another worker released for it, before that
+// worker may take it back.
+func (c *core) orphanWait(v view) time.Duration {
+	d := c.cp.lt
+	for _, id := range v.live {
+		if pv := c.peers[id]; id != c.cp.id && pv != nil && pv.ok {
+			d = wait(d, pv.rec.TTL)
+		}
+	}
+	return d
+}
+
+// wake returns when a tick that saw v must run again at the latest,
+// besides its interval: when a worker live in v could next be found
+// dead, or a look is due for a shard set aside (lookAt).
+func (c *core) wake(v view, now time.Time) time.Time {
+	var at time.Time
+	for _, wid := range v.live {
+		if pv := c.peers[wid]; wid != c.cp.id && pv != nil {
+			at = earliestSet(at, pv.liveUntil(c.cp.lt, c.memberTTL[wid]))
+		}
+	}
+	if c.lookAt.After(now) {
+		at = earliestSet(at, c.lookAt)
+	}
+	return at
+}
+
+// earliestSet is the earlier of a and b, zero meaning unset.
+func earliestSet(a, b time.Time) time.Time {
+	if a.IsZero() {
+		return b
+	}
+	return earliest(a, b)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// membersRead takes in the member list as read at now (tag "": absent;
+// bad: not a pool record). It returns the list to write over it when this
+// worker does not find itself there with its own lease (nil: nothing to
+// write), and the members as they will stand.
+func (c *core) membersRead(m membersRecord, tag string, now time.Time) (join *membersRecord) {
+	// Listed means named, with a ttl as long as this worker's lease.
+	id := c.cp.id
+	listed := slices.Contains(m.Workers, id) && (m.TTL[id] >= ttlMillis(c.cp.lt) || mutNoMemberTTL) && m.Left[id] == ""
+	c.membersTag = tag
+	if listed && c.listedAt.IsZero() {
+		c.listedAt = now
+	}
+	c.noteMemberTTL(m)
+	if !listed {
+		c.listedAt = time.Time{}
+		m.Pool = formatVersion
+		if !slices.Contains(m.Workers, id) {
+			m.Workers = append(slices.Clone(m.Workers), id)
+			slices.Sort(m.Workers)
+		}
+		m.TTL = maps.Clone(m.TTL)
+		if m.TTL == nil {
+			m.TTL = map[string]int64{}
+		}
+		m.TTL[id] = max(m.TTL[id], ttlMillis(c.cp.lt))
+		if m.Left[id] != "" {
+			m.Left = maps.Clone(m.Left)
+			delete(m.Left, id)
+		}
+		join = &m
+	}
+	c.members = m.Workers
+	return join
+}
+
+// noteMemberTTL takes in the ttls a member list states. They only grow:
+// a member's lease as the list once stated it is waited out even after the
+// list was deleted.
+func (c *core) noteMemberTTL(m membersRecord) {
+	if mutNoMemberTTL {
+		return
+	}
+	for w, ttl := range m.TTL {
+		c.memberTTL[w] = max(c.memberTTL[w], ttl)
+	}
+}
+
+// lookSessions returns the workers whose session objects a look reads:
+// every other member, and every worker that has left the member list
+// since the last look (so that a worker that took itself off when it
+// stopped is seen released).
+func (c *core) lookSessions() []string {
+	var others []string
+	for _, id := range c.members {
+		if id != c.cp.id {
+			others = append(others, id)
+		}
+	}
+	for _, id := range c.lookMembers {
+		if id != c.cp.id && !slices.Contains(c.members, id) {
+			others = append(others, id)
+		}
+	}
+	return others
+}
+
+// sessionRead takes in a read of worker w's session object, sent at sent
+// and returned at at (err: failed). It reports whether the read counts as
+// a sighting, and whether its failure is the first since one succeeded
+// (the loop logs it).
+func (c *core) sessionRead(w string, data []byte, etag string, err error, at time.Time) (ok, firstFailure bool) {
+	pv := c.peers[w]
+	if pv == nil {
+		pv = &peerView{}
+		c.peers[w] = pv
+	}
+	pv.tried = true
+	if err != nil {
+		pv.gap = !mutNoRestoreCheck
+		// The listings' sighting breaks too: the next one counts from
+		// its own listing.
+		pv.lsight, pv.lseenAt = "", time.Time{}
+		firstFailure = !pv.warned
+		pv.warned = true
+		return false, firstFailure
+	}
+	pv.warned = false
+	pv.update(w, data, etag, at, c.index)
+	return true, false
+}
+
+// prune returns the members to take off the member list, whose sessions
+// are over and whose objects list no term that a live session has not
+// superseded, so that the workers stop reading them (sent: when each read
+// of this look was sent, for those that succeeded). Only the live worker
+// with the lowest ID does it, so that the others do not race it for the
+// list. A member goes when its session object holds a released session
+// record, or the same session record (or tombstone, or anything not a
+// session record) has stayed unchanged for a lease: whatever session it
+// had has ended, and a new one adds the worker again (and claims nothing
+// before a FrequentInterval after that). An absent object is not enough:
+// an absence is not a sighting (see bury).
+func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
+	if mutKeepMembers {
+		return nil
+	}
+	lt := c.cp.lt
+	// The terms the live sessions hold, this worker's included: a member
+	// whose object lists a term not superseded here stays, since a claim
+	// after a deleted record needs that term (sessionRecord.Ended).
+	held := map[string]uint64{}
+	for _, ld := range c.mine {
+		held[ld.shard] = max(held[ld.shard], ld.term)
+	}
+	for w, pv := range c.peers {
+		if pv.live(now, lt, c.memberTTL[w]) {
+			for _, e := range pv.leading().shards {
+				shard := c.names[e.i]
+				held[shard] = max(held[shard], e.term)
+			}
+		}
+	}
+	superseded := func(t recordTerms) bool {
+		if t.unknown {
+			return false // a shard this worker does not know: nothing here supersedes it
+		}
+		for _, l := range []termList{t.shards, t.ended} {
+			for _, e := range l {
+				if held[c.names[e.i]] <= e.term {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	var gone []string
+	for _, w := range c.members {
+		pv := c.peers[w]
+		readAt, read := sent[w]
+		switch {
+		case w == c.cp.id || !read || pv == nil:
+		case pv.live(now, lt, c.memberTTL[w]) && w < c.cp.id:
+			return nil // a live worker with a lower ID prunes
+		case pv.sight.ETag == "" || !superseded(pv.terms):
+		case pv.ok && pv.rec.Released:
+			gone = append(gone, w)
+		case !readAt.Before(pv.seenAt.Add(wait(lt, max(pv.ttl, pv.rec.TTL, c.memberTTL[w])))):
+			gone = append(gone, w)
+		}
+	}
+	return gone
+}
+
+// withoutMembers returns the member list m without the workers gone.
+func withoutMembers(m membersRecord, gone []string) membersRecord {
+	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return slices.Contains(gone, w) })
+	m.TTL, m.Left = maps.Clone(m.TTL), maps.Clone(m.Left)
+	for _, w := range gone {
+		delete(m.TTL, w)
+		delete(m.Left, w)
+	}
+	return m
+}
+
+// attempt is one shard a look tries to take.
+type attempt struct {
+	shard  string
+	data   []byte // the record as read
+	etag   string
+	rec    shardRecord
+	term   uint64 // the term to write
+	cand   bool   // a claim may be written, once the session reads clear it
+	ready  bool
+	result error
+	sent   bool // the write was sent: a failure leaves its outcome unknown
+	tag    string
+	out    []byte
+}
+
+// recordsRead takes in the shard records a claim read (at[i].data, etag,
+// result) at now, with the terms this worker's session lists as ended
+// (sessionRecord.Ended), and marks the candidates, with the term each
+// claim would write (docs/pool-protocol.md, "Claims and takeovers"). It
+// returns the intent: the first limit candidates, with their terms, which
+// the session lists before the others' sessions are read.
+func (c *core) recordsRead(at []attempt, ended map[string]uint64, limit int, now time.Time) map[string]uint64 {
+	for i := range at {
+		a := &at[i]
+		sv := c.shard(a.shard)
+		sv.highest = max(sv.highest, ended[a.shard])
+		if a.result != nil {
+			sv.notBefore = now.Add(c.cp.fi)
+			continue
+		}
+		if a.etag == "" {
+			if sv.seenRecord {
+				// Deleted: watched for LeaderTimeout, as an elector
+				// watches a deleted lockfile.
+				if sv.absentSince.IsZero() {
+					sv.absentSince = now
+				}
+				if now.Before(sv.absentSince.Add(c.cp.lt)) {
+					sv.notBefore = sv.absentSince.Add(c.cp.lt)
+					continue
+				}
+			}
+			a.term, a.cand = sv.highest+1, true
+			continue
+		}
+		rec, err := parseShard(a.data)
+		if err == nil && rec.Shard != a.shard {
+			err = fmt.Errorf("%w: the record names shard %q", errNotPool, rec.Shard)
+		}
+		if err != nil {
+			if !sv.foreign {
+				c.note(slog.LevelError, "shard record is not the pool's; the shard is left alone until it is", "shard", a.shard, "err", err)
+			}
+			sv.foreign = true
+			continue
+		}
+		sv.seenRecord, sv.absentSince = true, time.Time{}
+		sv.highest = max(sv.highest, rec.Term)
+		a.rec, a.cand = rec, true
+		a.term = sv.highest + 1
+		// A record naming this very session is claimed anew, term + 1,
+		// like any other: a claim of ours whose reply was lost, landed
+		// (perhaps long after, over a deleted record), is never adopted,
+		// so a term that another worker may have led since is never led
+		// again.
+	}
+	// The intent: this session lists the shards it is about to claim, with
+	// their terms, before it reads the others' sessions. Two workers that
+	// claim one shard at once cannot then both find the other clear: each
+	// lists before it reads, so the later reader sees the earlier lister.
+	// Only the first limit candidates: listing more would stand in the
+	// way of the workers whose share they are (see wanted).
+	claiming := map[string]uint64{}
+	for i := range at {
+		if a := &at[i]; a.cand {
+			if len(claiming) == limit {
+				a.cand = false
+				continue
+			}
+			claiming[a.shard] = a.term
+		}
+	}
+	return claiming
+}
+
+// intentFailed takes in an intent the session could not list: its shards
+// are tried again a quarter interval later.
+func (c *core) intentFailed(claiming map[string]uint64, now time.Time) {
+	for shard := range claiming {
+		c.shard(shard).notBefore = now.Add(c.cp.fi / 4)
+	}
+}
+
+// clearanceSet returns the workers whose sessions a claim of the attempts
+// must clear: every member of the member list read afresh after the
+// intent (fresh; nil when that read failed or found none), of the tick's,
+// every worker this one has read that may still lead, and every owner a
+// record names; this worker only where a record names an earlier session
+// of its own. (A worker that joined since the tick's read may have
+// claimed a shard since, and lost its record to a deletion.)
+func (c *core) clearanceSet(at []attempt, fresh *membersRecord, now time.Time) []string {
+	set := map[string]bool{}
+	if mutStaleMembers {
+		for _, w := range c.members {
+			set[w] = true
+		}
+	} else {
+		if fresh != nil {
+			for _, w := range fresh.Workers {
+				set[w] = true
+			}
+			c.noteMemberTTL(*fresh)
+		}
+		for _, w := range c.members {
+			set[w] = true
+		}
+		// And every worker this one has read that may still lead (a
+		// member list deleted forgets workers): one whose last sighting
+		// is a released session, or whose session was over, and that no
+		// list names any more, leads nothing, and must add itself to the
+		// list again before it claims.
+		for w, pv := range c.peers {
+			if set[w] || !pv.tried {
+				continue // a worker only listed, never read, is not one this worker has read
+			}
+			over := pv.ok && pv.rec.Released ||
+				!pv.seenAt.IsZero() && !now.Before(pv.seenAt.Add(wait(c.cp.lt, max(pv.ttl, pv.rec.TTL, c.memberTTL[w]))))
+			if !over {
+				set[w] = true
+			}
+		}
+	}
+	delete(set, c.cp.id)
+	for i := range at {
+		if a := &at[i]; a.cand && a.etag != "" && a.rec.Owner != "" {
+			set[a.rec.Owner] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// absent returns the workers of ws whose session objects the reads sent
+// found absent, and takes them out of sent: an absence is not a sighting
+// that can be aged; the loop buries them (bury), and they are looked at
+// again once buried.
+func (c *core) absent(ws []string, sent map[string]time.Time) []string {
+	if mutAbsentAged {
+		return nil
+	}
+	var gone []string
+	for _, w := range ws {
+		if _, read := sent[w]; read && c.peers[w].sight.ETag == "" {
+			gone = append(gone, w)
+			delete(sent, w)
+		}
+	}
+	return gone
+}
+
+// cleared decides, once the sessions of ws have been read (sent: when each
+// read that succeeded was sent), which candidates may be claimed: it marks
+// at most limit of them ready, in order, and sets the others aside until
+// they may be tried again.
+func (c *core) cleared(at []attempt, ws []string, sent map[string]time.Time, limit int, now time.Time) {
+	for i := range at {
+		a := &at[i]
+		if !a.cand {
+			continue
+		}
+		sv := c.shard(a.shard)
+		ok, retry := c.clear(a, ws, sent, now)
+		switch {
+		case !ok:
+			sv.notBefore = retry
+		case c.listedTerm(a.shard, ws) >= a.term:
+			// A session lists the shard at this term or above (its
+			// record deleted or restored): a term must never repeat.
+			sv.highest = max(sv.highest, c.listedTerm(a.shard, ws))
+			sv.notBefore = now
+		default:
+			a.ready = true
+		}
+	}
+	for i := range at {
+		if a := &at[i]; a.ready {
+			if limit > 0 {
+				limit--
+			} else {
+				a.ready = false
+			}
+		}
+	}
+}
+
+// clear reports whether the session reads sent at sent show that no
+// session of the workers ws, nor an earlier session of this worker's that
+// the record names, can lead the attempt's shard; if not, it returns when
+// to look again. A failed read is not clear.
+func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
+	ok, retry := true, now
+	for _, w := range ws {
+		if mutNoClearance && w != a.rec.Owner {
+			continue
+		}
+		readAt, read := sent[w]
+		if !read || c.peers[w] == nil {
+			return false, later(retry, now.Add(c.cp.fi))
+		}
+		t, busy := c.clearance(w, a.shard, a.rec, a.etag != "", now)
+		if mutAbsentAged && w == a.rec.Owner && c.peers[w].sight.ETag == "" {
+			sv := c.shard(a.shard)
+			if sv.ownerGone.IsZero() {
+				sv.ownerGone = readAt
+			}
+			t = sv.ownerGone.Add(c.cp.lt)
+		}
+		switch {
+		case !readAt.Before(t):
+		case busy:
+			// A live worker is claiming it too: the lowest ID looks again
+			// first, after the others have dropped their claims.
+			backoff := c.cp.fi / 4
+			if c.cp.id > w {
+				backoff = c.cp.fi
+			}
+			ok, retry = false, later(retry, now.Add(backoff))
+		default:
+			ok, retry = false, later(retry, t)
+		}
+	}
+	return ok, retry
+}
+
+// clearance returns the time from which a read of worker w's session
+// object, sent then or later, shows that no session of w can lead shard,
+// by what this worker has read of that object (zero: clear now). rec is
+// the shard's record as read (present false: absent). The rules
+// (docs/pool-protocol.md, "Claims and takeovers"):
+//
+//   - a released session record leads nothing, now or later;
+//   - a session that lists the shard (leading it, or about to claim it),
+//     or that the record names, is over once that exact sighting has
+//     stayed unchanged for L: its lease has run out, and a renewal
+//     would have changed the object;
+//   - an earlier session the record names, or any session at all when
+//     the object holds no session record (a tombstone, something not the
+//     pool's), is over once the run of sightings that do not name it has
+//     lasted L: a session's writes are contiguous, so it wrote last
+//     before that run began;
+//   - a session that releases the shard (the record released by it, at
+//     the term it lists or above) leads it no more.
+//
+// L is the longest of this worker's LeaderTimeout, the ttl the record
+// states when it names w, and the longest ttl w's records have stated:
+// a short lease never cuts a long one short. busy reports that w, live
+// at now, is claiming the shard too.
+func (c *core) clearance(w, shard string, rec shardRecord, present bool, now time.Time) (over time.Time, busy bool) {
+	pv := c.peers[w]
+	lt := wait(c.cp.lt, max(pv.ttl, pv.rec.TTL, c.memberTTL[w]))
+	if present && rec.Owner == w {
+		lt = wait(lt, rec.TTL)
+	}
+	if mutNoTTL {
+		lt = c.cp.lt
+	}
+	if !pv.ok {
+		return pv.runStart.Add(lt), false
+	}
+	if !pv.advanced && w != c.cp.id {
+		// Not seen to follow an earlier write of its session: it may be an
+		// older one restored, so what it says proves nothing until it has
+		// stood unchanged for a lease (the session, whatever it leads, is
+		// then over).
+		over = pv.seenAt.Add(lt)
+	}
+	if pv.rec.Released {
+		return over, false
+	}
+	named := present && rec.Owner == w
+	if named && rec.Session != pv.session {
+		over = later(over, pv.runStart.Add(lt))
+	}
+	if w == c.cp.id {
+		return over, false // this worker's own intents are its own
+	}
+	i, _ := c.index(shard)
+	heldTerm, held := pv.leading().shards.get(i)
+	_, claiming := pv.leading().claiming.get(i)
+	claiming = claiming && !mutNoIntent
+	releasedByIt := present && rec.Owner == "" && rec.Session == pv.session && heldTerm <= rec.Term
+	leads := named && rec.Session == pv.session || held && !releasedByIt
+	if claiming || leads {
+		over = later(over, pv.seenAt.Add(lt))
+	}
+	return over, claiming && !leads && pv.live(now, c.cp.lt, c.memberTTL[w])
+}
+
+// claimRefused takes in a claim of session id that failed (a.result): a
+// record that changed since it was read was taken by someone else, whose
+// session will list it; a write sent that failed otherwise may have
+// landed (a stray).
+func (c *core) claimRefused(a *attempt, id string, now time.Time) {
+	c.note(slog.LevelDebug, "claim failed", "shard", a.shard, "err", a.result)
+	switch {
+	case isPrecondition(a.result):
+		c.shard(a.shard).notBefore = now.Add(c.cp.fi)
+	case a.sent:
+		c.stray(a.shard, id, a.term)
+	}
+}
+
+// stray is a claim of this worker's that it does not lead: the session
+// and term its record would name.
+type stray struct {
+	session string
+	term    uint64
+}
+
+// stray notes a claim of shard for session at term whose record may
+// stand although this worker does not lead it (docs/pool-protocol.md,
+// "Claims and takeovers": a claim whose outcome stayed unknown, or that
+// landed for a session already over). The loop releases it at its next
+// tick (strayList, strayRead, straySettled).
+func (c *core) stray(shard, session string, term uint64) {
+	if mutKeepStrays {
+		return
+	}
+	if c.strays == nil {
+		c.strays = map[string]stray{}
+	}
+	c.strays[shard] = stray{session, term}
+}
+
+// strayList returns the strays to settle, sorted, forgetting those this
+// worker has claimed again since, and won: their records are a
+// leadership's.
+func (c *core) strayList() []string {
+	for shard := range c.strays {
+		if c.mine[shard] != nil {
+			delete(c.strays, shard)
+		}
+	}
+	return slices.Sorted(maps.Keys(c.strays))
+}
+
+// strayRead takes in a stray's record as read (err: the read failed) and
+// returns the release to write over it, If-Match, when it still names
+// the stray claim exactly (the session and the term), stamped with the
+// wall clock wall; or done when there is nothing to release (it never
+// landed, or was overwritten). Neither: try again at the next tick.
+func (c *core) strayRead(shard string, data []byte, etag string, err error, wall time.Time) (release []byte, done bool) {
+	st, ok := c.strays[shard]
+	if !ok || err != nil {
+		return nil, false
+	}
+	rec, perr := parseShard(data)
+	if etag == "" || perr != nil || rec.Owner != c.cp.id || rec.Session != st.session || rec.Term != st.term {
+		return nil, true
+	}
+	return encode(shardRecord{Pool: formatVersion, Shard: shard, Session: st.session, Term: st.term, TTL: ttlMillis(c.cp.lt), LastUpdated: wall}), false
+}
+
+// straySettled forgets a stray released, or never this worker's: the
+// worker whose share it is takes it at its next look; this one's orphan
+// wait starts again.
+func (c *core) straySettled(shard string) {
+	sv := c.shard(shard)
+	sv.candSince, sv.highest = time.Time{}, max(sv.highest, c.strays[shard].term)
+	delete(c.strays, shard)
+}
+
+// won takes in a claim that landed and became a leadership.
+func (c *core) won(ld *lead) {
+	c.mine[ld.shard] = ld
+	delete(c.strays, ld.shard)
+	sv := c.shard(ld.shard)
+	sv.highest = max(sv.highest, ld.term)
+	c.note(slog.LevelDebug, "won a shard", "shard", ld.shard, "term", ld.term)
+}
+
+// superseded returns the shards among ended (this session's terms of
+// leaderships that ended unreleased, sessionRecord.Ended) that a live
+// session of v lists at a higher term: that session now holds the
+// shard's terms, and the ended term may be forgotten.
+func (c *core) superseded(v view, ended map[string]uint64) []string {
+	var out []string
+	for shard, term := range ended {
+		i, _ := c.index(shard)
+		if w := v.listed[shard]; w != "" && c.peers[w].leading().shards.term(i) > term {
+			out = append(out, shard)
+		}
+	}
+	return out
+}
+
+// listedTerm returns the highest term the sessions of ws other than this
+// worker's, as last read, list for shard (leading or claiming it).
+func (c *core) listedTerm(shard string, ws []string) uint64 {
+	var t uint64
+	i, ok := c.index(shard)
+	if !ok {
+		return 0
+	}
+	for _, w := range ws {
+		if pv := c.peers[w]; pv != nil && w != c.cp.id {
+			t = max(t, pv.terms.shards.term(i), pv.terms.claiming.term(i), pv.terms.ended.term(i))
+		}
+	}
+	return t
+}
+
+// isPrecondition reports whether err is a write refused because the
+// object no longer held what it went over.
+func isPrecondition(err error) bool { return errors.Is(err, store.ErrPreconditionFailed) }
+
+// index returns the index in names of the shard named name.
+func (c *core) index(name string) (uint32, bool) {
+	k, ok := slices.BinarySearchFunc(c.byName, name, func(i uint32, name string) int { return strings.Compare(c.names[i], name) })
+	if !ok {
+		return 0, false
+	}
+	return c.byName[k], true
+}
+
+// recordTerms are a session record's lists of shards with terms, kept in
+// a worker's view of another's session: every worker keeps every other's,
+// so that is about W entries per shard of the pool. An entry is an index
+// into the worker's shard names and a term (16 bytes), where a decoded
+// map costs about 56.
+type recordTerms struct {
+	shards, claiming, ended termList
+	n                       int  // the number of shards the record lists, known to this worker or not
+	unknown                 bool // it lists a shard this worker does not know (Config.Shards differ)
+}
+
+// termList is a list of shard indexes with terms, sorted by index.
+type termList []shardTerm
+
+type shardTerm struct {
+	i    uint32
+	term uint64
+}
+
+// get returns the term the list holds for shard index i.
+func (l termList) get(i uint32) (uint64, bool) {
+	k, ok := slices.BinarySearchFunc(l, i, func(e shardTerm, i uint32) int { return cmp.Compare(e.i, i) })
+	if !ok {
+		return 0, false
+	}
+	return l[k].term, true
+}
+
+// term returns the term the list holds for shard index i, 0 if none.
+func (l termList) term(i uint32) uint64 { t, _ := l.get(i); return t }
+
+// compactTerms moves rec's maps into recordTerms (rec keeps none).
+func compactTerms(rec *sessionRecord, index func(string) (uint32, bool)) recordTerms {
+	t := recordTerms{n: len(rec.Shards)}
+	conv := func(m map[string]uint64) termList {
+		if len(m) == 0 {
+			return nil
+		}
+		l := make(termList, 0, len(m))
+		for name, term := range m {
+			if i, ok := index(name); ok {
+				l = append(l, shardTerm{i, term})
+			} else {
+				t.unknown = true
+			}
+		}
+		slices.SortFunc(l, func(a, b shardTerm) int { return cmp.Compare(a.i, b.i) })
+		return l
+	}
+	t.shards, t.claiming, t.ended = conv(rec.Shards), conv(rec.Claiming), conv(rec.Ended)
+	rec.Shards, rec.Claiming, rec.Ended = nil, nil, nil
+	return t
+}
+
+// leading returns the terms of the session record that counts (ok): what
+// its session leads and claims as far as this worker knows; none when the
+// object holds no session record that counts.
+func (v *peerView) leading() *recordTerms {
+	if !v.ok {
+		return &noTerms
+	}
+	return &v.terms
+}
+
+var noTerms recordTerms // read only
+
+// leadAct is what the loop does with one of this worker's leaderships
+// whose context ended or whose Work returned.
+type leadAct int
+
+const (
+	actNone    leadAct = iota
+	actSettle          // its lease ran out or was lost: the record stays for the others to take over; over for its holder now
+	actRelease         // write the release now (and over for its holder then)
+	actExit            // over for its holder now (Resign returns); the release waits for Work
+	actResign          // Work returned while leading: end the leadership, as a Resign
+)
+
+// leadEnded takes in the end of ld's context with cause
+// (docs/pool-protocol.md, "Claims and takeovers": how a leadership ends).
+// It returns the term the session lists as ended until a release puts it
+// in the record (the record may have been deleted), and what the loop
+// does (ok false: the end was taken in before, nothing to do): by the session (its lease
+// ran out or was lost), nothing is released; by Resign, or after Work
+// returned, the release is written at once; by a handover or Run's end,
+// the leadership is over for its holder at once, so that a Resign inside
+// Work (defer lead.Resign(ctx)) returns instead of waiting for a release
+// that waits for Work, and the release follows Work.
+func (c *core) leadEnded(ld *lead, cause error) (term uint64, act leadAct, ok bool) {
+	if ld.ended {
+		return 0, actNone, false
+	}
+	ld.ended, ld.over = true, true
+	term = max(ld.term, c.shard(ld.shard).highest)
+	switch {
+	case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+		ld.settled = true
+		return term, actSettle, true
+	case cause == s3lect.ErrResigned || ld.workDone:
+		return term, actRelease, true
+	case !mutResignWaits:
+		return term, actExit, true
+	}
+	return term, actNone, true
+}
+
+// workReturned takes in the return of ld's Work.
+func (c *core) workReturned(ld *lead) leadAct {
+	ld.workDone = true
+	switch {
+	case !ld.ended:
+		return actResign
+	case !ld.settled:
+		return actRelease
+	}
+	return actNone
+}
+
+// forget drops a leadership whose Work has returned and whose record is
+// settled.
+func (c *core) forget(ld *lead) {
+	if ld.workDone && ld.settled && c.mine[ld.shard] == ld {
+		delete(c.mine, ld.shard)
+	}
+}

@@ -292,6 +292,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			// flight (tie) had its lease as it stood: they are extended
 			// or ended with the others, in this step.
 			replied := p.now()
+			p.noteRTT(replied.Sub(sent))
 			if err == nil && (replied.Before(ss.deadline) || mutLateReply) {
 				// The reply came while the lease was live: it now runs
 				// from this round's send.
@@ -437,8 +438,8 @@ func reportFlush(reply chan error, err error) {
 // when ctx ends.
 //
 // Renewals are due on the wall clock's multiples of FrequentInterval (at
-// least a quarter interval after the last), and the workers read each
-// other's session objects a quarter interval after them (tick): with
+// least a quarter interval after the last), and the workers list each
+// other's session objects shortly after them (watchOffset): with
 // wall clocks roughly in step, every worker first sees a renewal about as
 // soon as it lands, so all survivors of a death find it at about the same
 // time. The wall clock only times the calls; no lease is measured on it.

@@ -30,6 +30,7 @@ import (
 type params struct {
 	id     string        // this worker's ID
 	fi, lt time.Duration // FrequentInterval, LeaderTimeout
+	ii     time.Duration // InfrequentInterval
 	n      int           // the number of shards
 
 	sessions string // the key prefix of the session objects, for listings
@@ -64,6 +65,18 @@ type core struct {
 	pruneWait, settleWait time.Duration
 	settleStuck           bool           // the last two looks found the same counts, not settled
 	lookCounts            map[string]int // the last look's counts
+
+	// The watch's timing (watch.go, "When a takeover is due"): asOf is the
+	// moment a look begun ahead of a session's end is taken as of (its
+	// claims read the sessions that clear them from then on; zero:
+	// now); preLook how long such looks took to write their intent, a
+	// decaying maximum (lookAhead); listAt the return of the last listing
+	// that succeeded; slow, that the last tick found the pool stable and
+	// set the next an InfrequentInterval on.
+	asOf    time.Time
+	preLook time.Duration
+	listAt  time.Time
+	slow    bool
 
 	// strays are this worker's claims whose outcome it never learnt (every
 	// attempt failed after one may have landed), or that landed for a
@@ -477,9 +490,16 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 // the live workers, its own included. A worker with a longer
 // FrequentInterval (a rolling change of configuration) then has had at
 // least two looks at a shard another worker released for it, before that
-// worker may take it back.
+// worker may take it back. With an InfrequentInterval above that, an
+// InfrequentInterval and a FrequentInterval: the other survivors of a
+// death may find it up to an InfrequentInterval after this worker, and
+// take their own deficits then, instead of this worker taking their
+// shards as orphans that must move again.
 func (c *core) orphanWait(v view) time.Duration {
 	d := c.cp.lt
+	if c.cp.ii > c.cp.fi {
+		d = max(d, c.cp.ii+c.cp.fi)
+	}
 	for _, id := range v.live {
 		if pv := c.peers[id]; id != c.cp.id && pv != nil && pv.ok {
 			d = wait(d, pv.rec.TTL)
@@ -489,13 +509,14 @@ func (c *core) orphanWait(v view) time.Duration {
 }
 
 // wake returns when a tick that saw v must run again at the latest,
-// besides its interval: when a worker live in v could next be found
-// dead, or a look is due for a shard set aside (lookAt).
-func (c *core) wake(v view, now time.Time) time.Time {
+// besides its interval: ahead (lookAhead) before a worker live in v could
+// next be found dead, or when a look is due for a shard set aside
+// (lookAt).
+func (c *core) wake(v view, now time.Time, ahead time.Duration) time.Time {
 	var at time.Time
 	for _, wid := range v.live {
 		if pv := c.peers[wid]; wid != c.cp.id && pv != nil {
-			at = earliestSet(at, pv.liveUntil(c.cp.lt, c.memberTTL[wid]))
+			at = earliestSet(at, pv.liveUntil(c.cp.lt, c.memberTTL[wid]).Add(-ahead))
 		}
 	}
 	if c.lookAt.After(now) {

@@ -363,6 +363,63 @@ func (c *core) readAt(w string, obj []byte, d time.Duration) {
 
 var coreRows = []coreRow{
 	{
+		name: "When a takeover is due/a look begun within lookAhead of a session's end is taken as of that end",
+		check: func(t *testing.T, c *core) {
+			c.members = []string{"w1", "w2"}
+			c.readAt("w2", ses("w2", "S2", 1), 0)
+			c.readAt("w2", ses("w2", "S2", 2), time.Second) // first seen at 1 s: its lease runs out at 1 s + LeaderTimeout
+			end := at(time.Second + testLT)
+			now := end.Add(-100 * time.Millisecond)
+			if got := c.expiring(now, now.Add(200*time.Millisecond)); !got.Equal(end) {
+				t.Errorf("expiring 100 ms before w2's lease ends, looking 200 ms ahead = %v; want its end %v", got, end)
+			}
+			if got := c.expiring(now, now.Add(50*time.Millisecond)); !got.Equal(now) {
+				t.Errorf("expiring looking 50 ms ahead = %v; want now %v (the end is further)", got, now)
+			}
+			if v := c.view(end, true); slices.Contains(v.live, "w2") {
+				t.Errorf("the view as of w2's end counts it live: %v", v.live)
+			}
+			if v := c.view(now, true); !slices.Contains(v.live, "w2") {
+				t.Errorf("the view before w2's end counts it dead: %v", v.live)
+			}
+		},
+	},
+	{
+		name: "The infrequent interval/the watch slows down only while every other live session renews between listings",
+		check: func(t *testing.T, c *core) {
+			c.cp.ii = 6 * testFI
+			c.members = []string{"w1", "w2"}
+			list := func(etag string, d time.Duration) {
+				c.applyListing([]store.Entry{{Key: "p/sessions/w2.json", ETag: etag}}, at(d))
+			}
+			v := view{live: []string{"w1", "w2"}, counts: map[string]int{"w1": 3, "w2": 3}}
+			list("e1", 0)
+			list("e2", testFI)
+			if !c.stable(v, true, false) {
+				t.Errorf("stable after w2 renewed between two listings, shares even = false; want true")
+			}
+			if c.stable(v, true, true) || c.stable(v, false, false) {
+				t.Errorf("stable after a look, or without a listing = true; want false")
+			}
+			list("e2", 2*testFI)
+			if c.stable(v, true, false) {
+				t.Errorf("stable after w2's session did not change between two listings = true; want false (watched every FrequentInterval to its lease's end)")
+			}
+			list("e3", 3*testFI)
+			uneven := view{live: []string{"w1", "w2"}, counts: map[string]int{"w1": 2, "w2": 4}}
+			if c.stable(uneven, true, false) {
+				t.Errorf("stable with shares 2 and 4 of 6 = true; want false")
+			}
+			short := view{live: []string{"w1", "w2"}, counts: map[string]int{"w1": 3, "w2": 2}}
+			if c.stable(short, true, false) {
+				t.Errorf("stable with 5 of 6 shards owned = true; want false")
+			}
+			if w := c.orphanWait(v); w != c.cp.ii+c.cp.fi {
+				t.Errorf("orphanWait with an InfrequentInterval of %v = %v; want %v (InfrequentInterval + FrequentInterval)", c.cp.ii, w, c.cp.ii+c.cp.fi)
+			}
+		},
+	},
+	{
 		name: "Objects/a worker not on the member list adds itself, with its lease",
 		check: func(t *testing.T, c *core) {
 			join := c.membersRead(*members("w2"), "e1", at(0))

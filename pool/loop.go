@@ -27,12 +27,13 @@ type loopState struct {
 	closing []*lead
 	stopAt  time.Time
 
-	listWarned bool // a failed listing was logged at Warn (until one succeeds)
+	listWarned bool      // a failed listing was logged at Warn (until one succeeds)
+	tickAt     time.Time // when the running tick began (lookAhead)
 }
 
 func (s *loopState) init(p *Pool) {
 	s.p = p
-	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions}, p.cfg.Shards)
+	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, ii: p.ii, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions}, p.cfg.Shards)
 }
 
 // flushNotes writes the log lines the decisions asked for.
@@ -85,6 +86,7 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 	switch {
 	case ev.ended != nil:
 		ld := ev.ended
+		s.frequent()
 		term, act, ok := s.leadEnded(ld, context.Cause(ld.l.Context()))
 		if !ok {
 			return // taken in before
@@ -98,6 +100,7 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 		s.act(ctx, ld, act)
 	case ev.workDone != nil:
 		ld := ev.workDone
+		s.frequent()
 		s.act(ctx, ld, s.workReturned(ld))
 		s.forget(ld)
 	default:
@@ -204,7 +207,8 @@ func (s *loopState) released(ld *lead, err error) {
 func (s *loopState) tick(ctx context.Context) {
 	p := s.p
 	defer s.flushNotes()
-	s.next = p.slot(p.now().Add(p.fi/2), p.fi/4) // a quarter interval after the renewals (waitRenewal)
+	s.tickAt = p.now()
+	s.next = p.slot(p.now().Add(p.fi/2), p.watchOffset()) // just after the renewals (waitRenewal)
 	id, _ := p.sess.snapshot()
 	if id == "" {
 		return
@@ -214,12 +218,20 @@ func (s *loopState) tick(ctx context.Context) {
 	data, tag := s.readMembers(ctx)
 	now := p.now()
 	s.sync()
-	look := !listed || s.lookDue(now)
+	// A session that runs out within lookAhead: this tick looks as of
+	// then, and its claims wait for that moment before they read the
+	// sessions that must clear them (watch.go, lookAhead).
+	asOf := s.expiring(now, now.Add(s.lookAhead()))
+	look := !listed || s.lookDue(asOf)
 	if look {
 		s.readPeers(ctx, data, tag)
 		now = p.now()
+		asOf = later(s.expiring(now, now.Add(s.lookAhead())), asOf)
 	}
 	s.sync()
+	now = later(now, asOf)
+	s.asOf = asOf
+	defer func() { s.asOf = time.Time{} }()
 	v := s.view(now, true)
 	balanced, rebalanced := s.account(v, now)
 	if rebalanced > 0 {
@@ -273,7 +285,15 @@ func (s *loopState) tick(ctx context.Context) {
 	if look {
 		s.lookAt = s.pending(v, now)
 	}
-	if at := s.wake(v, now); !at.IsZero() {
+	if p.ii > p.fi && s.stable(v, listed, look) {
+		// Settled: the next tick an InfrequentInterval on. A worker that
+		// dies now is found at that tick's listing (its session unchanged),
+		// and watched every FrequentInterval from then on.
+		s.next, s.slow = p.slot(now.Add(p.ii-p.fi/2), p.watchOffset()), true
+		return
+	}
+	s.slow = false
+	if at := s.wake(v, now, s.lookAhead()); !at.IsZero() {
 		s.next = earliest(s.next, at)
 	}
 }
@@ -418,6 +438,15 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		// drops the intent at once, so that it holds no other worker off
 		// any longer than the claims took.
 		defer p.announce(ctx, id, nil)
+	}
+	if !s.asOf.IsZero() && !s.tickAt.IsZero() {
+		s.notePreLook(p.now().Sub(s.tickAt))
+		s.tickAt = time.Time{} // the tick's first claim only
+	}
+	// A look begun ahead of a session's end waits for it (watch.go,
+	// lookAhead): the reads below are what may clear a takeover.
+	if s.asOf.After(p.now()) && !p.sleep(ctx, s.asOf, nil) {
+		return 0
 	}
 	// Clearance: every other worker's session, read after the records and
 	// the intent, by a member list read after them too.

@@ -11,7 +11,10 @@
 // owner's session object has stayed unchanged for LeaderTimeout (or has
 // named another session for as long), as a follower of a single
 // election does, with If-Match on the shard record and the term raised by
-// one. The protocol and its safety argument are in docs/pool-protocol.md
+// one. Its watch is timed to that rule: it lists the session objects
+// just after the renewals land, and the look that takes a dead worker's
+// shards begins shortly before that worker's lease runs out and reads
+// the sessions that clear its claims at that instant. The protocol and its safety argument are in docs/pool-protocol.md
 // in the repository.
 //
 // # Guarantees
@@ -74,9 +77,13 @@
 // of workers: one listing of the session objects and one read of the
 // member list; it reads the session objects themselves only when
 // something changes (a death, a join, a leave, a worker off its share).
-// On a store that does not list (or with Config.ReadEachSession), it
-// reads the member list and every other member's session object once per
-// FrequentInterval. A member
+// With Config.InfrequentInterval above FrequentInterval, a settled
+// pool's workers list and read the member list every InfrequentInterval
+// instead (2 × FrequentInterval/InfrequentInterval reads per worker per
+// FrequentInterval), at the price of finding a crash or a join up to an
+// InfrequentInterval later. On a store that does not list (or with
+// Config.ReadEachSession), it reads the member list and every other
+// member's session object once per FrequentInterval. A member
 // whose session is over leaves the list (once no term it lists is
 // needed; a worker whose Run ends with everything released takes itself
 // off), so dead workers are not read for ever. A look that claims shards
@@ -153,6 +160,23 @@ type Config struct {
 	// s3lect.DefaultLeaderTimeout (15s).
 	LeaderTimeout time.Duration
 
+	// InfrequentInterval is how often the worker watches the pool (one
+	// listing of the session objects and one read of the member list) once
+	// the pool is settled: every live worker at its share, every shard
+	// owned, nothing due, and every other worker's session seen renewed at
+	// the last listing. Any change (a session that did not renew, a join,
+	// a leave, a shortfall) brings the watch back to every
+	// FrequentInterval. Session renewals stay at FrequentInterval: they
+	// are the lease. A crash is then found up to InfrequentInterval later,
+	// so a crashed worker's shards are led again within about
+	// InfrequentInterval + max(InfrequentInterval, LeaderTimeout) of its
+	// last renewal, and a joining worker gets its share up to an
+	// InfrequentInterval later. Default FrequentInterval (the watch never
+	// slows down); it must not be below FrequentInterval. It applies to
+	// the listing watch only: on a store that does not list, or with
+	// ReadEachSession, every read of the pool is a look at every session.
+	InfrequentInterval time.Duration
+
 	// ReadEachSession makes the worker read every member's session object
 	// every FrequentInterval, as on a store that cannot list, instead of
 	// one listing of the session objects (store.Lister) and reads only
@@ -172,7 +196,7 @@ const maxKeyLen = 1024
 // Pool is one worker of a pool of shards.
 type Pool struct {
 	cfg         Config
-	fi, lt      time.Duration
+	fi, ii, lt  time.Duration
 	margin      time.Duration // LeaderTimeout / 10
 	log         *slog.Logger
 	keyMembers  string
@@ -190,6 +214,7 @@ type Pool struct {
 	stats recorder
 	works sync.WaitGroup // the Work goroutines
 	ran   atomic.Bool
+	rtt   atomic.Int64 // the store's recent round trip, in nanoseconds: a decaying maximum of the renewals' (noteRTT)
 
 	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
 	twins   map[string]twin // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
@@ -205,6 +230,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.LeaderTimeout == 0 {
 		cfg.LeaderTimeout = s3lect.DefaultLeaderTimeout
+	}
+	if cfg.InfrequentInterval == 0 {
+		cfg.InfrequentInterval = cfg.FrequentInterval
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -231,6 +259,10 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("FrequentInterval %v is negative", cfg.FrequentInterval)
 	case cfg.LeaderTimeout < 0:
 		return nil, bad("LeaderTimeout %v is negative", cfg.LeaderTimeout)
+	case cfg.InfrequentInterval < 0:
+		return nil, bad("InfrequentInterval %v is negative", cfg.InfrequentInterval)
+	case cfg.InfrequentInterval < cfg.FrequentInterval:
+		return nil, bad("InfrequentInterval %v is below FrequentInterval %v; leave it zero to watch every FrequentInterval", cfg.InfrequentInterval, cfg.FrequentInterval)
 	case cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
 	case len(cfg.Prefix)+len("sessions/.json")+max(len(cfg.ID), longest) > maxKeyLen:
@@ -259,6 +291,7 @@ func New(cfg Config) (*Pool, error) {
 	p := &Pool{
 		cfg:         cfg,
 		fi:          cfg.FrequentInterval,
+		ii:          cfg.InfrequentInterval,
 		lt:          cfg.LeaderTimeout,
 		margin:      lease.Margin(cfg.LeaderTimeout),
 		log:         cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID),

@@ -76,6 +76,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"EmptyShard", with(func(c *Config) { c.Shards = []string{""} }), "empty name"},
 		{"ShortLease", with(func(c *Config) { c.LeaderTimeout = 2 * time.Second; c.FrequentInterval = time.Second }), "must exceed two FrequentIntervals"},
 		{"Negative", with(func(c *Config) { c.FrequentInterval = -1 }), "FrequentInterval -1ns is negative"},
+		{"NegativeInfrequent", with(func(c *Config) { c.InfrequentInterval = -1 }), "InfrequentInterval -1ns is negative"},
+		{"InfrequentBelowFrequent", with(func(c *Config) { c.InfrequentInterval = time.Second }), "InfrequentInterval 1s is below FrequentInterval 5s"},
 		{"LongKey", with(func(c *Config) { c.ID = strings.Repeat("x", 1100) }), "exceed 1024 bytes"},
 	}
 	for _, tc := range cases {

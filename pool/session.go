@@ -291,7 +291,9 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			// Leaderships tied to the session while the renewal was in
 			// flight (tie) had its lease as it stood: they are extended
 			// or ended with the others, in this step.
-			cause := renewalOutcome(err, p.now(), ss.deadline)
+			replied := p.now()
+			p.noteRTT(replied.Sub(sent))
+			cause := renewalOutcome(err, replied, ss.deadline)
 			if cause == nil {
 				// The reply came while the lease was live: it now runs
 				// from this round's send.
@@ -452,8 +454,8 @@ func reportFlush(reply chan error, err error) {
 // when ctx ends.
 //
 // Renewals are due on the wall clock's multiples of FrequentInterval (at
-// least a quarter interval after the last), and the workers read each
-// other's session objects a quarter interval after them (tick): with
+// least a quarter interval after the last), and the workers list each
+// other's session objects shortly after them (watchOffset): with
 // wall clocks roughly in step, every worker first sees a renewal about as
 // soon as it lands, so all survivors of a death find it at about the same
 // time. The wall clock only times the calls; no lease is measured on it.

@@ -83,6 +83,7 @@ func (c *core) applyListing(entries []store.Entry, at time.Time) {
 			}
 		}
 	}
+	c.listAt = at
 }
 
 // lookDue reports whether this tick must look, by what the listing and the
@@ -237,5 +238,110 @@ func (p *Pool) leaveMembers(released []byte, clean bool) {
 			p.log.Info("cannot tell the others through the member list that this worker stopped; they wait for its session to look over", "err", err)
 			return
 		}
+	}
+}
+
+// The watch's timing (docs/pool-protocol.md, "When a takeover is due"):
+// when a worker reads, never how long it waits after a sighting. A crash
+// failover is the time from the dead worker's last renewal to a
+// survivor's first sight of it, plus the lease, plus the look that
+// claims: the first is kept short by listing just after the renewals land
+// (watchOffset), the last by starting the look's slow part before the
+// lease runs out (lookAhead).
+
+// noteRTT takes in the round trip of a session renewal: rtt keeps the
+// largest recent one, shrinking by an eighth at each renewal that was
+// quicker.
+func (p *Pool) noteRTT(d time.Duration) {
+	old := time.Duration(p.rtt.Load())
+	p.rtt.Store(int64(max(d, old-old/8)))
+}
+
+// watchOffset is how long after the renewals' slot (the wall clock's
+// multiples of FrequentInterval) a worker lists the session objects: a
+// sixteenth of an interval (wall clocks a little apart) plus twice the
+// store's recent round trip (the others' renewals land about as late as
+// this worker's own), and at most a quarter interval. A renewal that lands
+// after the listing is first seen an interval later, and a death found
+// that much later.
+func (p *Pool) watchOffset() time.Duration {
+	return min(p.fi/4, p.fi/16+2*time.Duration(p.rtt.Load()))
+}
+
+// lookAhead is how long before a watched session's lease runs out (by
+// this worker's first sight of its last write) the look that may take its
+// shards over begins: the look reads the member list, the sessions and the
+// shard records, and writes its intent first, then waits for that instant
+// to read the sessions it must clear (claim, asOf). So the claims are
+// written a few round trips after the lease's end instead of a whole look
+// later. It is the longest recent time from the start of a tick that
+// looked so to its intent written (preLook, a decaying maximum), or eight
+// of the store's recent round trips (the listing, the member list, the
+// sessions, the records in a few rounds, the intent) if longer, plus a
+// thirty-second of FrequentInterval, and at most half an interval. The
+// takeover rule is the same: the reads that clear a claim are sent at or
+// after the end.
+func (s *loopState) lookAhead() time.Duration {
+	p := s.p
+	return min(p.fi/2, p.fi/32+max(8*time.Duration(p.rtt.Load()), s.preLook))
+}
+
+// notePreLook takes in how long a look begun ahead of a session's end
+// took from its tick's start to its intent written, for lookAhead: the
+// largest recent one, shrinking by an eighth at each that was quicker.
+func (c *core) notePreLook(d time.Duration) {
+	c.preLook = max(d, c.preLook-c.preLook/8)
+}
+
+// expiring returns the latest moment up to horizon at which a worker live
+// in this worker's view (at now) stops counting as alive, or now when
+// none does: the look of this tick is then taken as of that moment (its
+// view counts those workers dead, and its claims wait for it before they
+// read the sessions that must clear them).
+func (c *core) expiring(now, horizon time.Time) time.Time {
+	asOf := now
+	for id, pv := range c.peers {
+		if id == c.cp.id || !pv.read && !slices.Contains(c.members, id) {
+			continue
+		}
+		if until := pv.liveUntil(c.cp.lt, c.memberTTL[id]); until.After(now) && !until.After(horizon) {
+			asOf = later(asOf, until)
+		}
+	}
+	return asOf
+}
+
+// stable reports whether the pool is settled as far as this tick saw it,
+// so that the watch may slow down to InfrequentInterval: this tick
+// listed the sessions and did not look; every live worker holds its
+// share, ⌊N/W⌋ or ⌈N/W⌉, and together all N, as last read; nothing is
+// due (lookAt); and every other live worker's session object showed a
+// new ETag at this tick's listing (a renewal: a session that missed one
+// is watched every FrequentInterval, from its expected renewal to its
+// lease's end).
+func (c *core) stable(v view, listed, look bool) bool {
+	if !listed || look || !c.lookAt.IsZero() || !settled(v, c.cp.n) {
+		return false
+	}
+	sum := 0
+	for _, id := range v.live {
+		sum += v.counts[id]
+		if id == c.cp.id {
+			continue
+		}
+		if pv := c.peers[id]; pv == nil || pv.lsight == "" || pv.lseenAt.Before(c.listAt) {
+			return false
+		}
+	}
+	return sum == c.cp.n
+}
+
+// frequent brings a watch slowed to InfrequentInterval back to the next
+// FrequentInterval slot: one of this worker's leaderships ended, or its
+// Work returned (a shard of its own may be unled).
+func (s *loopState) frequent() {
+	if s.slow {
+		s.slow = false
+		s.next = earliest(s.next, s.p.slot(s.p.now(), s.p.watchOffset()))
 	}
 }

@@ -27,6 +27,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -53,13 +54,14 @@ type options struct {
 	window    time.Duration // for the cost and resource measurements
 	groups    []int
 	electors  int
-	shardK    int    // the shard table's scale
-	poolW     int    // the shard table's workers
-	poolN     int    // the shard table's shards
-	costPools []int  // the pool cost table's numbers of workers
-	shardOnly bool   // only the shard table
-	noMemory  bool   // with a bucket: skip the failover rows on the in-memory store
-	mode      string // when set, only the failover rows of the mode so named
+	shardK    int           // the shard table's scale
+	shardII   time.Duration // the pool's InfrequentInterval in the shard table, before scaling (0: FrequentInterval)
+	poolW     int           // the shard table's workers
+	poolN     int           // the shard table's shards
+	costPools []int         // the pool cost table's numbers of workers
+	shardOnly bool          // only the shard table
+	noMemory  bool          // with a bucket: skip the failover rows on the in-memory store
+	mode      string        // when set, only the failover rows of the mode so named
 }
 
 func main() {
@@ -70,6 +72,7 @@ func main() {
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
+	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
 	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
 		ws, ns, ok := strings.Cut(v, "x")
 		w, werr := strconv.Atoi(ws)
@@ -239,16 +242,16 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 	sfi, _, slt := scaled(o.shardK)
 	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
 	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+
-		"Intervals: the defaults divided by %d (FrequentInterval %v, LeaderTimeout %v). "+
+		"Intervals: the defaults divided by %d (FrequentInterval %v, the pool's InfrequentInterval %v, LeaderTimeout %v). "+
 		"Requests are per worker per FrequentInterval, in steady state, every attempt counted (an elector per shard would write %d PUTs per interval in all); LIST is one listing of a prefix, on a store that lists. "+
 		"Crash: a worker is killed (its store calls fail at once, calls in flight too; no goodbye) at a random point of its renewal cycle; "+
 		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
 		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine included (targets: at most 2 goroutines and 8 KiB).\n\n",
-		o.shardK, sfi, slt, nShards, o.trials)
+		o.shardK, sfi, cmp.Or(o.shardII/time.Duration(o.shardK), sfi), slt, nShards, o.trials)
 	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, st := range stores {
-		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.trials, o.window)
+		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.trials, o.window)
 		if err != nil {
 			return fmt.Errorf("shards on %s: %w", st.short, err)
 		}
@@ -290,7 +293,7 @@ func poolCostTable(ctx context.Context, o options, st namedStore, w io.Writer) e
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "|---|---|---|---|"+strings.Repeat("---|", len(clouds)))
 	for _, workers := range o.costPools {
-		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.window)
+		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.shardII, o.window)
 		if errors.Is(err, errNoSpread) {
 			// Not a steady state: nothing to price. The row says so, and
 			// the other rows are still measured.

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -17,18 +18,20 @@ import (
 )
 
 // TestShardSimulation runs randomized fault schedules against pools of
-// workers over 100 to 130 shards in virtual time: store errors, lost
-// replies, stalled connections, latency spikes beyond the lease, writes
-// that land after their caller gave up, partitions (most right after a
-// write lands), workers killed and restarted, paused (every call held,
-// then sent late), joining and leaving, every worker's clock at its own
-// rate within 5%; and an operator who deletes session objects, shard
-// records and the member list, and restores older versions of session
-// objects and shard records (operatorEvents). It checks that no shard
-// ever has two live leaderships,
-// that each shard's terms rise with every new leadership, and that every
-// shard is led again once the faults stop. A failing seed replays with
-// -sim.seed=N.
+// workers over 100 to 130 shards in virtual time (the world of package
+// internal/simworld): store errors, lost replies, stalled connections,
+// latency spikes beyond the lease, writes that land after their caller
+// gave up, listings that lag (stale reads of the sessions), partitions
+// (most right after a write lands), workers killed and restarted, paused
+// (every call held, then sent late), joining and leaving, every worker's
+// clock at its own rate within 5%; timings changed across restarts (each
+// incarnation on one of two configurations, or a rolling restart of every
+// worker onto the other); and an operator who deletes session objects,
+// shard records and the member list, and restores older versions of each
+// (operatorEvents). It checks that no shard ever has two live
+// leaderships, that each shard's terms rise with every new leadership,
+// and that every shard is led again once the faults stop. A failing seed
+// replays with -sim.seed=N.
 func TestShardSimulation(t *testing.T) {
 	defer setMutation(t)()
 	simworld.Seeds(t, "shards", simulatePool)
@@ -38,7 +41,7 @@ func TestShardSimulation(t *testing.T) {
 type poolSimParams struct {
 	workers, shards int
 	fi, lt          time.Duration
-	mixed           bool          // a rolling change of configuration: each incarnation takes one of two
+	mixed           bool          // a change of configuration: each incarnation takes one of two
 	fi2, lt2        time.Duration // the other configuration
 	faultsFor       time.Duration
 	calmFor         time.Duration
@@ -53,10 +56,17 @@ type poolSimParams struct {
 	restores                           int
 	// The store lists the session objects (store.Lister) unless noList.
 	noList bool
+
+	// Drawn from a generator of their own (newPoolSimParams' x), so that
+	// the worlds above stay those of earlier seeds:
+	memberRestores int  // restores of an older member list
+	rolling        bool // a rolling restart: every worker in turn, onto the other configuration
+	rollBack       bool // the roll goes from the second configuration (the longer lease) to the first
 }
 
-func newPoolSimParams(r *rand.Rand) poolSimParams {
+func newPoolSimParams(r, x *rand.Rand) poolSimParams {
 	p := drawPoolSimParams(r)
+	p.memberRestores, p.rolling, p.rollBack = x.IntN(3), x.IntN(3) == 0, x.IntN(2) == 0
 	if p.delShards > 0 && p.delMembers > 0 {
 		// Not both in one world: a deleted shard record's term can live
 		// on only in the session object of a worker that has since left,
@@ -68,7 +78,10 @@ func newPoolSimParams(r *rand.Rand) poolSimParams {
 			p.delMembers = 0
 		}
 	}
-	if p.delSessions+p.delShards+p.delMembers+p.restores > 0 {
+	if p.delShards > 0 && !*simAnyOp {
+		p.memberRestores = 0 // an older member list forgets workers, as a deleted one does
+	}
+	if p.delSessions+p.delShards+p.delMembers+p.restores+p.memberRestores > 0 {
 		// A deleted record is watched for a lease, a buried session object
 		// aged for one, before anyone claims: room for both.
 		p.calmFor += 2 * max(p.lt, p.lt2)
@@ -117,7 +130,9 @@ func drawPoolSimParams(r *rand.Rand) poolSimParams {
 // operatorEvents returns the deletions and restores an operator makes of
 // the pool's objects, at times drawn by at. Each runs while every worker
 // is blocked (synctest.Wait), so that what it checks holds while it acts.
-// Session objects and the member list are deleted at any time. A shard
+// Session objects and the member list are deleted at any time, and the
+// member list restored to an older version (in worlds that delete no
+// shard record: an older list forgets workers, as a deleted one does). A shard
 // record is deleted, or restored to an older version, only while its
 // owner's session object lists the shard at the record's term, and a
 // session object is deleted, or restored to an older version, only while
@@ -127,7 +142,8 @@ func drawPoolSimParams(r *rand.Rand) poolSimParams {
 // limit the package doc states); the terms of a
 // shard are then never known only to an object that is gone, the limit
 // the package doc states.
-func operatorEvents(r *rand.Rand, p *poolSimParams, w *simworld.World, shards []string, at func() time.Duration,
+// The member list's restores are drawn from x, the other events from r.
+func operatorEvents(r, x *rand.Rand, p *poolSimParams, w *simworld.World, shards []string, at func(*rand.Rand) time.Duration,
 	running func(worker string) bool) simworld.Schedule {
 	mem, counts := w.Mem, w.Counts
 	get := func(key string) []byte {
@@ -177,7 +193,7 @@ func operatorEvents(r *rand.Rand, p *poolSimParams, w *simworld.World, shards []
 	var evs simworld.Schedule
 	for range p.delSessions {
 		pick := r.Uint64()
-		evs.Add(at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			if key := sessionKey(pick); key != "" && (*simAnyOp || termsKept(get(key))) {
 				mem.Delete(key)
@@ -187,7 +203,7 @@ func operatorEvents(r *rand.Rand, p *poolSimParams, w *simworld.World, shards []
 		})
 	}
 	for range p.delMembers {
-		evs.Add(at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			mem.Delete("sim/members.json")
 			counts.Add("member list deleted")
@@ -196,7 +212,7 @@ func operatorEvents(r *rand.Rand, p *poolSimParams, w *simworld.World, shards []
 	}
 	for range p.delShards {
 		shard := shards[r.IntN(len(shards))]
-		evs.Add(at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			if *simAnyOp || listed(shard) {
 				simworld.Debugf("delete %s: %s", shard, get("sim/shards/"+shard+".json"))
@@ -209,9 +225,9 @@ func operatorEvents(r *rand.Rand, p *poolSimParams, w *simworld.World, shards []
 		pick, shard, session := r.Uint64(), shards[r.IntN(len(shards))], r.IntN(2) == 0
 		// A restored shard record is a deletion too: not in a world that
 		// deletes the member list (seed 48669 repeated a term so).
-		session = session || p.delMembers > 0 && !*simAnyOp
+		session = session || (p.delMembers > 0 || p.memberRestores > 0) && !*simAnyOp
 		rr := rand.New(rand.NewPCG(pick, 7))
-		evs.Add(at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			if session {
 				key := sessionKey(pick)
@@ -231,6 +247,17 @@ func operatorEvents(r *rand.Rand, p *poolSimParams, w *simworld.World, shards []
 			}
 		})
 	}
+	for range p.memberRestores {
+		rr := rand.New(rand.NewPCG(x.Uint64(), 7))
+		evs.Add(at(x), func() {
+			synctest.Wait()
+			if old := w.History.Older("sim/members.json", rr); old != nil {
+				simworld.Debugf("restore members: %s over %s", old, get("sim/members.json"))
+				mem.Set("sim/members.json", old)
+				counts.Add("member list restored")
+			}
+		})
+	}
 	return evs
 }
 
@@ -244,7 +271,8 @@ type simWorker struct {
 
 func simulatePool(t *testing.T, seed int64) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5ade))
-	p := newPoolSimParams(r)
+	x := rand.New(rand.NewPCG(uint64(seed), 0x7011)) // what later versions added, so that r's worlds stay
+	p := newPoolSimParams(r, x)
 	world := simworld.NewWorld(p.faults)
 	counts := world.Counts
 	var shards []string
@@ -259,6 +287,8 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		workers = map[string]*simWorker{}
 		all     []*simWorker
 		nextID  = p.workers
+		rolled  = map[string]bool{} // the worker's next incarnations take the other configuration
+		rollOn  bool                // the roll has begun: joiners take the other configuration
 	)
 	t0 := time.Now()
 	faultsEnd := t0.Add(p.faultsFor)
@@ -269,7 +299,11 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		st := world.NewStore(wr, faulty())
 		w := &simWorker{id: id, st: st, done: make(chan struct{})}
 		fi, lt := p.fi, p.lt
-		if p.mixed && wr.IntN(2) == 0 {
+		second := p.mixed && wr.IntN(2) == 0
+		if p.rolling {
+			second = rolled[id] != p.rollBack
+		}
+		if second {
 			fi, lt = p.fi2, p.lt2
 		}
 		var ps store.Store = st
@@ -335,7 +369,8 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	}
 
 	var events simworld.Schedule
-	at := func() time.Duration { return time.Duration(r.Int64N(int64(p.faultsFor - 3*time.Second))) }
+	atBy := func(g *rand.Rand) time.Duration { return time.Duration(g.Int64N(int64(p.faultsFor - 3*time.Second))) }
+	at := func() time.Duration { return atBy(r) }
 	for range p.partitions {
 		when, d, afterWrite := at(), time.Duration(r.Int64N(int64(3*p.lt))), r.IntN(3) > 0
 		var cut *simWorker
@@ -388,6 +423,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			counts.Add("join")
 			id := fmt.Sprintf("w%d", nextID)
 			nextID++
+			rolled[id] = rollOn
 			workers[id] = start(id, 0)
 		})
 	}
@@ -414,7 +450,52 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}
 		return !w.st.Crashed()
 	}
-	events = append(events, operatorEvents(r, &p, world, shards, at, running)...)
+	events = append(events, operatorEvents(r, x, &p, world, shards, atBy, running)...)
+	rollDone := make(chan struct{})
+	if !p.rolling {
+		close(rollDone)
+	} else {
+		// A rolling restart onto the other configuration: one worker after
+		// another is stopped (Run's context ended and Run returned, or
+		// killed) and started again a little later.
+		roll := func(id string, graceful bool, d time.Duration) {
+			wmu.Lock()
+			w := workers[id]
+			rolled[id] = true
+			wmu.Unlock()
+			if w == nil {
+				return // it left
+			}
+			counts.Add("rolled")
+			if graceful {
+				w.cancel()
+				<-w.done // the process exits before its successor starts
+			} else {
+				kill(w)
+			}
+			time.Sleep(d)
+			wmu.Lock()
+			defer wmu.Unlock()
+			if workers[id] == w {
+				incarnations[id]++
+				workers[id] = start(id, incarnations[id])
+			}
+		}
+		events.Add(time.Duration(x.Int64N(int64(p.faultsFor/4))), func() {
+			wmu.Lock()
+			rollOn = true
+			ids := slices.Sorted(maps.Keys(workers))
+			wmu.Unlock()
+			step := p.faultsFor / time.Duration(2*len(ids))
+			go func() {
+				defer close(rollDone)
+				for _, i := range x.Perm(len(ids)) {
+					time.Sleep(time.Duration(x.Int64N(int64(step))))
+					roll(ids[i], x.IntN(2) == 0, time.Duration(x.Int64N(int64(2*time.Second))))
+				}
+			}()
+		})
+	}
 	events.Run(t0)
 	time.Sleep(faultsEnd.Sub(time.Now()))
 
@@ -428,6 +509,11 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	}
 	wmu.Unlock()
 	time.Sleep(p.calmFor)
+	select {
+	case <-rollDone:
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("seed %d: the rolling restart did not end: a stopped worker's Run never returned", seed)
+	}
 	synctest.Wait()
 
 	snap := ledger.Snapshot()

@@ -65,6 +65,15 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// SeedRange returns the seeds the flags name: n seeds from first on
+// (-sim.first, -sim.seeds), or the one -sim.seed names.
+func SeedRange() (from, n int64) {
+	if *seed >= 0 {
+		return *seed, 1
+	}
+	return *first, int64(*seeds)
+}
+
 // chunk is how many seeds run side by side at most: a long run goes
 // chunk by chunk, with a line of progress after each.
 const chunk = 1000
@@ -76,10 +85,7 @@ const chunk = 1000
 // counters sim returned. A run of more than one group logs each group's
 // figures as it ends, for long runs (-sim.seeds=50000).
 func Seeds(t *testing.T, label string, sim func(t *testing.T, seed int64) map[string]int) {
-	from, n := *first, int64(*seeds)
-	if *seed >= 0 {
-		from, n = *seed, 1
-	}
+	from, n := SeedRange()
 	var (
 		mu     sync.Mutex
 		totals = map[string]int{}

@@ -12,5 +12,5 @@ import (
 // -tags s3lect_mutations (mutations.go).
 func setMutation(t *testing.T) func() {
 	t.Helper()
-	return simworld.SetMutation(t, nil, "go test -tags s3lect_mutations -run TestShardSimulation -sim.mutate=NAME ./pool")
+	return simworld.SetMutation(t, nil, "go test -tags s3lect_mutations -run TestShardSimulation ./pool -sim.mutate=NAME")
 }

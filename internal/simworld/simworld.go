@@ -100,10 +100,14 @@ func Seeds(t *testing.T, label string, sim func(t *testing.T, seed int64) map[st
 				t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
 					t.Parallel()
 					var counts map[string]int
-					synctest.Test(t, func(t *testing.T) { counts = sim(t, s) })
-					if t.Failed() {
-						failed.Add(1)
-					}
+					synctest.Test(t, func(t *testing.T) {
+						defer func() {
+							if t.Failed() { // the bubble's t: its failure reaches ours only later
+								failed.Add(1)
+							}
+						}()
+						counts = sim(t, s)
+					})
 					mu.Lock()
 					defer mu.Unlock()
 					for k, v := range counts {

@@ -24,7 +24,8 @@ import (
 // gave up, listings that lag (stale reads of the sessions), partitions
 // (most right after a write lands), workers killed and restarted, paused
 // (every call held, then sent late), joining and leaving, every worker's
-// clock at its own rate within 5%; timings changed across restarts (each
+// clock at its own rate within 5%; Work that calls Resign, at once or
+// as it returns (the defer pattern); timings changed across restarts (each
 // incarnation on one of two configurations, or a rolling restart of every
 // worker onto the other); and an operator who deletes session objects,
 // shard records and the member list, and restores older versions of each
@@ -62,11 +63,13 @@ type poolSimParams struct {
 	memberRestores int  // restores of an older member list
 	rolling        bool // a rolling restart: every worker in turn, onto the other configuration
 	rollBack       bool // the roll goes from the second configuration (the longer lease) to the first
+	resigns        bool // a tenth of the leaderships begun while the faults last are resigned inside Work
 }
 
 func newPoolSimParams(r, x *rand.Rand) poolSimParams {
 	p := drawPoolSimParams(r)
 	p.memberRestores, p.rolling, p.rollBack = x.IntN(3), x.IntN(3) == 0, x.IntN(2) == 0
+	p.resigns = x.IntN(2) == 0
 	if p.delShards > 0 && p.delMembers > 0 {
 		// Not both in one world: a deleted shard record's term can live
 		// on only in the session object of a worker that has since left,
@@ -314,6 +317,27 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			FrequentInterval: fi, LeaderTimeout: lt,
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 				tn := ledger.Start(shard, id, l.Term())
+				// The leadership ends with its context, whatever Work does
+				// then (a Resign inside Work returns once the release is
+				// written, and another worker may lead the shard before).
+				context.AfterFunc(ctx, func() { ledger.End(tn) })
+				if p.resigns {
+					// Some Work calls Resign, while the faults last, and
+					// half of them call it again as they return (the usual
+					// defer): it returns at every moment.
+					kr := rand.New(rand.NewPCG(uint64(seed), uint64(incarnation)<<48^uint64(id[1])<<40^uint64(len(shard))<<32^l.Term()<<8^uint64(shard[len(shard)-1])))
+					if kr.IntN(10) == 0 && faulty() {
+						if kr.IntN(2) == 0 {
+							defer l.Resign(context.Background())
+						}
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Duration(kr.Int64N(int64(2 * lt)))):
+							counts.Add("resigned inside Work")
+							l.Resign(context.Background())
+						}
+					}
+				}
 				<-ctx.Done()
 				ledger.End(tn)
 			}})

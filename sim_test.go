@@ -178,7 +178,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	peers := simworld.NewPeerNet(rand.New(rand.NewPCG(uint64(seed), 0x9ee4)))
 	var (
 		ledger simworld.Ledger // the leaderships
-		mu     sync.Mutex      // guards what follows, and lostTerms
+		mu     sync.Mutex      // guards lostTerms, lastLand, lastForeign, lastDelete and wipes
 		nmu    sync.Mutex      // guards nodes and incarnations
 	)
 	t0 := time.Now()

@@ -33,7 +33,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -89,12 +88,12 @@ func Seeds(t *testing.T, label string, sim func(t *testing.T, seed int64) map[st
 	var (
 		mu     sync.Mutex
 		totals = map[string]int{}
-		failed atomic.Int64
+		failed []int64 // the seeds that failed, under mu
 	)
 	start := time.Now()
 	for lo := from; lo < from+n; lo += chunk {
 		hi := min(lo+chunk, from+n) - 1
-		began, failedBefore := time.Now(), failed.Load()
+		began := time.Now()
 		t.Run(fmt.Sprintf("seeds=%d-%d", lo, hi), func(t *testing.T) {
 			for s := lo; s <= hi; s++ {
 				t.Run(fmt.Sprintf("seed=%d", s), func(t *testing.T) {
@@ -103,7 +102,9 @@ func Seeds(t *testing.T, label string, sim func(t *testing.T, seed int64) map[st
 					synctest.Test(t, func(t *testing.T) {
 						defer func() {
 							if t.Failed() { // the bubble's t: its failure reaches ours only later
-								failed.Add(1)
+								mu.Lock()
+								defer mu.Unlock()
+								failed = append(failed, s)
 							}
 						}()
 						counts = sim(t, s)
@@ -117,7 +118,16 @@ func Seeds(t *testing.T, label string, sim func(t *testing.T, seed int64) map[st
 			}
 		})
 		if n > chunk {
-			t.Logf("%s: seeds %d-%d: %d failed, in %v (%v since the start)", label, lo, hi, failed.Load()-failedBefore,
+			mu.Lock()
+			var in []int64
+			for _, s := range failed {
+				if s >= lo && s <= hi {
+					in = append(in, s)
+				}
+			}
+			mu.Unlock()
+			slices.Sort(in)
+			t.Logf("%s: seeds %d-%d: %d failed %v, in %v (%v since the start)", label, lo, hi, len(in), in,
 				time.Since(began).Round(time.Second), time.Since(start).Round(time.Second))
 		}
 	}
@@ -125,8 +135,9 @@ func Seeds(t *testing.T, label string, sim func(t *testing.T, seed int64) map[st
 	for _, k := range slices.Sorted(maps.Keys(totals)) {
 		fmt.Fprintf(&b, " %s=%d", k, totals[k])
 	}
-	if f := failed.Load(); f > 0 {
-		t.Logf("%s: %d of %d seeds failed in %v:%s", label, f, n, time.Since(start).Round(time.Second), b.String())
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		t.Logf("%s: %d of %d seeds failed %v in %v:%s", label, len(failed), n, failed, time.Since(start).Round(time.Second), b.String())
 		return
 	}
 	t.Logf("%s: %d seeds survived in %v:%s", label, n, time.Since(start).Round(time.Second), b.String())

@@ -25,7 +25,8 @@ import (
 // (most right after a write lands), workers killed and restarted, paused
 // (every call held, then sent late), joining and leaving, every worker's
 // clock at its own rate within 5%; Work that calls Resign, at once or
-// as it returns (the defer pattern); timings changed across restarts (each
+// as it returns (the defer pattern); an InfrequentInterval of 2 to 6
+// FrequentIntervals in a third of the worlds; timings changed across restarts (each
 // incarnation on one of two configurations, or a rolling restart of every
 // worker onto the other); and an operator who deletes session objects,
 // shard records and the member list, and restores older versions of each
@@ -64,12 +65,20 @@ type poolSimParams struct {
 	rolling        bool // a rolling restart: every worker in turn, onto the other configuration
 	rollBack       bool // the roll goes from the second configuration (the longer lease) to the first
 	resigns        bool // a tenth of the leaderships begun while the faults last are resigned inside Work
+	iiTimes        int  // Config.InfrequentInterval is this many FrequentIntervals (1: off)
 }
 
 func newPoolSimParams(r, x *rand.Rand) poolSimParams {
 	p := drawPoolSimParams(r)
 	p.memberRestores, p.rolling, p.rollBack = x.IntN(3), x.IntN(3) == 0, x.IntN(2) == 0
 	p.resigns = x.IntN(2) == 0
+	p.iiTimes = 1
+	if x.IntN(3) == 0 {
+		// A settled pool watches every InfrequentInterval: a death is found
+		// up to one later, the orphans' wait is one longer.
+		p.iiTimes = 2 + x.IntN(5)
+		p.calmFor += 3 * time.Duration(p.iiTimes) * max(p.fi, p.fi2)
+	}
 	if p.delShards > 0 && p.delMembers > 0 {
 		// Not both in one world: a deleted shard record's term can live
 		// on only in the session object of a worker that has since left,
@@ -278,6 +287,9 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	p := newPoolSimParams(r, x)
 	world := simworld.NewWorld(p.faults)
 	counts := world.Counts
+	if p.iiTimes > 1 {
+		counts.Add("world with an InfrequentInterval")
+	}
 	var shards []string
 	for i := range p.shards {
 		shards = append(shards, fmt.Sprintf("s%03d", i))
@@ -314,7 +326,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			ps = unlisted{st}
 		}
 		pl, err := New(Config{Store: ps, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
-			FrequentInterval: fi, LeaderTimeout: lt,
+			FrequentInterval: fi, LeaderTimeout: lt, InfrequentInterval: fi * time.Duration(p.iiTimes),
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 				tn := ledger.Start(shard, id, l.Term())
 				// The leadership ends with its context, whatever Work does

@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -65,7 +66,7 @@ func TestInfrequentFollowerTakesOverByElapsedTime(t *testing.T) {
 
 // peerGroup elects a in peer mode with b following, and lets b settle on
 // long-polling a.
-func peerGroup(t *testing.T, net *simPeers) (a, b *node, lead won, out chan won) {
+func peerGroup(t *testing.T, net *simworld.PeerNet) (a, b *node, lead won, out chan won) {
 	t.Helper()
 	mem := memstore.New()
 	out = make(chan won, 2)
@@ -79,7 +80,7 @@ func peerGroup(t *testing.T, net *simPeers) (a, b *node, lead won, out chan won)
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close() })
-		net.add(cfg.ServerAddr, PeerHandler(e))
+		net.Add(cfg.ServerAddr, PeerHandler(e))
 		return &node{id: id, fs: fs, e: e}
 	}
 	a = mk("a")
@@ -94,7 +95,7 @@ func peerGroup(t *testing.T, net *simPeers) (a, b *node, lead won, out chan won)
 
 func TestPeerFollowerAfterAbruptCrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := newPeerNet()
+		net := simworld.NewCalmPeerNet()
 		a, b, _, out := peerGroup(t, net)
 		gets := b.fs.count("get")
 		time.Sleep(10 * time.Second)
@@ -103,7 +104,7 @@ func TestPeerFollowerAfterAbruptCrash(t *testing.T) {
 		}
 		time.Sleep(400 * time.Millisecond) // mid-way between renewals
 		a.fs.set(func(f *faultStore) { f.blackhole = true })
-		net.crash("a:1", nil)
+		net.Crash("a:1", nil)
 		last := lastPut(a)
 		w := mustWin(t, out)
 		// b heard the last write as it happened (long-poll), so its
@@ -117,14 +118,14 @@ func TestPeerFollowerAfterAbruptCrash(t *testing.T) {
 
 func TestStalePeerCannotHoldTheElection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		net := newPeerNet()
+		net := simworld.NewCalmPeerNet()
 		a, b, _, out := peerGroup(t, net)
 		time.Sleep(400 * time.Millisecond)
 		a.fs.set(func(f *faultStore) { f.blackhole = true })
 		rec, etag := lastWrite(a.e.snap.Load().lead)
 		stale := peerRecord{Record: rec, ETag: etag}
 		body, _ := json.Marshal(stale)
-		net.crash("a:1", body) // a leftover process keeps answering 200 with the last record
+		net.Crash("a:1", body) // a leftover process keeps answering 200 with the last record
 		last := lastPut(a)
 		w := mustWin(t, out)
 		if w.n != b {
@@ -133,10 +134,7 @@ func TestStalePeerCannotHoldTheElection(t *testing.T) {
 		if d := w.at.Sub(last.at); d > testLT+testFI {
 			t.Errorf("takeover %v after the last write; want at most LeaderTimeout + FrequentInterval (%v)", d, testLT+testFI)
 		}
-		net.mu.Lock()
-		asked := net.asked["a:1"]
-		net.mu.Unlock()
-		if asked == 0 {
+		if net.Asked("a:1") == 0 {
 			t.Errorf("the stale peer was never asked; the test did not test it")
 		}
 	})

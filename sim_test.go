@@ -7,39 +7,22 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
-	"github.com/s3lect/s3lect/store/memstore"
 )
 
-var (
-	simSeeds        = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestSafetySimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
-	simSeed         = flag.Int64("sim.seed", -1, "run TestSafetySimulation for this seed only (replay)")
-	simFirst        = flag.Int64("sim.first", 0, "the first seed TestSafetySimulation runs (to run a long range in parts)")
-	simStrictHolder = flag.Bool("sim.strictholder", true, "stepdown variants: a holder's work ends when it calls Resign or Transfer, not when its context ends (review of issue 29)")
-	simMutate       = flag.String("sim.mutate", "", "break one rule (delta0, margin0, etagonly, peernocheck, nottl, noterm) to see the simulation catch it")
-)
-
-var simDebug = os.Getenv("S3LECT_SIM_DEBUG") != ""
-
-// envInt returns the environment variable name as a number, or def.
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
+var simStrictHolder = flag.Bool("sim.strictholder", true, "stepdown variants: a holder's work ends when it calls Resign or Transfer, not when its context ends (review of issue 29)")
 
 // simVariant is one family of worlds the simulation explores. Every
 // variant runs each node's clock at its own rate, within 5% of real time.
@@ -76,43 +59,10 @@ var simVariants = []simVariant{
 func TestSafetySimulation(t *testing.T) {
 	defer setMutation(t)()
 	for _, v := range simVariants {
-		t.Run(v.name, func(t *testing.T) { simulateVariant(t, v) })
-	}
-}
-
-func simulateVariant(t *testing.T, v simVariant) {
-	first, n := *simFirst, int64(*simSeeds)
-	if *simSeed >= 0 {
-		first, n = *simSeed, 1
-	}
-	var (
-		mu     sync.Mutex
-		totals = map[string]int{}
-	)
-	for seed := first; seed < first+n; seed++ {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			var counts map[string]int
-			synctest.Test(t, func(t *testing.T) { counts = simulate(t, seed, v) })
-			mu.Lock()
-			defer mu.Unlock()
-			for k, v := range counts {
-				totals[k] += v
-			}
+		t.Run(v.name, func(t *testing.T) {
+			simworld.Seeds(t, v.name, func(t *testing.T, seed int64) map[string]int { return simulate(t, seed, v) })
 		})
 	}
-	t.Cleanup(func() {
-		keys := make([]string, 0, len(totals))
-		for k := range totals {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		var b strings.Builder
-		for _, k := range keys {
-			fmt.Fprintf(&b, " %s=%d", k, totals[k])
-		}
-		t.Logf("%s: %d seeds survived:%s", v.name, n, b.String())
-	})
 }
 
 // simParams is one seed's world.
@@ -121,9 +71,7 @@ type simParams struct {
 	fi, ii, lt         time.Duration
 	faultsFor          time.Duration // faults stop after this
 	calmFor            time.Duration // then the group runs fault-free this long
-	errRate, lostRate  float64       // per store call
-	hangRate           float64       // per store call: the connection stalls until the caller gives up
-	latency, spike     time.Duration // usual latency bound; rare spikes beyond the lease
+	faults             simworld.Faults
 	partitions, crashs int
 
 	// Per-node configurations (mixed and rolling variants): node i runs
@@ -138,8 +86,8 @@ type simCfg struct{ fi, ii, lt time.Duration }
 
 // newSimCfg draws a configuration as newSimParams does.
 func newSimCfg(r *rand.Rand) simCfg {
-	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
-	return simCfg{fi: fi, ii: fi * time.Duration(1+r.IntN(3)), lt: fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond}
+	fi, lt := simworld.DrawTiming(r)
+	return simCfg{fi: fi, ii: fi * time.Duration(1+r.IntN(3)), lt: lt}
 }
 
 // jitter returns c with FrequentInterval and LeaderTimeout each moved by
@@ -176,187 +124,31 @@ func (p *simParams) setCfgs(r *rand.Rand, v simVariant) {
 }
 
 func newSimParams(r *rand.Rand) simParams {
-	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
-	lt := fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond
+	fi, lt := simworld.DrawTiming(r)
 	return simParams{
-		nodes:      2 + r.IntN(4),
-		fi:         fi,
-		ii:         fi * time.Duration(1+r.IntN(3)),
-		lt:         lt,
-		faultsFor:  20 * time.Second,
-		calmFor:    25 * time.Second, // the peer variant strikes once more half-way, and needs a liveness bound after it
-		errRate:    r.Float64() * 0.2,
-		lostRate:   r.Float64() * 0.1,
-		hangRate:   r.Float64() * 0.05,
-		latency:    time.Duration(r.Int64N(int64(fi / 2))),
-		spike:      lt + time.Duration(r.Int64N(int64(lt))),
+		nodes:     2 + r.IntN(4),
+		fi:        fi,
+		ii:        fi * time.Duration(1+r.IntN(3)),
+		lt:        lt,
+		faultsFor: 20 * time.Second,
+		calmFor:   25 * time.Second, // the peer variant strikes once more half-way, and needs a liveness bound after it
+		faults: simworld.Faults{
+			ErrRate:   r.Float64() * 0.2,
+			LostRate:  r.Float64() * 0.1,
+			HangRate:  r.Float64() * 0.05,
+			Latency:   time.Duration(r.Int64N(int64(fi / 2))),
+			Spike:     lt + time.Duration(r.Int64N(int64(lt))),
+			SpikeRate: 0.01,
+		},
 		partitions: 1 + r.IntN(8),
 		crashs:     r.IntN(4),
 	}
 }
 
-// simStore is one node incarnation's view of the shared store, with faults.
-// A write that was sent before the caller gave up may still land.
-type simStore struct {
-	mem    store.Store
-	p      *simParams
-	onPut  func()           // called as each write starts (mid-takeover events)
-	onLand func(key string) // called as each write lands
-	rewind *rewindStore
-
-	mu      sync.Mutex
-	r       *rand.Rand
-	down    bool // crashed or partitioned: new calls never reach the store
-	cutNext bool // partition this node right after its next write lands
-	crashed bool // crashed: calls hang forever from the caller's view
-	faulty  bool // the random faults apply
-	counts  *tally
-}
-
-// tally counts the faults a seed injected.
-type tally struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func (c *tally) add(k string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[k]++
-}
-
-func (s *simStore) roll() (fail, lost, hang bool, before, after time.Duration, down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return false, false, false, 0, 0, true
-	}
-	if !s.faulty {
-		return
-	}
-	fail = s.r.Float64() < s.p.errRate
-	lost = s.r.Float64() < s.p.lostRate
-	hang = s.r.Float64() < s.p.hangRate
-	if s.p.latency > 0 {
-		before = time.Duration(s.r.Int64N(int64(s.p.latency)))
-		after = time.Duration(s.r.Int64N(int64(s.p.latency)))
-	}
-	if s.r.Float64() < 0.01 {
-		before += s.p.spike
-	}
-	switch {
-	case fail:
-		s.counts.add("error")
-	case lost:
-		s.counts.add("lost reply")
-	case hang:
-		s.counts.add("stalled connection")
-	}
-	if before > s.p.lt {
-		s.counts.add("latency spike")
-	}
-	return
-}
-
-// do runs op as a remote call: it reaches the store after a delay and its
-// reply comes back after another, unless the caller gives up first, in
-// which case the op may still land.
-func do[T any](ctx context.Context, s *simStore, op func() (T, error)) (T, error) {
-	var zero T
-	fail, lost, hang, before, after, down := s.roll()
-	if down || hang {
-		<-ctx.Done()
-		return zero, ctx.Err()
-	}
-	if fail {
-		return zero, errInjected
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		time.Sleep(before)
-		v, err := op()
-		time.Sleep(after)
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		if lost {
-			return zero, fmt.Errorf("reply lost: %w", errInjected)
-		}
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
-}
-
-func (s *simStore) isCrashed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.crashed
-}
-
-func (s *simStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	type got struct {
-		data []byte
-		etag string
-	}
-	if s.rewind.down() {
-		return nil, "", errStoreDown
-	}
-	ep := s.rewind.epochNow()
-	g, err := do(ctx, s, func() (got, error) {
-		if !s.rewind.sameEpoch(ep) {
-			return got{}, errStoreDown // the server crashed with the request in flight
-		}
-		d, e, err := s.mem.Get(context.Background(), key)
-		return got{d, e}, err
-	})
-	return g.data, g.etag, err
-}
-
-func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	if s.onPut != nil {
-		s.onPut()
-	}
-	if s.rewind.down() {
-		return "", errStoreDown
-	}
-	ep := s.rewind.epochNow()
-	return do(ctx, s, func() (string, error) {
-		if !s.rewind.sameEpoch(ep) {
-			return "", errStoreDown // the server crashed with the request in flight
-		}
-		tag, err := s.mem.PutIfMatch(context.Background(), key, data, etag)
-		if err == nil && s.onLand != nil {
-			s.onLand(key)
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err == nil && s.cutNext {
-			// The most dangerous moment for a partition: the write has
-			// landed, so followers may see it at once, while its writer's
-			// lease still runs from before it was sent.
-			s.cutNext, s.down = false, true
-		}
-		return tag, err
-	})
-}
-
-// interval is one leadership as the checker sees it.
-type interval struct {
-	node       string
-	term       uint64
-	start, end time.Time // end is zero while live
-}
-
 type simNode struct {
 	id     string
 	addr   string
-	st     *simStore
+	st     *simworld.Store
 	e      *Elector
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -373,19 +165,21 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	if v.deleter {
 		p.calmFor += 2 * noTTLLease // a deleted lockfile: its absence, then the recreated record, waited out
 	}
-	mem := memstore.New()
-	var shared store.Store = mem
-	var rw *rewindStore
-	if v.rewind {
-		rw = &rewindStore{}
-		shared = rw
-	}
-	peers := &simPeers{r: rand.New(rand.NewPCG(uint64(seed), 0x9ee4)), hosts: map[string]*simHost{}}
-	counts := &tally{m: map[string]int{}}
+	w := simworld.NewWorld(p.faults)
+	mem, counts := w.Mem, w.Counts
 	var (
-		mu        sync.Mutex
-		intervals []*interval
-		nmu       sync.Mutex // guards nodes and incarnations
+		rw        *simworld.Rewind
+		lostTerms = map[uint64]bool{} // terms of takeovers the store lost
+	)
+	if v.rewind {
+		rw = w.UseRewind()
+	}
+	shared := w.Shared
+	peers := simworld.NewPeerNet(rand.New(rand.NewPCG(uint64(seed), 0x9ee4)))
+	var (
+		ledger simworld.Ledger // the leaderships
+		mu     sync.Mutex      // guards lostTerms, lastLand, lastForeign, lastDelete and wipes
+		nmu    sync.Mutex      // guards nodes and incarnations
 	)
 	t0 := time.Now()
 	faultsEnd := t0.Add(p.faultsFor)
@@ -409,8 +203,8 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		time.AfterFunc(d, func() {
 			nmu.Lock()
 			defer nmu.Unlock()
-			if nodes[i] == n && (n.closed.Load() || n.st.isCrashed()) {
-				counts.add("restart")
+			if nodes[i] == n && (n.closed.Load() || n.st.Crashed()) {
+				counts.Add("restart")
 				incarnations[i]++
 				nodes[i] = start(i, incarnations[i])
 			}
@@ -422,14 +216,15 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	start = func(i, incarnation int) *simNode {
 		id := fmt.Sprintf("n%d", i)
 		nr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation)))
-		st := &simStore{mem: shared, p: &p, r: nr, faulty: faulty(), counts: counts, rewind: rw, onLand: landed}
+		st := w.NewStore(nr, faulty())
+		st.OnLand = landed
 		c := p.cfgs[i][0]
 		if rolled[i] {
 			c = p.cfgs[i][1]
 		}
 		cfg := ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, ServerAddr: id + ":1",
 			FrequentInterval: c.fi, InfrequentInterval: c.ii, LeaderTimeout: c.lt, Logger: quietLogger}
-		if simDebug {
+		if simworld.Debug {
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, nil)).With("node", id)
 		}
 		if v.peer {
@@ -440,9 +235,9 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			t.Fatalf("seed %d: New() = %v", seed, err)
 		}
 		// Each incarnation's clock runs at its own rate, within 5%.
-		e.clock.Rate = 0.95 + 0.1*nr.Float64()
+		e.clock.Rate = simworld.ClockRate(nr, false)
 		if v.peer {
-			peers.add(cfg.ServerAddr, PeerHandler(e))
+			peers.Add(cfg.ServerAddr, PeerHandler(e))
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		n := &simNode{id: id, addr: cfg.ServerAddr, st: st, e: e, cancel: cancel, done: make(chan struct{})}
@@ -454,7 +249,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		)
 		if v.midTakeover {
 			mr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation+700)))
-			st.onPut = func() {
+			st.OnPut = func() {
 				// A write of a node that does not lead is a takeover (or
 				// the release of one won for a withdrawn Campaign).
 				cmu.Lock()
@@ -464,10 +259,10 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				}
 				switch x := mr.Float64(); {
 				case x < 0.15 && camCancel != nil:
-					counts.add("campaign ended mid-takeover")
+					counts.Add("campaign ended mid-takeover")
 					camCancel()
 				case x < 0.2:
-					counts.add("closed mid-takeover")
+					counts.Add("closed mid-takeover")
 					n.closed.Store(true)
 					go func() { cancel(); e.Close() }()
 					restartLater(i, n, time.Duration(mr.Int64N(int64(3*p.lt))))
@@ -495,10 +290,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					}
 					continue // the Campaign's own context ended: campaign again
 				}
-				iv := &interval{node: id, term: l.Term(), start: time.Now()}
-				mu.Lock()
-				intervals = append(intervals, iv)
-				mu.Unlock()
+				iv := ledger.Start("", id, l.Term())
 				cmu.Lock()
 				leading = true
 				cmu.Unlock()
@@ -506,17 +298,13 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					cause := context.Cause(l.Context())
 					switch {
 					case errors.Is(cause, ErrLeaseExpired):
-						counts.add("ended: lease expired")
+						counts.Add("ended: lease expired")
 					case errors.Is(cause, ErrLeadershipLost):
-						counts.add("ended: lost")
+						counts.Add("ended: lost")
 					case errors.Is(cause, ErrResigned):
-						counts.add("ended: resigned")
+						counts.Add("ended: resigned")
 					}
-					mu.Lock()
-					defer mu.Unlock()
-					if iv.end.IsZero() {
-						iv.end = time.Now()
-					}
+					ledger.End(iv)
 				})
 				hold := time.NewTimer(time.Duration(hr.Int64N(int64(20 * time.Second))))
 				select {
@@ -544,11 +332,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 							}
 							// Its work ran until end: a release must not
 							// let anyone lead before.
-							mu.Lock()
-							if end.After(iv.end) {
-								iv.end = end
-							}
-							mu.Unlock()
+							ledger.Extend(iv, end)
 						}
 						switch hr.IntN(3) {
 						case 0:
@@ -583,23 +367,15 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	// mode its address refuses connections from then on, or, half the
 	// time, something there keeps answering with its last record.
 	crash := func(n *simNode, forceStale bool) {
-		n.st.mu.Lock()
-		n.st.down, n.st.crashed = true, true
-		n.st.mu.Unlock()
-		mu.Lock()
-		for _, iv := range intervals {
-			if iv.node == n.id && iv.end.IsZero() {
-				iv.end = time.Now()
-			}
-		}
-		mu.Unlock()
+		n.st.Crash()
+		ledger.Kill(n.id)
 		if v.peer {
 			var stale []byte
-			if snap := n.e.snap.Load(); snap.lead != nil && (forceStale || peers.roll() < 0.5) {
+			if snap := n.e.snap.Load(); snap.lead != nil && (forceStale || peers.Roll() < 0.5) {
 				stale, _ = json.Marshal(peerRecord{Record: snap.rec, ETag: snap.etag})
-				counts.add("stale peer")
+				counts.Add("stale peer")
 			}
-			peers.crash(n.addr, stale)
+			peers.Crash(n.addr, stale)
 		}
 		n.cancel()
 		go n.e.Close() // reaps its goroutines; its calls go nowhere
@@ -616,19 +392,11 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		return nodes[i]
 	}
 
-	type event struct {
-		at time.Duration
-		fn func()
-	}
-	var events []event
+	var events simworld.Schedule
 	// leaderOr returns the index of the node that leads now, or i if none.
 	leaderOr := func(i int) int {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, iv := range intervals {
-			if iv.end.IsZero() {
-				return int(iv.node[1] - '0')
-			}
+		if id, ok := ledger.Live(""); ok {
+			return int(id[1] - '0')
 		}
 		return i
 	}
@@ -638,40 +406,29 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
 		d := time.Duration(r.Int64N(int64(3 * p.lt)))
 		var cut *simNode
-		events = append(events,
-			event{at, func() {
-				if targetLeader {
-					i = leaderOr(i)
-				}
-				counts.add("partition")
-				cut = node(i)
-				cut.st.mu.Lock()
-				if targetLeader {
-					cut.st.cutNext = true
-				} else {
-					cut.st.down = true
-				}
-				cut.st.mu.Unlock()
-			}},
-			event{at + d, func() {
-				cut.st.mu.Lock()
-				cut.st.down, cut.st.cutNext = cut.st.crashed, false
-				cut.st.mu.Unlock()
-			}})
+		events.Add(at, func() {
+			if targetLeader {
+				i = leaderOr(i)
+			}
+			counts.Add("partition")
+			cut = node(i)
+			cut.st.Partition(targetLeader)
+		})
+		events.Add(at+d, func() { cut.st.Heal() })
 	}
 	for range p.crashs {
 		i := r.IntN(p.nodes)
 		at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
 		d := time.Duration(r.Int64N(int64(10 * time.Second)))
-		events = append(events, event{at, func() {
+		events.Add(at, func() {
 			n := node(i)
-			if n.closed.Load() || n.st.isCrashed() {
+			if n.closed.Load() || n.st.Crashed() {
 				return
 			}
-			counts.add("crash")
+			counts.Add("crash")
 			crash(n, false)
 			restartLater(i, n, d)
-		}})
+		})
 	}
 	if v.rolling {
 		// A rolling restart onto the second configuration: one node after
@@ -681,15 +438,15 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			at += time.Duration(r.Int64N(int64(p.faultsFor / time.Duration(2*p.nodes))))
 			graceful := r.IntN(2) == 0
 			d := time.Duration(r.Int64N(int64(2 * time.Second)))
-			events = append(events, event{at, func() {
+			events.Add(at, func() {
 				nmu.Lock()
 				rolled[i] = true
 				nmu.Unlock()
 				n := node(i)
-				if n.closed.Load() || n.st.isCrashed() {
+				if n.closed.Load() || n.st.Crashed() {
 					return // it starts on the new configuration
 				}
-				counts.add("rolled")
+				counts.Add("rolled")
 				if graceful {
 					n.closed.Store(true)
 					go func() { n.cancel(); n.e.Close() }()
@@ -697,7 +454,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					crash(n, false)
 				}
 				restartLater(i, n, d)
-			}})
+			})
 		}
 	}
 	// lastForeign is when the last record without ttl was written: it is
@@ -710,14 +467,8 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		wipes                   []time.Time
 	)
 	live := func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, iv := range intervals {
-			if iv.end.IsZero() {
-				return true
-			}
-		}
-		return false
+		_, ok := ledger.Live("")
+		return ok
 	}
 	if v.foreign {
 		// A writer without terms, leases or ttl takes the lockfile over
@@ -727,7 +478,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		for k := range 1 + r.IntN(4) {
 			at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
 			renewals, release := r.IntN(4), r.IntN(2) == 0
-			events = append(events, event{at, func() {
+			events.Add(at, func() {
 				rec := func(release bool) []byte {
 					w := time.Now().UTC()
 					if release {
@@ -748,7 +499,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				if err != nil {
 					return
 				}
-				counts.add("foreign takeover")
+				counts.Add("foreign takeover")
 				mu.Lock()
 				lastForeign = time.Now()
 				mu.Unlock()
@@ -762,13 +513,13 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 						if tag, err = mem.PutIfMatch(context.Background(), testKey, rec(last), tag); err != nil {
 							return // someone else took it
 						}
-						counts.add("foreign write")
+						counts.Add("foreign write")
 						mu.Lock()
 						lastForeign = time.Now()
 						mu.Unlock()
 					}
 				}()
-			}})
+			})
 		}
 	}
 	if v.deleter {
@@ -779,7 +530,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		for range 1 + r.IntN(4) {
 			at := time.Duration(r.Int64N(int64(p.faultsFor - 5*time.Second)))
 			what := r.IntN(3)
-			events = append(events, event{at, func() {
+			events.Add(at, func() {
 				// Every elector is blocked: what live and exists see
 				// holds until the deletions are done.
 				synctest.Wait()
@@ -808,17 +559,13 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				}
 				if delLock && lock {
 					mem.Delete(testKey)
-					counts.add("lockfile deleted")
-					if simDebug {
-						fmt.Println(time.Now().Format("05.000"), "DELETE lockfile")
-					}
+					counts.Add("lockfile deleted")
+					simworld.Debugf("DELETE lockfile")
 				}
 				if delTerm && term {
 					mem.Delete(testKey + termSuffix)
-					counts.add("term object deleted")
-					if simDebug {
-						fmt.Println(time.Now().Format("05.000"), "DELETE term object")
-					}
+					counts.Add("term object deleted")
+					simworld.Debugf("DELETE term object")
 				}
 				mu.Lock()
 				lastDelete = time.Now()
@@ -826,7 +573,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 					wipes = append(wipes, time.Now())
 				}
 				mu.Unlock()
-			}})
+			})
 		}
 	}
 	if v.stepDown {
@@ -855,15 +602,15 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				rec.StepDown, rec.To = fmt.Sprintf("op%d", k), to
 				b, _ := json.Marshal(rec)
 				if _, err := shared.PutIfMatch(context.Background(), testKey, b, tag); err == nil {
-					counts.add("step-down request")
+					counts.Add("step-down request")
 				}
 			}
-			events = append(events, event{at, func() {
+			events.Add(at, func() {
 				request(to)
 				if again >= 0 {
 					time.AfterFunc(again, func() { request("") })
 				}
-			}})
+			})
 		}
 	}
 	if v.rewind {
@@ -878,30 +625,26 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			// breaks the store contract in a way no follower can see:
 			// docs/protocol.md, section 2.)
 			outage := p.lt + time.Duration(r.Int64N(int64(p.lt)))
-			events = append(events, event{at, func() {
-				if rw.crash(lost, outage) {
-					counts.add("store rewound")
+			events.Add(at, func() {
+				if rewindCrash(rw, lost, outage, func(term uint64) {
+					mu.Lock()
+					defer mu.Unlock()
+					lostTerms[term] = true
+				}) {
+					counts.Add("store rewound")
 				}
-			}})
+			})
 		}
 	}
-	slices.SortStableFunc(events, func(a, b event) int { return int(a.at - b.at) })
-	for _, ev := range events {
-		time.Sleep(t0.Add(ev.at).Sub(time.Now()))
-		ev.fn()
-	}
+	events.Run(t0)
 	time.Sleep(faultsEnd.Sub(time.Now()))
 
 	// Faults stop: heal partitions and the peer transport, restart the
 	// crashed and the closed, end random faults.
-	peers.heal()
+	peers.Heal()
 	nmu.Lock()
 	for i, n := range nodes {
-		n.st.mu.Lock()
-		crashed := n.st.crashed
-		n.st.down, n.st.faulty, n.st.cutNext = crashed, false, false
-		n.st.mu.Unlock()
-		if crashed || n.closed.Load() {
+		if n.st.Calm() || n.closed.Load() {
 			incarnations[i]++
 			nodes[i] = start(i, incarnations[i])
 		}
@@ -914,7 +657,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		// take over within the bound.
 		time.Sleep(p.calmFor / 2)
 		if i := leaderOr(-1); i >= 0 {
-			counts.add("stale peer after the faults")
+			counts.Add("stale peer after the faults")
 			lastFault = time.Now()
 			crash(node(i), true)
 		}
@@ -924,13 +667,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	}
 	synctest.Wait()
 
-	mu.Lock()
-	ivs := make([]*interval, len(intervals))
-	for i, iv := range intervals {
-		snapshot := *iv // Close below ends the live ones
-		ivs[i] = &snapshot
-	}
-	mu.Unlock()
+	ivs := ledger.Snapshot()[""] // before Close below ends the live ones
 	nmu.Lock()
 	final := slices.Clone(nodes)
 	nmu.Unlock()
@@ -957,11 +694,34 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		lastFault = latest(lastFault, latest(faultsEnd.Add(2*l), lastDelete.Add(3*l)))
 	}
 	allowed := slices.Clone(wipes)
+	lost := maps.Clone(lostTerms)
 	mu.Unlock()
-	if err := checkIntervals(p, ivs, lastFault, rw.lost, allowed); err != nil {
+	if err := checkIntervals(p, ivs, lastFault, func(term uint64) bool { return lost[term] }, allowed); err != nil {
 		t.Errorf("seed %d (%s): %v\nparams %+v\nreplay with -run 'TestSafetySimulation/%s' -sim.seed=%d", seed, v.name, err, p, v.name, seed)
 	}
-	return counts.m
+	return counts.Counts()
+}
+
+// rewindCrash crashes the rewind store, losing its last lost writes for
+// outage, and calls lostTerm with the term of each takeover it lost. It
+// reports whether anything was lost.
+func rewindCrash(rw *simworld.Rewind, lost int, outage time.Duration, lostTerm func(uint64)) bool {
+	kept, gone := rw.Crash(lost, outage)
+	before := uint64(0)
+	for i := len(kept) - 1; i >= 0; i-- {
+		if kept[i].Key == testKey {
+			if rec, err := ParseRecord(kept[i].Data); err == nil {
+				before = rec.Term
+			}
+			break
+		}
+	}
+	for _, w := range gone {
+		if rec, err := ParseRecord(w.Data); err == nil && w.Key == testKey && rec.Term > before {
+			lostTerm(rec.Term)
+		}
+	}
+	return len(gone) > 0
 }
 
 func latest(a, b time.Time) time.Time {
@@ -980,32 +740,24 @@ func latest(a, b time.Time) time.Time {
 // time both the lockfile and its term object were deleted): their
 // successors cannot have known them (docs/protocol.md, section 1). Every
 // other term must exceed every term before it that the store kept.
-func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm func(uint64) bool, wipes []time.Time) error {
-	slices.SortFunc(ivs, func(a, b *interval) int { return a.start.Compare(b.start) })
-	var b strings.Builder
-	for _, iv := range ivs {
-		end := "live"
-		if !iv.end.IsZero() {
-			end = iv.end.Format("15:04:05.000")
-		}
-		fmt.Fprintf(&b, "\n  %s term %d: %s - %s", iv.node, iv.term, iv.start.Format("15:04:05.000"), end)
-	}
-	var kept *interval // the earlier leadership with the highest term the store kept
-	for i := 1; i < len(ivs); i++ {
+func checkIntervals(p simParams, ivs []simworld.Tenure, healed time.Time, lostTerm func(uint64) bool, wipes []time.Time) error {
+	if i := simworld.Overlap(ivs); i > 0 {
 		prev, cur := ivs[i-1], ivs[i]
-		if prev.end.IsZero() || prev.end.After(cur.start) {
-			return fmt.Errorf("%s term %d overlaps %s term %d:%s", prev.node, prev.term, cur.node, cur.term, b.String())
-		}
-		if !lostTerm(prev.term) && (kept == nil || prev.term > kept.term) {
+		return fmt.Errorf("%s term %d overlaps %s term %d:%s", prev.Node, prev.Term, cur.Node, cur.Term, simworld.Format(ivs, "15:04:05.000"))
+	}
+	var kept *simworld.Tenure // the earlier leadership with the highest term the store kept
+	for i := 1; i < len(ivs); i++ {
+		prev, cur := &ivs[i-1], &ivs[i]
+		if !lostTerm(prev.Term) && (kept == nil || prev.Term > kept.Term) {
 			kept = prev
 		}
 		for _, w := range wipes {
-			if kept != nil && w.After(kept.start) && !w.After(cur.start) {
+			if kept != nil && w.After(kept.Start) && !w.After(cur.Start) {
 				kept = nil // terms may start again after a wipe
 			}
 		}
-		if kept != nil && cur.term <= kept.term {
-			return fmt.Errorf("term went from %d (%s) to %d (%s):%s", kept.term, kept.node, cur.term, cur.node, b.String())
+		if kept != nil && cur.Term <= kept.Term {
+			return fmt.Errorf("term went from %d (%s) to %d (%s):%s", kept.Term, kept.Node, cur.Term, cur.Node, simworld.Format(ivs, "15:04:05.000"))
 		}
 	}
 	// Liveness: once faults stop, a leader must appear within two
@@ -1022,8 +774,8 @@ func checkIntervals(p simParams, ivs []*interval, healed time.Time, lostTerm fun
 	if len(ivs) == 0 {
 		return errors.New("no leader ever")
 	}
-	if last := ivs[len(ivs)-1]; !last.end.IsZero() || last.start.After(healed.Add(bound)) {
-		return fmt.Errorf("no steady leader within %v of the faults stopping at %s:%s", bound, healed.Format("15:04:05.000"), b.String())
+	if last := ivs[len(ivs)-1]; !last.End.IsZero() || last.Start.After(healed.Add(bound)) {
+		return fmt.Errorf("no steady leader within %v of the faults stopping at %s:%s", bound, healed.Format("15:04:05.000"), simworld.Format(ivs, "15:04:05.000"))
 	}
 	return nil
 }

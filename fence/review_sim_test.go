@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -142,7 +143,8 @@ func TestReviewOutcomes(t *testing.T) {
 	for _, variant := range []string{"fresh", "stale"} {
 		t.Run(variant, func(t *testing.T) {
 			var total reviewStats
-			for seed := range uint64(*simSeeds / 4) {
+			_, n := simworld.SeedRange()
+			for seed := range uint64(n / 4) {
 				synctest.Test(t, func(t *testing.T) {
 					st := reviewWorld(t, seed, variant == "stale")
 					total.calls += st.calls

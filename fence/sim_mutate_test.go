@@ -2,20 +2,15 @@
 
 package fence
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/s3lect/s3lect/internal/simworld"
+)
 
 // setMutation sets the mutation -sim.mutate names, and returns a function
 // that clears it.
 func setMutation(t *testing.T) func() {
 	t.Helper()
-	muts := map[string]*bool{"noterm": &mutNoTermCheck}
-	if *simMutate == "" {
-		return func() {}
-	}
-	m, ok := muts[*simMutate]
-	if !ok {
-		t.Fatalf("-sim.mutate=%s: want noterm", *simMutate)
-	}
-	*m = true
-	return func() { *m = false }
+	return simworld.SetMutation(t, map[string]*bool{"noterm": &mutNoTermCheck}, "")
 }

@@ -2,14 +2,15 @@
 
 package fence
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/s3lect/s3lect/internal/simworld"
+)
 
 // setMutation refuses -sim.mutate: the mutations are compiled in only with
 // -tags s3lect_mutations (mutations.go).
 func setMutation(t *testing.T) func() {
 	t.Helper()
-	if *simMutate != "" {
-		t.Fatalf("-sim.mutate=%s needs the mutations compiled in: go test -tags s3lect_mutations -run TestFenceSimulation ./fence -sim.mutate=%s", *simMutate, *simMutate)
-	}
-	return func() {}
+	return simworld.SetMutation(t, nil, "go test -tags s3lect_mutations -run TestFenceSimulation ./fence -sim.mutate=NAME")
 }

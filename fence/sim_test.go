@@ -6,29 +6,20 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/faultstore"
 	"github.com/s3lect/s3lect/store/memstore"
-)
-
-var (
-	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestFenceSimulation runs per variant (default: $S3LECT_SIM_SEEDS, else 2000)")
-	simSeed   = flag.Int64("sim.seed", -1, "run TestFenceSimulation for this seed only (replay)")
-	simFirst  = flag.Int64("sim.first", 0, "the first seed TestFenceSimulation runs")
-	simMutate = flag.String("sim.mutate", "", "break one rule of the fence (noterm) to see the simulation catch it (needs -tags s3lect_mutations)")
 )
 
 // simStore is the simulation's shared store. Even seeds run on memstore,
@@ -90,13 +81,6 @@ func (h *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag
 	return tag, nil
 }
 
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
 // TestFenceSimulation runs zombie writers against the fence in virtual
 // time and checks, on every key, that the terms of the writes that land
 // never decrease. Two families of worlds:
@@ -116,10 +100,7 @@ func TestFenceSimulation(t *testing.T) {
 	defer setMutation(t)()
 	for _, variant := range []string{"elected", "adversary"} {
 		t.Run(variant, func(t *testing.T) {
-			first, n := *simFirst, int64(*simSeeds)
-			if *simSeed >= 0 {
-				first, n = *simSeed, 1
-			}
+			first, n := simworld.SeedRange()
 			var total simStats
 			for seed := first; seed < first+n; seed++ {
 				var st simStats

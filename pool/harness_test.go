@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -27,6 +28,9 @@ const (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 var errCrashed = errors.New("worker crashed")
+
+// errInjected is what a call failed on purpose returns.
+var errInjected = simworld.ErrInjected
 
 // crashStore is one worker's view of the shared store. Once crashed, every
 // call fails at once, as a killed process's calls never arrive: the worker

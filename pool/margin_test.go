@@ -2,12 +2,12 @@ package pool
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -24,22 +24,14 @@ func TestMarginCoversClockRates(t *testing.T) {
 	for phase := range 4 {
 		synctest.Test(t, func(t *testing.T) {
 			mem := memstore.New()
-			var (
-				mu    sync.Mutex
-				terms []tenure
-			)
+			var ledger simworld.Ledger
 			start := func(id string, rate float64) (*crashStore, func()) {
 				st := &crashStore{Store: mem}
 				p, err := New(Config{Store: st, Prefix: "p/", ID: id, Shards: []string{"x"}, Logger: quiet,
 					Work: func(ctx context.Context, _ string, l *s3lect.Leadership) {
-						mu.Lock()
-						i := len(terms)
-						terms = append(terms, tenure{worker: id, term: l.Term(), start: time.Now()})
-						mu.Unlock()
+						tn := ledger.Start("x", id, l.Term())
 						<-ctx.Done()
-						mu.Lock()
-						terms[i].end = time.Now()
-						mu.Unlock()
+						ledger.End(tn)
 					}})
 				if err != nil {
 					t.Fatal(err)
@@ -58,14 +50,13 @@ func TestMarginCoversClockRates(t *testing.T) {
 			time.Sleep(testLT + time.Duration(phase)*testFI/4)
 			owner.cut.Store(true) // its calls hang: it runs on until its own lease ends
 			time.Sleep(3 * testLT)
-			mu.Lock()
-			defer mu.Unlock()
-			if len(terms) != 2 || terms[0].worker != "w1" || terms[1].worker != "w2" {
+			terms := ledger.Snapshot()["x"]
+			if len(terms) != 2 || terms[0].Node != "w1" || terms[1].Node != "w2" {
 				t.Fatalf("phase %d: leaderships %+v; want w1's, then w2's", phase, terms)
 			}
-			t.Logf("phase %d: from the end of w1's leadership to the start of w2's: %v", phase, terms[1].start.Sub(terms[0].end))
-			if terms[0].end.After(terms[1].start) {
-				t.Errorf("phase %d: w1's leadership ended %v after w2's began", phase, terms[0].end.Sub(terms[1].start))
+			t.Logf("phase %d: from the end of w1's leadership to the start of w2's: %v", phase, terms[1].Start.Sub(terms[0].End))
+			if terms[0].End.After(terms[1].Start) {
+				t.Errorf("phase %d: w1's leadership ended %v after w2's began", phase, terms[0].End.Sub(terms[1].Start))
 			}
 		})
 	}

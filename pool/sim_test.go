@@ -2,13 +2,10 @@ package pool
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,106 +13,72 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
-	"github.com/s3lect/s3lect/store/memstore"
 )
-
-var (
-	simSeeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 2000), "number of seeds TestShardSimulation runs (default: $S3LECT_SIM_SEEDS, else 2000)")
-	simSeed   = flag.Int64("sim.seed", -1, "run TestShardSimulation for this seed only (replay)")
-	simFirst  = flag.Int64("sim.first", 0, "the first seed TestShardSimulation runs")
-	simMutate = flag.String("sim.mutate", "", "break one rule (see mutations.go) to see TestShardSimulation or a deterministic test catch it")
-)
-
-// envInt returns the environment variable name as a number, or def.
-func envInt(name string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
-		return n
-	}
-	return def
-}
-
-var errInjected = errors.New("injected fault")
 
 // TestShardSimulation runs randomized fault schedules against pools of
-// workers over 100 to 130 shards in virtual time: store errors, lost
-// replies, stalled connections, latency spikes beyond the lease, writes
-// that land after their caller gave up, partitions (most right after a
-// write lands), workers killed and restarted, paused (every call held,
-// then sent late), joining and leaving, every worker's clock at its own
-// rate within 5%; and an operator who deletes session objects, shard
-// records and the member list, and restores older versions of session
-// objects and shard records (operatorEvents). It checks that no shard
-// ever has two live leaderships,
-// that each shard's terms rise with every new leadership, and that every
-// shard is led again once the faults stop. A failing seed replays with
-// -sim.seed=N.
+// workers over 100 to 130 shards in virtual time (the world of package
+// internal/simworld): store errors, lost replies, stalled connections,
+// latency spikes beyond the lease, writes that land after their caller
+// gave up, listings that lag (stale reads of the sessions), partitions
+// (most right after a write lands), workers killed and restarted, paused
+// (every call held, then sent late), joining and leaving, every worker's
+// clock at its own rate within 5%; Work that calls Resign, at once or
+// as it returns (the defer pattern); an InfrequentInterval of 2 to 6
+// FrequentIntervals in a third of the worlds; timings changed across restarts (each
+// incarnation on one of two configurations, or a rolling restart of every
+// worker onto the other); and an operator who deletes session objects,
+// shard records and the member list, and restores older versions of each
+// (operatorEvents). It checks that no shard ever has two live
+// leaderships, that each shard's terms rise with every new leadership,
+// and that every shard is led again once the faults stop. A failing seed
+// replays with -sim.seed=N.
 func TestShardSimulation(t *testing.T) {
 	defer setMutation(t)()
-	first, n := *simFirst, int64(*simSeeds)
-	if *simSeed >= 0 {
-		first, n = *simSeed, 1
-	}
-	var (
-		mu     sync.Mutex
-		totals = map[string]int{}
-	)
-	start := time.Now()
-	t.Run("seeds", func(t *testing.T) {
-		for seed := first; seed < first+n; seed++ {
-			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-				t.Parallel()
-				var counts map[string]int
-				synctest.Test(t, func(t *testing.T) { counts = simulatePool(t, seed) })
-				mu.Lock()
-				defer mu.Unlock()
-				for k, v := range counts {
-					totals[k] += v
-				}
-			})
-		}
-	})
-	var b strings.Builder
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range totals {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
-		fmt.Fprintf(&b, " %s=%d", k, totals[k])
-	}
-	t.Logf("shards: %d seeds survived in %v:%s", n, time.Since(start).Round(time.Second), b.String())
+	simworld.Seeds(t, "shards", simulatePool)
 }
 
 // poolSimParams is one seed's world.
 type poolSimParams struct {
-	workers, shards   int
-	fi, lt            time.Duration
-	mixed             bool          // a rolling change of configuration: each incarnation takes one of two
-	fi2, lt2          time.Duration // the other configuration
-	faultsFor         time.Duration
-	calmFor           time.Duration
-	errRate, lostRate float64
-	hangRate          float64
-	latency, spike    time.Duration
-	partitions        int
-	crashes, pauses   int
-	joins, leaves     int
+	workers, shards int
+	fi, lt          time.Duration
+	mixed           bool          // a change of configuration: each incarnation takes one of two
+	fi2, lt2        time.Duration // the other configuration
+	faultsFor       time.Duration
+	calmFor         time.Duration
+	faults          simworld.Faults // the store's; listings lag in half the worlds that list
+	partitions      int
+	crashes, pauses int
+	joins, leaves   int
 	// Operators at work on the pool's objects: deletions of session
 	// objects, shard records and the member list, and restores of older
 	// versions of session objects and shard records.
 	delSessions, delShards, delMembers int
 	restores                           int
-	// The store lists the session objects (store.Lister) unless noList,
-	// and, while the faults last, its listings may lag by up to listLag:
-	// each key as it was at some earlier listing, or missing.
-	noList  bool
-	listLag time.Duration
+	// The store lists the session objects (store.Lister) unless noList.
+	noList bool
+
+	// Drawn from a generator of their own (newPoolSimParams' x), so that
+	// the worlds above stay those of earlier seeds:
+	memberRestores int  // restores of an older member list
+	rolling        bool // a rolling restart: every worker in turn, onto the other configuration
+	rollBack       bool // the roll goes from the second configuration (the longer lease) to the first
+	resigns        bool // a tenth of the leaderships begun while the faults last are resigned inside Work
+	iiTimes        int  // Config.InfrequentInterval is this many FrequentIntervals (1: off)
 }
 
-func newPoolSimParams(r *rand.Rand) poolSimParams {
+func newPoolSimParams(r, x *rand.Rand) poolSimParams {
 	p := drawPoolSimParams(r)
+	p.memberRestores, p.rolling, p.rollBack = x.IntN(3), x.IntN(3) == 0, x.IntN(2) == 0
+	p.resigns = x.IntN(2) == 0
+	p.iiTimes = 1
+	if x.IntN(3) == 0 {
+		// A settled pool watches every InfrequentInterval: a death is found
+		// up to one later, the orphans' wait is one longer.
+		p.iiTimes = 2 + x.IntN(5)
+		p.calmFor += 3 * time.Duration(p.iiTimes) * max(p.fi, p.fi2)
+	}
 	if p.delShards > 0 && p.delMembers > 0 {
 		// Not both in one world: a deleted shard record's term can live
 		// on only in the session object of a worker that has since left,
@@ -127,7 +90,10 @@ func newPoolSimParams(r *rand.Rand) poolSimParams {
 			p.delMembers = 0
 		}
 	}
-	if p.delSessions+p.delShards+p.delMembers+p.restores > 0 {
+	if p.delShards > 0 && !*simAnyOp {
+		p.memberRestores = 0 // an older member list forgets workers, as a deleted one does
+	}
+	if p.delSessions+p.delShards+p.delMembers+p.restores+p.memberRestores > 0 {
 		// A deleted record is watched for a lease, a buried session object
 		// aged for one, before anyone claims: room for both.
 		p.calmFor += 2 * max(p.lt, p.lt2)
@@ -136,25 +102,27 @@ func newPoolSimParams(r *rand.Rand) poolSimParams {
 }
 
 func drawPoolSimParams(r *rand.Rand) poolSimParams {
-	fi := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
-	lt := fi*2 + time.Duration(r.Int64N(int64(fi*3))) + time.Millisecond
+	fi, lt := simworld.DrawTiming(r)
 	fi2 := []time.Duration{200 * time.Millisecond, 500 * time.Millisecond, time.Second}[r.IntN(3)]
 	lt2 := max(fi2*2+time.Duration(r.Int64N(int64(fi2*4)))+time.Millisecond, lt*2)
-	return poolSimParams{
-		mixed:      r.IntN(3) == 0,
-		fi2:        fi2,
-		lt2:        lt2,
-		workers:    2 + r.IntN(4),
-		shards:     100 + r.IntN(31),
-		fi:         fi,
-		lt:         lt,
-		faultsFor:  15 * time.Second,
-		calmFor:    3*max(lt, lt2) + 4*max(fi, fi2) + 2*time.Second,
-		errRate:    r.Float64() * 0.1,
-		lostRate:   r.Float64() * 0.05,
-		hangRate:   r.Float64() * 0.02,
-		latency:    time.Duration(r.Int64N(int64(fi/4))) * time.Duration(r.IntN(2)), // none in half the worlds
-		spike:      lt + time.Duration(r.Int64N(int64(lt))),
+	p := poolSimParams{
+		mixed:     r.IntN(3) == 0,
+		fi2:       fi2,
+		lt2:       lt2,
+		workers:   2 + r.IntN(4),
+		shards:    100 + r.IntN(31),
+		fi:        fi,
+		lt:        lt,
+		faultsFor: 15 * time.Second,
+		calmFor:   3*max(lt, lt2) + 4*max(fi, fi2) + 2*time.Second,
+		faults: simworld.Faults{
+			ErrRate:   r.Float64() * 0.1,
+			LostRate:  r.Float64() * 0.05,
+			HangRate:  r.Float64() * 0.02,
+			Latency:   time.Duration(r.Int64N(int64(fi/4))) * time.Duration(r.IntN(2)), // none in half the worlds
+			Spike:     lt + time.Duration(r.Int64N(int64(lt))),
+			SpikeRate: 0.005,
+		},
 		partitions: r.IntN(5),
 		crashes:    r.IntN(4),
 		pauses:     r.IntN(3),
@@ -166,286 +134,17 @@ func drawPoolSimParams(r *rand.Rand) poolSimParams {
 		delMembers:  r.IntN(3),
 		restores:    r.IntN(4),
 		noList:      r.IntN(4) == 0,
-		listLag:     (lt + time.Duration(r.Int64N(int64(2*lt2)))) * time.Duration(r.IntN(2)),
 	}
-}
-
-// simStore is one worker incarnation's view of the shared store, with
-// faults. A call sent before its caller gave up may still land.
-type simStore struct {
-	mem    store.Store
-	hist   *history
-	lists  *listLog
-	p      *poolSimParams
-	counts *tally
-
-	mu          sync.Mutex
-	r           *rand.Rand
-	faulty      bool
-	down        bool      // crashed or partitioned: new calls never arrive
-	crashed     bool      // for good
-	cutNext     bool      // partition right after the next write lands
-	pausedUntil time.Time // the process is stopped: nothing is sent or received before
-}
-
-// history keeps the last writes of every key, for the restores.
-type history struct {
-	mu sync.Mutex
-	m  map[string][][]byte
-}
-
-func (h *history) add(key string, data []byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	v := append(h.m[key], data)
-	if len(v) > 4 {
-		v = v[1:]
-	}
-	h.m[key] = v
-}
-
-// older returns a write of key older than its last, or nil.
-func (h *history) older(key string, r *rand.Rand) []byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	v := h.m[key]
-	if len(v) < 2 {
-		return nil
-	}
-	return v[r.IntN(len(v)-1)]
-}
-
-type tally struct {
-	mu sync.Mutex
-	m  map[string]int
-}
-
-func (c *tally) add(k string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.m[k]++
-}
-
-func (s *simStore) roll() (fail, lost, hang bool, before, after time.Duration, down bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.down {
-		return false, false, false, 0, 0, true
-	}
-	if !s.faulty {
-		return
-	}
-	fail = s.r.Float64() < s.p.errRate
-	lost = s.r.Float64() < s.p.lostRate
-	hang = s.r.Float64() < s.p.hangRate
-	if s.p.latency > 0 {
-		before = time.Duration(s.r.Int64N(int64(s.p.latency)))
-		after = time.Duration(s.r.Int64N(int64(s.p.latency)))
-	}
-	if s.r.Float64() < 0.005 {
-		before += s.p.spike
-		s.counts.add("latency spike")
-	}
-	return
-}
-
-// resume waits while the process is paused.
-func (s *simStore) resume() {
-	for {
-		s.mu.Lock()
-		d := time.Until(s.pausedUntil)
-		s.mu.Unlock()
-		if d <= 0 {
-			return
-		}
-		time.Sleep(d)
-	}
-}
-
-func call[T any](ctx context.Context, s *simStore, op func() (T, error)) (T, error) {
-	var zero T
-	s.resume()
-	fail, lost, hang, before, after, down := s.roll()
-	if down || hang {
-		<-ctx.Done()
-		return zero, ctx.Err()
-	}
-	if fail {
-		return zero, errInjected
-	}
-	if before == 0 && after == 0 && !lost {
-		v, err := op() // at once: the common case, without a goroutine
-		s.resume()
-		return v, err
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		time.Sleep(before)
-		v, err := op()
-		time.Sleep(after)
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		s.resume() // a paused process reads the reply when it runs again
-		if lost {
-			return zero, fmt.Errorf("reply lost: %w", errInjected)
-		}
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, ctx.Err()
-	}
-}
-
-func (s *simStore) Get(ctx context.Context, key string) ([]byte, string, error) {
-	type got struct {
-		data []byte
-		etag string
-	}
-	g, err := call(ctx, s, func() (got, error) {
-		d, e, err := s.mem.Get(context.Background(), key)
-		return got{d, e}, err
-	})
-	return g.data, g.etag, err
-}
-
-func (s *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	return call(ctx, s, func() (string, error) {
-		tag, err := s.mem.PutIfMatch(context.Background(), key, data, etag)
-		if err == nil {
-			s.hist.add(key, data)
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err == nil && s.cutNext {
-			s.cutNext, s.down = false, true
-		}
-		return tag, err
-	})
-}
-
-// List lists the keys under prefix. While the faults last, with a lag in
-// the world, each key is shown as an earlier listing (of any worker) found
-// it, or left out when that listing did not have it: a store whose
-// listings lag behind its writes.
-func (s *simStore) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	return call(ctx, s, func() ([]store.Entry, error) {
-		now, err := s.mem.(store.Lister).List(context.Background(), prefix)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		lag := s.faulty && s.p.listLag > 0
-		var pick, mix uint64
-		if lag {
-			pick, mix = s.r.Uint64(), s.r.Uint64()
-		}
-		s.mu.Unlock()
-		old := s.lists.add(prefix, now, s.p.listLag, pick)
-		if !lag {
-			return now, nil
-		}
-		var out []store.Entry
-		r := rand.New(rand.NewPCG(mix, 11))
-		for _, e := range now {
-			tag, frozen := s.lists.frozen(e, r, s.p.listLag)
-			if frozen {
-				s.counts.add("stale listing")
-			}
-			switch {
-			case frozen:
-				out = append(out, store.Entry{Key: e.Key, ETag: tag})
-			case r.IntN(2) == 0 || old == nil:
-				out = append(out, e)
-			default:
-				if tag, ok := old[e.Key]; ok {
-					out = append(out, store.Entry{Key: e.Key, ETag: tag})
-				}
-			}
-		}
-		return out, nil
-	})
-}
-
-// listLog keeps the world's recent listings, for the lagging ones, and
-// the keys whose listed ETag is stuck.
-type listLog struct {
-	mu    sync.Mutex
-	snaps []listSnap
-	stuck map[string]stuckTag
-}
-
-type stuckTag struct {
-	etag  string
-	until time.Time
-}
-
-// frozen returns the ETag key e is stuck at in the listings, if it is, and
-// sometimes (one listing in 10) sticks it at its current ETag for up to
-// lag: a listing that goes on showing a write long after the object has
-// changed.
-func (l *listLog) frozen(e store.Entry, r *rand.Rand, lag time.Duration) (string, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	if st, ok := l.stuck[e.Key]; ok && now.Before(st.until) {
-		return st.etag, true
-	}
-	if r.IntN(10) == 0 {
-		if l.stuck == nil {
-			l.stuck = map[string]stuckTag{}
-		}
-		l.stuck[e.Key] = stuckTag{etag: e.ETag, until: now.Add(time.Duration(r.Int64N(int64(lag))))}
-	}
-	return "", false
-}
-
-type listSnap struct {
-	at     time.Time
-	prefix string
-	tags   map[string]string
-}
-
-// add records a listing taken now, and returns an earlier one of the same
-// prefix taken within lag, drawn by pick (nil if none).
-func (l *listLog) add(prefix string, entries []store.Entry, lag time.Duration, pick uint64) map[string]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := time.Now()
-	var cands []map[string]string
-	for _, sn := range l.snaps {
-		if sn.prefix == prefix && !sn.at.Before(now.Add(-lag)) {
-			cands = append(cands, sn.tags)
-		}
-	}
-	tags := make(map[string]string, len(entries))
-	for _, e := range entries {
-		tags[e.Key] = e.ETag
-	}
-	l.snaps = append(l.snaps, listSnap{at: now, prefix: prefix, tags: tags})
-	if len(l.snaps) > 64 {
-		l.snaps = l.snaps[1:]
-	}
-	if len(cands) == 0 {
-		return nil
-	}
-	return cands[pick%uint64(len(cands))]
-}
-
-// simEvent is something the simulation does at a time after its start.
-type simEvent struct {
-	at time.Duration
-	fn func()
+	p.faults.ListLag = (lt + time.Duration(r.Int64N(int64(2*lt2)))) * time.Duration(r.IntN(2))
+	return p
 }
 
 // operatorEvents returns the deletions and restores an operator makes of
 // the pool's objects, at times drawn by at. Each runs while every worker
 // is blocked (synctest.Wait), so that what it checks holds while it acts.
-// Session objects and the member list are deleted at any time. A shard
+// Session objects and the member list are deleted at any time, and the
+// member list restored to an older version (in worlds that delete no
+// shard record: an older list forgets workers, as a deleted one does). A shard
 // record is deleted, or restored to an older version, only while its
 // owner's session object lists the shard at the record's term, and a
 // session object is deleted, or restored to an older version, only while
@@ -455,8 +154,10 @@ type simEvent struct {
 // limit the package doc states); the terms of a
 // shard are then never known only to an object that is gone, the limit
 // the package doc states.
-func operatorEvents(r *rand.Rand, p *poolSimParams, mem *memstore.Store, hist *history, counts *tally, shards []string, at func() time.Duration,
-	running func(worker string) bool) []simEvent {
+// The member list's restores are drawn from x, the other events from r.
+func operatorEvents(r, x *rand.Rand, p *poolSimParams, w *simworld.World, shards []string, at func(*rand.Rand) time.Duration,
+	running func(worker string) bool) simworld.Schedule {
+	mem, counts := w.Mem, w.Counts
 	get := func(key string) []byte {
 		d, _, err := mem.Get(context.Background(), key)
 		if err != nil {
@@ -501,76 +202,80 @@ func operatorEvents(r *rand.Rand, p *poolSimParams, mem *memstore.Store, hist *h
 		}
 		return "sim/sessions/" + ms.Workers[seed%uint64(len(ms.Workers))] + ".json"
 	}
-	var evs []simEvent
+	var evs simworld.Schedule
 	for range p.delSessions {
 		pick := r.Uint64()
-		evs = append(evs, simEvent{at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			if key := sessionKey(pick); key != "" && (*simAnyOp || termsKept(get(key))) {
 				mem.Delete(key)
-				counts.add("session deleted")
-				dbgf("delete %s", key)
+				counts.Add("session deleted")
+				simworld.Debugf("delete %s", key)
 			}
-		}})
+		})
 	}
 	for range p.delMembers {
-		evs = append(evs, simEvent{at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			mem.Delete("sim/members.json")
-			counts.add("member list deleted")
-			dbgf("delete members")
-		}})
+			counts.Add("member list deleted")
+			simworld.Debugf("delete members")
+		})
 	}
 	for range p.delShards {
 		shard := shards[r.IntN(len(shards))]
-		evs = append(evs, simEvent{at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			if *simAnyOp || listed(shard) {
-				dbgf("delete %s: %s", shard, get("sim/shards/"+shard+".json"))
+				simworld.Debugf("delete %s: %s", shard, get("sim/shards/"+shard+".json"))
 				mem.Delete("sim/shards/" + shard + ".json")
-				counts.add("shard record deleted")
+				counts.Add("shard record deleted")
 			}
-		}})
+		})
 	}
 	for range p.restores {
 		pick, shard, session := r.Uint64(), shards[r.IntN(len(shards))], r.IntN(2) == 0
 		// A restored shard record is a deletion too: not in a world that
 		// deletes the member list (seed 48669 repeated a term so).
-		session = session || p.delMembers > 0 && !*simAnyOp
+		session = session || (p.delMembers > 0 || p.memberRestores > 0) && !*simAnyOp
 		rr := rand.New(rand.NewPCG(pick, 7))
-		evs = append(evs, simEvent{at(), func() {
+		evs.Add(at(r), func() {
 			synctest.Wait()
 			if session {
 				key := sessionKey(pick)
 				worker := strings.TrimSuffix(strings.TrimPrefix(key, "sim/sessions/"), ".json")
-				if old := hist.older(key, rr); key != "" && old != nil && !running(worker) && (*simAnyOp || termsKept(get(key)) && termsKept(old)) {
-					dbgf("restore %s: %s", key, old)
+				if old := w.History.Older(key, rr); key != "" && old != nil && !running(worker) && (*simAnyOp || termsKept(get(key)) && termsKept(old)) {
+					simworld.Debugf("restore %s: %s", key, old)
 					mem.Set(key, old)
-					counts.add("session restored")
+					counts.Add("session restored")
 				}
 				return
 			}
 			key := "sim/shards/" + shard + ".json"
-			if old := hist.older(key, rr); old != nil && (*simAnyOp || listed(shard)) {
-				dbgf("restore %s: %s over %s", key, old, get(key))
+			if old := w.History.Older(key, rr); old != nil && (*simAnyOp || listed(shard)) {
+				simworld.Debugf("restore %s: %s over %s", key, old, get(key))
 				mem.Set(key, old)
-				counts.add("shard record restored")
+				counts.Add("shard record restored")
 			}
-		}})
+		})
+	}
+	for range p.memberRestores {
+		rr := rand.New(rand.NewPCG(x.Uint64(), 7))
+		evs.Add(at(x), func() {
+			synctest.Wait()
+			if old := w.History.Older("sim/members.json", rr); old != nil {
+				simworld.Debugf("restore members: %s over %s", old, get("sim/members.json"))
+				mem.Set("sim/members.json", old)
+				counts.Add("member list restored")
+			}
+		})
 	}
 	return evs
 }
 
-// tenure is one leadership of a shard as the checker sees it.
-type tenure struct {
-	worker     string
-	term       uint64
-	start, end time.Time // end is zero while live
-}
-
 type simWorker struct {
 	id     string
-	st     *simStore
+	st     *simworld.Store
 	p      *Pool
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -578,23 +283,27 @@ type simWorker struct {
 
 func simulatePool(t *testing.T, seed int64) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5ade))
-	p := newPoolSimParams(r)
-	mem := memstore.New()
-	hist := &history{m: map[string][][]byte{}}
-	lists := &listLog{}
-	counts := &tally{m: map[string]int{}}
+	x := rand.New(rand.NewPCG(uint64(seed), 0x7011)) // what later versions added, so that r's worlds stay
+	p := newPoolSimParams(r, x)
+	world := simworld.NewWorld(p.faults)
+	counts := world.Counts
+	if p.iiTimes > 1 {
+		counts.Add("world with an InfrequentInterval")
+	}
 	var shards []string
 	for i := range p.shards {
 		shards = append(shards, fmt.Sprintf("s%03d", i))
 	}
 	var (
+		ledger  simworld.Ledger // every shard's leaderships
 		mu      sync.Mutex
-		tenures = map[string][]*tenure{}
 		runErrs []string // Run's errors: every worker has an ID of its own
 		wmu     sync.Mutex
 		workers = map[string]*simWorker{}
 		all     []*simWorker
 		nextID  = p.workers
+		rolled  = map[string]bool{} // the worker's next incarnations take the other configuration
+		rollOn  bool                // the roll has begun: joiners take the other configuration
 	)
 	t0 := time.Now()
 	faultsEnd := t0.Add(p.faultsFor)
@@ -602,10 +311,14 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 
 	start := func(id string, incarnation int) *simWorker {
 		wr := rand.New(rand.NewPCG(uint64(seed), uint64(len(id)*7919+incarnation*104729+int(id[1]))))
-		st := &simStore{mem: mem, hist: hist, lists: lists, p: &p, r: wr, faulty: faulty(), counts: counts}
+		st := world.NewStore(wr, faulty())
 		w := &simWorker{id: id, st: st, done: make(chan struct{})}
 		fi, lt := p.fi, p.lt
-		if p.mixed && wr.IntN(2) == 0 {
+		second := p.mixed && wr.IntN(2) == 0
+		if p.rolling {
+			second = rolled[id] != p.rollBack
+		}
+		if second {
 			fi, lt = p.fi2, p.lt2
 		}
 		var ps store.Store = st
@@ -613,25 +326,39 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			ps = unlisted{st}
 		}
 		pl, err := New(Config{Store: ps, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
-			FrequentInterval: fi, LeaderTimeout: lt,
+			FrequentInterval: fi, LeaderTimeout: lt, InfrequentInterval: fi * time.Duration(p.iiTimes),
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
-				tn := &tenure{worker: id, term: l.Term(), start: time.Now()}
-				mu.Lock()
-				tenures[shard] = append(tenures[shard], tn)
-				mu.Unlock()
-				<-ctx.Done()
-				mu.Lock()
-				if tn.end.IsZero() {
-					tn.end = time.Now()
+				tn := ledger.Start(shard, id, l.Term())
+				// The leadership ends with its context, whatever Work does
+				// then (a Resign inside Work returns once the release is
+				// written, and another worker may lead the shard before).
+				context.AfterFunc(ctx, func() { ledger.End(tn) })
+				if p.resigns {
+					// Some Work calls Resign, while the faults last, and
+					// half of them call it again as they return (the usual
+					// defer): it returns at every moment.
+					kr := rand.New(rand.NewPCG(uint64(seed), uint64(incarnation)<<48^uint64(id[1])<<40^uint64(len(shard))<<32^l.Term()<<8^uint64(shard[len(shard)-1])))
+					if kr.IntN(10) == 0 && faulty() {
+						if kr.IntN(2) == 0 {
+							defer l.Resign(context.Background())
+						}
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Duration(kr.Int64N(int64(2 * lt)))):
+							counts.Add("resigned inside Work")
+							l.Resign(context.Background())
+						}
+					}
 				}
-				mu.Unlock()
+				<-ctx.Done()
+				ledger.End(tn)
 			}})
 		if err != nil {
 			t.Fatalf("seed %d: New() = %v", seed, err)
 		}
 		// Each incarnation's clock runs at its own rate within 5%, a third
 		// of them at either bound, where the margin matters most.
-		pl.clock.Rate = []float64{0.95, 1.05, 0.95 + 0.1*wr.Float64()}[wr.IntN(3)]
+		pl.clock.Rate = simworld.ClockRate(wr, true)
 		w.p = pl
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel
@@ -657,19 +384,8 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	// kill stops w abruptly: its leaderships end now as far as the world
 	// is concerned, and it never reaches the store again.
 	kill := func(w *simWorker) {
-		w.st.mu.Lock()
-		w.st.down, w.st.crashed = true, true
-		w.st.mu.Unlock()
-		mu.Lock()
-		now := time.Now()
-		for _, ts := range tenures {
-			for _, tn := range ts {
-				if tn.worker == w.id && tn.end.IsZero() {
-					tn.end = now
-				}
-			}
-		}
-		mu.Unlock()
+		w.st.Crash()
+		ledger.Kill(w.id)
 		w.cancel() // reaps its goroutines; its calls go nowhere
 	}
 	pick := func() *simWorker {
@@ -688,74 +404,67 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		return workers[ids[r.IntN(len(ids))]]
 	}
 
-	var events []simEvent
-	at := func() time.Duration { return time.Duration(r.Int64N(int64(p.faultsFor - 3*time.Second))) }
+	var events simworld.Schedule
+	atBy := func(g *rand.Rand) time.Duration { return time.Duration(g.Int64N(int64(p.faultsFor - 3*time.Second))) }
+	at := func() time.Duration { return atBy(r) }
 	for range p.partitions {
 		when, d, afterWrite := at(), time.Duration(r.Int64N(int64(3*p.lt))), r.IntN(3) > 0
 		var cut *simWorker
-		events = append(events, simEvent{when, func() {
+		events.Add(when, func() {
 			if cut = pick(); cut == nil {
 				return
 			}
-			counts.add("partition")
-			cut.st.mu.Lock()
-			if afterWrite {
-				cut.st.cutNext = true
-			} else {
-				cut.st.down = true
-			}
-			cut.st.mu.Unlock()
-		}}, simEvent{when + d, func() {
+			counts.Add("partition")
+			cut.st.Partition(afterWrite)
+		})
+		events.Add(when+d, func() {
 			if cut != nil {
-				cut.st.mu.Lock()
-				cut.st.down, cut.st.cutNext = cut.st.crashed, false
-				cut.st.mu.Unlock()
+				cut.st.Heal()
 			}
-		}})
+		})
 	}
 	for range p.crashes {
 		when, d := at(), time.Duration(r.Int64N(int64(10*time.Second)))
-		events = append(events, simEvent{when, func() {
+		events.Add(when, func() {
 			w := pick()
 			if w == nil {
 				return
 			}
-			counts.add("kill")
+			counts.Add("kill")
 			kill(w)
 			time.AfterFunc(d, func() {
 				wmu.Lock()
 				defer wmu.Unlock()
 				if workers[w.id] == w {
-					counts.add("restart")
+					counts.Add("restart")
 					incarnations[w.id]++
 					workers[w.id] = start(w.id, incarnations[w.id])
 				}
 			})
-		}})
+		})
 	}
 	for range p.pauses {
 		when, d := at(), p.lt/2+time.Duration(r.Int64N(int64(2*p.lt)))
-		events = append(events, simEvent{when, func() {
+		events.Add(when, func() {
 			if w := pick(); w != nil {
-				counts.add("pause")
-				w.st.mu.Lock()
-				w.st.pausedUntil = time.Now().Add(d)
-				w.st.mu.Unlock()
+				counts.Add("pause")
+				w.st.Pause(d)
 			}
-		}})
+		})
 	}
 	for range p.joins {
-		events = append(events, simEvent{at(), func() {
+		events.Add(at(), func() {
 			wmu.Lock()
 			defer wmu.Unlock()
-			counts.add("join")
+			counts.Add("join")
 			id := fmt.Sprintf("w%d", nextID)
 			nextID++
+			rolled[id] = rollOn
 			workers[id] = start(id, 0)
-		}})
+		})
 	}
 	for range p.leaves {
-		events = append(events, simEvent{at(), func() {
+		events.Add(at(), func() {
 			w := pick()
 			wmu.Lock()
 			if w == nil || len(workers) < 2 {
@@ -764,9 +473,9 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			}
 			delete(workers, w.id)
 			wmu.Unlock()
-			counts.add("leave")
+			counts.Add("leave")
 			w.cancel()
-		}})
+		})
 	}
 	running := func(id string) bool {
 		wmu.Lock()
@@ -775,62 +484,98 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		if w == nil {
 			return false
 		}
-		w.st.mu.Lock()
-		defer w.st.mu.Unlock()
-		return !w.st.crashed
+		return !w.st.Crashed()
 	}
-	events = append(events, operatorEvents(r, &p, mem, hist, counts, shards, at, running)...)
-	slices.SortStableFunc(events, func(a, b simEvent) int { return int(a.at - b.at) })
-	for _, ev := range events {
-		time.Sleep(t0.Add(ev.at).Sub(time.Now()))
-		ev.fn()
+	events = append(events, operatorEvents(r, x, &p, world, shards, atBy, running)...)
+	rollDone := make(chan struct{})
+	if !p.rolling {
+		close(rollDone)
+	} else {
+		// A rolling restart onto the other configuration: one worker after
+		// another is stopped (Run's context ended and Run returned, or
+		// killed) and started again a little later.
+		roll := func(id string, graceful bool, d time.Duration) {
+			wmu.Lock()
+			w := workers[id]
+			rolled[id] = true
+			wmu.Unlock()
+			if w == nil {
+				return // it left
+			}
+			counts.Add("rolled")
+			if graceful {
+				w.cancel()
+				<-w.done // the process exits before its successor starts
+			} else {
+				kill(w)
+			}
+			time.Sleep(d)
+			wmu.Lock()
+			defer wmu.Unlock()
+			if workers[id] == w {
+				incarnations[id]++
+				workers[id] = start(id, incarnations[id])
+			}
+		}
+		events.Add(time.Duration(x.Int64N(int64(p.faultsFor/4))), func() {
+			wmu.Lock()
+			rollOn = true
+			ids := slices.Sorted(maps.Keys(workers))
+			wmu.Unlock()
+			step := p.faultsFor / time.Duration(2*len(ids))
+			go func() {
+				defer close(rollDone)
+				for _, i := range x.Perm(len(ids)) {
+					time.Sleep(time.Duration(x.Int64N(int64(step))))
+					roll(ids[i], x.IntN(2) == 0, time.Duration(x.Int64N(int64(2*time.Second))))
+				}
+			}()
+		})
 	}
+	events.Run(t0)
 	time.Sleep(faultsEnd.Sub(time.Now()))
 
 	// Faults stop: heal partitions, restart the killed, end random faults.
 	wmu.Lock()
 	for id, w := range workers {
-		w.st.mu.Lock()
-		crashed := w.st.crashed
-		w.st.down, w.st.faulty, w.st.cutNext = crashed, false, false
-		w.st.mu.Unlock()
-		if crashed {
+		if w.st.Calm() {
 			incarnations[id]++
 			workers[id] = start(id, incarnations[id])
 		}
 	}
 	wmu.Unlock()
 	time.Sleep(p.calmFor)
+	select {
+	case <-rollDone:
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("seed %d: the rolling restart did not end: a stopped worker's Run never returned", seed)
+	}
 	synctest.Wait()
 
-	mu.Lock()
-	snap := map[string][]tenure{}
-	for s, ts := range tenures {
-		for _, tn := range ts {
-			snap[s] = append(snap[s], *tn)
-		}
-	}
-	mu.Unlock()
-	// With SIMDEBUG set, a failed check prints the objects and the
-	// workers' figures as they stood when the faults had long stopped.
-	if err := checkTenures(shards, snap); err != nil && os.Getenv("SIMDEBUG") != "" {
+	snap := ledger.Snapshot()
+	// With S3LECT_SIM_DEBUG (or SIMDEBUG) set, a failed check prints the
+	// objects and the workers' figures as they stood when the faults had
+	// long stopped.
+	if err := checkTenures(shards, snap); err != nil && simworld.Debug {
+		wmu.Lock()
 		keys := []string{"sim/members.json"}
 		for id := range workers {
 			keys = append(keys, "sim/sessions/"+id+".json")
 		}
 		for _, key := range keys {
-			d, _, _ := mem.Get(context.Background(), key)
+			d, _, _ := world.Mem.Get(context.Background(), key)
 			fmt.Printf("%s: %s\n", key, d)
 		}
 		for _, s := range shards {
-			if ts := snap[s]; len(ts) == 0 || !ts[len(ts)-1].end.IsZero() {
-				d, _, _ := mem.Get(context.Background(), "sim/shards/"+s+".json")
+			if ts := snap[s]; len(ts) == 0 || !ts[len(ts)-1].End.IsZero() {
+				d, _, _ := world.Mem.Get(context.Background(), "sim/shards/"+s+".json")
 				fmt.Printf("unled %s: %s\n", s, d)
 			}
 		}
 		for id, w := range workers {
 			fmt.Printf("%s leads %d: %+v\n", id, len(w.p.Leading()), w.p.Stats())
 		}
+		wmu.Unlock()
 	}
 	wmu.Lock()
 	final := slices.Clone(all)
@@ -848,38 +593,27 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	if err := checkTenures(shards, snap); err != nil {
 		t.Errorf("seed %d: %v\nparams %+v\nreplay with -run 'TestShardSimulation' -sim.seed=%d", seed, err, p, seed)
 	}
-	return counts.m
+	return counts.Counts()
 }
 
 // checkTenures reports a shard with two overlapping leaderships, a term
 // that does not exceed the one before it, or no live leader at the end.
-func checkTenures(shards []string, tenures map[string][]tenure) error {
+func checkTenures(shards []string, tenures map[string][]simworld.Tenure) error {
 	for _, s := range shards {
 		ts := tenures[s]
-		slices.SortFunc(ts, func(a, b tenure) int { return a.start.Compare(b.start) })
-		for i := 1; i < len(ts); i++ {
+		if i := simworld.Overlap(ts); i > 0 {
 			prev, cur := ts[i-1], ts[i]
-			if prev.end.IsZero() || prev.end.After(cur.start) {
-				return fmt.Errorf("shard %s: %s term %d (from %v) overlaps %s term %d (from %v)", s, prev.worker, prev.term,
-					prev.start.Format("05.000"), cur.worker, cur.term, cur.start.Format("05.000"))
-			}
-			if cur.term <= prev.term && !*simAnyOp {
-				var b strings.Builder
-				for _, tn := range ts {
-					fmt.Fprintf(&b, "\n  %s term %d: %s - %s", tn.worker, tn.term, tn.start.Format("05.000"), tn.end.Format("05.000"))
-				}
-				return fmt.Errorf("shard %s: term %d (%s) after term %d (%s):%s", s, cur.term, cur.worker, prev.term, prev.worker, b.String())
+			return fmt.Errorf("shard %s: %s term %d (from %v) overlaps %s term %d (from %v)", s, prev.Node, prev.Term,
+				prev.Start.Format("05.000"), cur.Node, cur.Term, cur.Start.Format("05.000"))
+		}
+		for i := 1; i < len(ts) && !*simAnyOp; i++ {
+			if prev, cur := ts[i-1], ts[i]; cur.Term <= prev.Term {
+				return fmt.Errorf("shard %s: term %d (%s) after term %d (%s):%s", s, cur.Term, cur.Node, prev.Term, prev.Node, simworld.Format(ts, "05.000"))
 			}
 		}
-		if len(ts) == 0 || !ts[len(ts)-1].end.IsZero() {
+		if len(ts) == 0 || !ts[len(ts)-1].End.IsZero() {
 			return fmt.Errorf("shard %s: no live leader once the faults had stopped for long", s)
 		}
 	}
 	return nil
-}
-
-func dbgf(format string, args ...any) {
-	if os.Getenv("SIMDEBUG") != "" {
-		fmt.Println(time.Now().Format("05.000"), fmt.Sprintf(format, args...))
-	}
 }

@@ -439,15 +439,6 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		// any longer than the claims took.
 		defer p.announce(ctx, id, nil)
 	}
-	if !s.asOf.IsZero() && !s.tickAt.IsZero() {
-		s.notePreLook(p.now().Sub(s.tickAt))
-		s.tickAt = time.Time{} // the tick's first claim only
-	}
-	// A look begun ahead of a session's end waits for it (watch.go,
-	// lookAhead): the reads below are what may clear a takeover.
-	if s.asOf.After(p.now()) && !p.sleep(ctx, s.asOf, nil) {
-		return 0
-	}
 	// Clearance: every other worker's session, read after the records and
 	// the intent, by a member list read after them too.
 	var fresh *membersRecord
@@ -459,6 +450,17 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		}
 	}
 	ws := s.clearanceSet(at, fresh, p.now())
+	if !s.asOf.IsZero() && !s.tickAt.IsZero() {
+		s.notePreLook(p.now().Sub(s.tickAt))
+		s.tickAt = time.Time{} // the tick's first claim only
+	}
+	// A look begun ahead of a session's end waits for it (watch.go,
+	// lookAhead) before the session reads, which are what may clear a
+	// takeover: they are sent at or after the lease's end, and after the
+	// member list read that named them, as every clearing read is.
+	if s.asOf.After(p.now()) && !p.sleep(ctx, s.asOf, nil) {
+		return 0
+	}
 	var sent map[string]time.Time
 	if mutNoReread {
 		sent = map[string]time.Time{}

@@ -145,10 +145,11 @@ func (pp *paced) stop() {
 // FrequentInterval plus twice the renewals' round trip (4d) after the
 // renewal slot (watchOffset); the listing that first shows the victim's
 // last renewal returns 2d later, at p; the takeover rule waits
-// LeaderTimeout from p; the look that claims began ahead of that instant
-// and waited for it (lookAhead) to read the member list and the sessions
-// (2d each), and the claim lands d later. So the claims land exactly
-// FrequentInterval/16 + LeaderTimeout + 11d after the slot of the
+// LeaderTimeout from p; the look that claims began ahead of that
+// instant, read the member list after its intent, and waited for the
+// instant (lookAhead) to read the sessions (2d), and the claim lands d
+// later. So the claims land exactly
+// FrequentInterval/16 + LeaderTimeout + 9d after the slot of the
 // victim's last renewal: not an instant sooner (the rule), and not a tick
 // or a look's reads later.
 func TestCrashTakeoverInstant(t *testing.T) {
@@ -187,7 +188,7 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 	if !slot.Equal(slot.Truncate(testFI)) {
 		t.Fatalf("%s's last renewal was sent at %v, off the renewal slots", victim.id, slot)
 	}
-	want := slot.Add(testFI/16 + lt + 11*d)
+	want := slot.Add(testFI/16 + lt + 9*d)
 	for _, shard := range owned {
 		cs := l.claims[shard]
 		c := cs[len(cs)-1]
@@ -195,7 +196,7 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 		case c.owner == victim.id:
 			t.Errorf("shard %s never taken over after %s was killed", shard, victim.id)
 		case !c.at.Equal(want):
-			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + 11d)",
+			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + 9d)",
 				shard, c.owner, c.at.Sub(slot), victim.id, want.Sub(slot))
 		}
 	}

@@ -286,10 +286,11 @@ func (s *loopState) tick(ctx context.Context) {
 		s.lookAt = s.pending(v, now)
 	}
 	if p.ii > p.fi && s.stable(v, listed, look) {
-		// Settled: the next tick an InfrequentInterval on. A worker that
-		// dies now is found at that tick's listing (its session unchanged),
-		// and watched every FrequentInterval from then on.
-		s.next, s.slow = p.slot(now.Add(p.ii-p.fi/2), p.watchOffset()), true
+		// Settled: the next tick on the next multiple of InfrequentInterval
+		// on the wall clock. A worker that dies now is found at that tick's
+		// listing (its session unchanged) by every survivor at once, and
+		// watched every FrequentInterval from then on.
+		s.next, s.slow = p.slot(p.infrequentSlot(now), p.watchOffset()), true
 		return
 	}
 	s.slow = false

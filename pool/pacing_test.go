@@ -219,6 +219,8 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 //     LeaderTimeout; with 30 s, they land at that next listing, t + 30 s
 //     (past the lease). Either way within InfrequentInterval +
 //     max(InfrequentInterval, LeaderTimeout) of the last renewal;
+//   - the survivors, which list at the same moments (the wall clock's
+//     multiples of InfrequentInterval), claim at one instant;
 //   - the survivors settle again and slow down again; a fourth worker
 //     that joins gets its share within InfrequentInterval + 2 ×
 //     LeaderTimeout.
@@ -292,8 +294,12 @@ func infrequentWatch(t *testing.T, ii time.Duration, phase int) {
 	}
 	l.mu.Lock()
 	last := l.renewals[victim.id][len(l.renewals[victim.id])-1]
+	var instants []time.Time // when the dead worker's shards were claimed
 	for _, shard := range owned {
 		c := l.claims[shard][len(l.claims[shard])-1]
+		if !slices.ContainsFunc(instants, c.at.Equal) {
+			instants = append(instants, c.at)
+		}
 		var first, next time.Time // the claimer's first listing of the last renewal, and the one after it
 		for _, at := range l.lists[c.owner] {
 			if !at.Before(last) {
@@ -318,6 +324,11 @@ func infrequentWatch(t *testing.T, ii time.Duration, phase int) {
 		if c.at.After(last) && c.at.Sub(last) > 0 && shard == owned[0] {
 			t.Logf("killed %v after its last renewal; its shards led again %.2f × LeaderTimeout after the kill", killed.Sub(last), float64(c.at.Sub(killed))/float64(testLT))
 		}
+	}
+	if len(instants) != 1 {
+		// A stable pool's workers tick on the wall clock's multiples of
+		// InfrequentInterval: the survivors find the death at one listing.
+		t.Errorf("%s's shards were claimed at %d different instants %v; want one (the survivors list at the same moments)", victim.id, len(instants), instants)
 	}
 	l.mu.Unlock()
 	steady("settled again", survivors)

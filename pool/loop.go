@@ -286,10 +286,11 @@ func (s *loopState) tick(ctx context.Context) {
 		s.lookAt = s.pending(v, now)
 	}
 	if p.ii > p.fi && s.stable(v, listed, look) {
-		// Settled: the next tick an InfrequentInterval on. A worker that
-		// dies now is found at that tick's listing (its session unchanged),
-		// and watched every FrequentInterval from then on.
-		s.next, s.slow = p.slot(now.Add(p.ii-p.fi/2), p.watchOffset()), true
+		// Settled: the next tick on the next multiple of InfrequentInterval
+		// on the wall clock. A worker that dies now is found at that tick's
+		// listing (its session unchanged) by every survivor at once, and
+		// watched every FrequentInterval from then on.
+		s.next, s.slow = p.slot(p.infrequentSlot(now), p.watchOffset()), true
 		return
 	}
 	s.slow = false
@@ -439,15 +440,6 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		// any longer than the claims took.
 		defer p.announce(ctx, id, nil)
 	}
-	if !s.asOf.IsZero() && !s.tickAt.IsZero() {
-		s.notePreLook(p.now().Sub(s.tickAt))
-		s.tickAt = time.Time{} // the tick's first claim only
-	}
-	// A look begun ahead of a session's end waits for it (watch.go,
-	// lookAhead): the reads below are what may clear a takeover.
-	if s.asOf.After(p.now()) && !p.sleep(ctx, s.asOf, nil) {
-		return 0
-	}
 	// Clearance: every other worker's session, read after the records and
 	// the intent, by a member list read after them too.
 	var fresh *membersRecord
@@ -459,6 +451,17 @@ func (s *loopState) claim(ctx context.Context, want []string, limit int, id stri
 		}
 	}
 	ws := s.clearanceSet(at, fresh, p.now())
+	if !s.asOf.IsZero() && !s.tickAt.IsZero() {
+		s.notePreLook(p.now().Sub(s.tickAt))
+		s.tickAt = time.Time{} // the tick's first claim only
+	}
+	// A look begun ahead of a session's end waits for it (watch.go,
+	// lookAhead) before the session reads, which are what may clear a
+	// takeover: they are sent at or after the lease's end, and after the
+	// member list read that named them, as every clearing read is.
+	if s.asOf.After(p.now()) && !p.sleep(ctx, s.asOf, nil) {
+		return 0
+	}
 	var sent map[string]time.Time
 	if mutNoReread {
 		sent = map[string]time.Time{}

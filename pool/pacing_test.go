@@ -145,10 +145,11 @@ func (pp *paced) stop() {
 // FrequentInterval plus twice the renewals' round trip (4d) after the
 // renewal slot (watchOffset); the listing that first shows the victim's
 // last renewal returns 2d later, at p; the takeover rule waits
-// LeaderTimeout from p; the look that claims began ahead of that instant
-// and waited for it (lookAhead) to read the member list and the sessions
-// (2d each), and the claim lands d later. So the claims land exactly
-// FrequentInterval/16 + LeaderTimeout + 11d after the slot of the
+// LeaderTimeout from p; the look that claims began ahead of that
+// instant, read the member list after its intent, and waited for the
+// instant (lookAhead) to read the sessions (2d), and the claim lands d
+// later. So the claims land exactly
+// FrequentInterval/16 + LeaderTimeout + 9d after the slot of the
 // victim's last renewal: not an instant sooner (the rule), and not a tick
 // or a look's reads later.
 func TestCrashTakeoverInstant(t *testing.T) {
@@ -187,7 +188,7 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 	if !slot.Equal(slot.Truncate(testFI)) {
 		t.Fatalf("%s's last renewal was sent at %v, off the renewal slots", victim.id, slot)
 	}
-	want := slot.Add(testFI/16 + lt + 11*d)
+	want := slot.Add(testFI/16 + lt + 9*d)
 	for _, shard := range owned {
 		cs := l.claims[shard]
 		c := cs[len(cs)-1]
@@ -195,7 +196,7 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 		case c.owner == victim.id:
 			t.Errorf("shard %s never taken over after %s was killed", shard, victim.id)
 		case !c.at.Equal(want):
-			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + 11d)",
+			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + 9d)",
 				shard, c.owner, c.at.Sub(slot), victim.id, want.Sub(slot))
 		}
 	}
@@ -218,6 +219,8 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 //     LeaderTimeout; with 30 s, they land at that next listing, t + 30 s
 //     (past the lease). Either way within InfrequentInterval +
 //     max(InfrequentInterval, LeaderTimeout) of the last renewal;
+//   - the survivors, which list at the same moments (the wall clock's
+//     multiples of InfrequentInterval), claim at one instant;
 //   - the survivors settle again and slow down again; a fourth worker
 //     that joins gets its share within InfrequentInterval + 2 ×
 //     LeaderTimeout.
@@ -291,8 +294,12 @@ func infrequentWatch(t *testing.T, ii time.Duration, phase int) {
 	}
 	l.mu.Lock()
 	last := l.renewals[victim.id][len(l.renewals[victim.id])-1]
+	var instants []time.Time // when the dead worker's shards were claimed
 	for _, shard := range owned {
 		c := l.claims[shard][len(l.claims[shard])-1]
+		if !slices.ContainsFunc(instants, c.at.Equal) {
+			instants = append(instants, c.at)
+		}
 		var first, next time.Time // the claimer's first listing of the last renewal, and the one after it
 		for _, at := range l.lists[c.owner] {
 			if !at.Before(last) {
@@ -317,6 +324,11 @@ func infrequentWatch(t *testing.T, ii time.Duration, phase int) {
 		if c.at.After(last) && c.at.Sub(last) > 0 && shard == owned[0] {
 			t.Logf("killed %v after its last renewal; its shards led again %.2f × LeaderTimeout after the kill", killed.Sub(last), float64(c.at.Sub(killed))/float64(testLT))
 		}
+	}
+	if len(instants) != 1 {
+		// A stable pool's workers tick on the wall clock's multiples of
+		// InfrequentInterval: the survivors find the death at one listing.
+		t.Errorf("%s's shards were claimed at %d different instants %v; want one (the survivors list at the same moments)", victim.id, len(instants), instants)
 	}
 	l.mu.Unlock()
 	steady("settled again", survivors)

@@ -193,7 +193,10 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	if measure == nil {
 		time.Sleep(2 * lt)
 	}
-	time.Sleep(time.Duration(rand.Int64N(int64(fi))))
+	// At a random point of the watch's cycle: the renewals', or a stable
+	// pool's InfrequentInterval (its ticks fall on the wall clock's
+	// multiples of it, and the spread is often reached at one of them).
+	time.Sleep(time.Duration(rand.Int64N(int64(max(fi, ii)))))
 	victim := ws[rand.IntN(len(ws))]
 	var orphans []string
 	for s, w := range ref.owners() {

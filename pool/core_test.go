@@ -679,6 +679,21 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name: "Claims and takeovers/a term a session lists is kept whole, above 32 bits too",
+		check: func(t *testing.T, c *core) {
+			c.readAt("w2", ses("w2", "S2", 1, leads("s0", 1<<40), endedTerm("s1", 7)), 0)
+			if got := c.listedTerm("s0", []string{"w2"}); got != 1<<40 {
+				t.Errorf("listedTerm(s0) = %d; want %d", got, uint64(1)<<40)
+			}
+			if got := c.listedTerm("s1", []string{"w2"}); got != 7 {
+				t.Errorf("listedTerm(s1) = %d; want 7", got)
+			}
+			if got := c.listedTerm("s2", []string{"w2"}); got != 0 {
+				t.Errorf("listedTerm(s2) = %d; want 0", got)
+			}
+		},
+	},
+	{
 		name: "The watch/a changed member list makes a look due",
 		check: func(t *testing.T, c *core) {
 			c.membersRead(*members("w1", "w2"), "e1", at(0))

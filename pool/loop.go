@@ -539,8 +539,11 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	p := s.p
 	sum := sha256.Sum256(a.out)
 	ld := p.sess.tie(a.shard, id, p.now, func(deadline time.Time) *lead {
-		l, c := p.leads(ctx, a.term, deadline)
-		return &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sum, etag: a.tag}
+		ld := &lead{shard: a.shard, term: a.term, session: id, sum: sum, etag: a.tag}
+		// Its end reaches the loop as an event, which the loop takes in
+		// after this tick, once ld is among its leaderships (won).
+		ld.l, ld.c = p.leads(ctx, a.term, deadline, func() { p.queue.post(event{ended: ld}) })
+		return ld
 	})
 	if ld == nil {
 		p.log.Info("claimed a shard for a session that has ended; releasing it", "shard", a.shard)
@@ -551,7 +554,6 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
 	p.stats.claims.Add(1)
 	p.sess.renewSoon()
-	context.AfterFunc(ld.l.Context(), func() { p.queue.post(event{ended: ld}) })
 	p.works.Add(1)
 	go func() {
 		defer p.works.Done()

@@ -85,7 +85,7 @@ type core struct {
 	// attempt failed after one may have landed), or that landed for a
 	// session already over: records that may name a session of its own at a
 	// term it does not lead. See stray.
-	strays map[string]stray
+	strays map[string][]stray
 
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
@@ -1040,9 +1040,11 @@ func (c *core) stray(shard, session string, term uint64) {
 		return
 	}
 	if c.strays == nil {
-		c.strays = map[string]stray{}
+		c.strays = map[string][]stray{}
 	}
-	c.strays[shard] = stray{session, term}
+	// Every stray of the shard is kept: the record may name any of them
+	// (a later claim that never landed does not undo an earlier that did).
+	c.strays[shard] = append(c.strays[shard], stray{session, term})
 }
 
 // strayList returns the strays to settle, sorted, forgetting those this
@@ -1058,20 +1060,23 @@ func (c *core) strayList() []string {
 }
 
 // strayRead takes in a stray's record as read (err: the read failed) and
-// returns the release to write over it, If-Match, when it still names
-// the stray claim exactly (the session and the term), stamped with the
-// wall clock wall; or done when there is nothing to release (it never
-// landed, or was overwritten). Neither: try again at the next tick.
+// returns the release to write over it, If-Match, when it names this
+// worker as owner with the session of one of the shard's strays (at
+// whatever term: this worker does not lead the shard, strayList, so no
+// claim of that session there is a leadership), stamped with the wall
+// clock wall; or done when there is nothing to release (none landed, or
+// it was overwritten). Neither: try again at the next tick.
 func (c *core) strayRead(shard string, data []byte, etag string, err error, wall time.Time) (release []byte, done bool) {
-	st, ok := c.strays[shard]
+	sts, ok := c.strays[shard]
 	if !ok || err != nil {
 		return nil, false
 	}
 	rec, perr := parseShard(data)
-	if etag == "" || perr != nil || rec.Owner != c.cp.id || rec.Session != st.session || rec.Term != st.term {
+	if etag == "" || perr != nil || rec.Owner != c.cp.id ||
+		!slices.ContainsFunc(sts, func(st stray) bool { return st.session == rec.Session }) {
 		return nil, true
 	}
-	return encode(shardRecord{Pool: formatVersion, Shard: shard, Session: st.session, Term: st.term, TTL: ttlMillis(c.cp.lt), LastUpdated: wall}), false
+	return encode(shardRecord{Pool: formatVersion, Shard: shard, Session: rec.Session, Term: rec.Term, TTL: ttlMillis(c.cp.lt), LastUpdated: wall}), false
 }
 
 // straySettled forgets a stray released, or never this worker's: the
@@ -1079,7 +1084,10 @@ func (c *core) strayRead(shard string, data []byte, etag string, err error, wall
 // wait starts again.
 func (c *core) straySettled(shard string) {
 	sv := c.shard(shard)
-	sv.candSince, sv.highest = time.Time{}, max(sv.highest, c.strays[shard].term)
+	sv.candSince = time.Time{}
+	for _, st := range c.strays[shard] {
+		sv.highest = max(sv.highest, st.term)
+	}
 	delete(c.strays, shard)
 }
 

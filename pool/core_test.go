@@ -613,6 +613,23 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name: "Claims and takeovers/a second stray claim of a shard does not hide the first: the record is released at the term it names",
+		check: func(t *testing.T, c *core) {
+			a := &attempt{shard: "s0", term: 4, sent: true, result: fmt.Errorf("write: %w", errFault)}
+			c.claimRefused(a, "S1", at(0))
+			c.claimRefused(&attempt{shard: "s0", term: 5, sent: true, result: a.result}, "S1", at(time.Second))
+			landed := encode(shardRecord{Pool: formatVersion, Shard: "s0", Owner: "w1", Session: "S1", Term: 4, TTL: ttlMillis(testLT)})
+			out, done := c.strayRead("s0", landed, etagOf(landed), nil, t0)
+			if r, err := parseShard(out); done || err != nil || r.Owner != "" || r.Session != "S1" || r.Term != 4 {
+				t.Errorf("strayRead of the first stray's record after a second stray = %s, %v; want a release by S1 at term 4", out, done)
+			}
+			c.straySettled("s0")
+			if h := c.shards["s0"].highest; h != 5 {
+				t.Errorf("highest after the strays = %d; want 5", h)
+			}
+		},
+	},
+	{
 		name: "Claims and takeovers/a stray whose record names another claim is forgotten, not released",
 		check: func(t *testing.T, c *core) {
 			c.stray("s0", "S1", 4)

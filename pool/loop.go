@@ -103,6 +103,8 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 		s.frequent()
 		s.act(ctx, ld, s.workReturned(ld))
 		s.forget(ld)
+	case ev.released != nil:
+		s.released(ev.released, ev.err)
 	default:
 		s.next = p.now() // the session changed: look again now
 	}
@@ -134,14 +136,66 @@ func (s *loopState) exit(ld *lead, err error) {
 // claim, and ends the leadership for its holder if it had not ended.
 // Once Run's context has ended, the release joins the others that wait
 // for releaseAll.
+//
+// The release is written off the loop, in a goroutine of its own (at most
+// 8 at a time, p.relSem), its outcome taken in as an event: a store that
+// hangs holds up neither the loop nor the other releases (every Resign
+// returns within one release's retries). Each has a timeout of 3 ×
+// FrequentInterval + 2 s, and ends a quarter LeaderTimeout after Run's
+// context does if it is still in flight then: a worker cut off from the
+// store stops within its lease.
 func (s *loopState) release(ctx context.Context, ld *lead) {
+	p := s.p
 	if ctx.Err() != nil && !mutSerialRelease {
 		s.closing = append(s.closing, ld)
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*s.p.fi+2*time.Second)
-	defer cancel()
-	s.released(ld, s.writeRelease(rctx, ld))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
+	if mutSerialRelease {
+		defer cancel()
+		s.released(ld, s.writeRelease(rctx, ld))
+		return
+	}
+	// A leadership not yet over for its holder (Resign, or Work returned
+	// while leading) is over when its release is written or given up: the
+	// release's goroutine tells it (Exit) at once, not when the loop next
+	// takes events in (a tick may hold it up for a store call's retries).
+	exit := !ld.exited
+	ld.exited = true
+	p.works.Add(1)
+	go func() {
+		defer p.works.Done()
+		defer cancel()
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-rctx.Done():
+				return
+			}
+			t := time.NewTimer(max(p.realUntil(p.now().Add(p.lt/4)), 0))
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		select {
+		case p.relSem <- struct{}{}:
+		case <-rctx.Done():
+			if exit {
+				ld.c.Exit(context.Cause(rctx))
+			}
+			p.queue.post(event{released: ld, err: context.Cause(rctx)})
+			return
+		}
+		err := s.writeRelease(rctx, ld)
+		<-p.relSem
+		if exit {
+			ld.c.Exit(err)
+		}
+		p.queue.post(event{released: ld, err: err})
+	}()
 }
 
 // releaseAll writes the releases that wait since Run's context ended,
@@ -263,8 +317,19 @@ func (s *loopState) tick(ctx context.Context) {
 		// deficit (8 store calls at a time: parallel), so that a joiner
 		// takes every shard handed over to it at its first look, before the
 		// orphan rule can give one to another worker.
+		//
+		// The rounds stop when the session the look began with has ended
+		// or changed (its claims could only fail), and after a
+		// FrequentInterval: the loop takes no event in during a look
+		// (Resign, Work's return, a lost session's leaderships), so a
+		// look is kept short; the next tick goes on.
 		budget := max(need, 1)
 		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
+			if round > 0 {
+				if cur, _ := p.sess.snapshot(); cur != id || !p.now().Before(s.tickAt.Add(p.fi)) {
+					break
+				}
+			}
 			want, limit := s.wanted(v, min(need, budget), p.now())
 			if len(want) == 0 {
 				break
@@ -609,7 +674,7 @@ func (s *loopState) settleStrays(ctx context.Context) {
 	})
 	for _, i := range release {
 		if rs[i].out == nil {
-			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "term", s.strays[shards[i]].term)
+			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "strays", s.strays[shards[i]])
 			s.straySettled(shards[i])
 		}
 	}

@@ -319,14 +319,13 @@ func (s *loopState) tick(ctx context.Context) {
 		// orphan rule can give one to another worker.
 		//
 		// The rounds stop when the session the look began with has ended
-		// or changed (its claims could only fail), and after a
-		// FrequentInterval: the loop takes no event in during a look
-		// (Resign, Work's return, a lost session's leaderships), so a
-		// look is kept short; the next tick goes on.
+		// or changed: its claims could only fail at the intent, and the
+		// loop takes no event in during a look (Work's return, a lost
+		// session's leaderships).
 		budget := max(need, 1)
 		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
 			if round > 0 {
-				if cur, _ := p.sess.snapshot(); cur != id || !p.now().Before(s.tickAt.Add(p.fi)) {
+				if cur, _ := p.sess.snapshot(); cur != id {
 					break
 				}
 			}

@@ -311,7 +311,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 // waiting for a loop that never answers.
 func TestTransferOnDetachedLeadership(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		lead, ctl := detachedLeaderships(lease.NewClock())(t.Context(), 1, time.Now().Add(time.Minute))
+		lead, ctl := detachedLeaderships(lease.NewClock())(t.Context(), 1, time.Now().Add(time.Minute), func() {})
 		go func() {
 			<-lead.Context().Done()
 			ctl.Exit(nil) // what the pool does once the leadership has ended

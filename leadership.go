@@ -27,23 +27,28 @@ type Leadership struct {
 	// does not run, such as a paused VM's monotonic clock).
 	wallDeadline atomic.Int64
 	expiry       *time.Timer // cancels ctx at the deadline, whatever the run loop is doing
-	stopDone     func() bool // stops the AfterFunc that reports the end to the run loop
+	stopDone     func() bool // stops the AfterFunc that reports the end (to the run loop, or to a pool: ended)
 }
 
 // newLeadership starts the leadership won for a Campaign whose context is
-// parent, with its lease ending at deadline.
-func newLeadership(e *Elector, parent context.Context, term uint64, deadline time.Time) *Leadership {
+// parent, with its lease ending at deadline. Its end is reported to the
+// run loop; with ended non-nil (a pool's shard, poollead.go), ended is
+// called instead, in a goroutine of its own.
+func newLeadership(e *Elector, parent context.Context, term uint64, deadline time.Time, ended func()) *Leadership {
 	ctx, cancel := context.WithCancelCause(parent)
 	l := &Leadership{e: e, ctx: ctx, cancel: cancel, term: term, exited: make(chan struct{})}
 	l.pub = leaseContext{Context: ctx, l: l}
 	l.setDeadline(deadline)
 	l.expiry = time.AfterFunc(e.clock.RealUntil(deadline), func() { l.cancel(ErrLeaseExpired) })
-	l.stopDone = context.AfterFunc(ctx, func() {
-		select {
-		case e.leadDone <- l:
-		case <-e.loopDone:
+	if ended == nil {
+		ended = func() {
+			select {
+			case e.leadDone <- l:
+			case <-e.loopDone:
+			}
 		}
-	})
+	}
+	l.stopDone = context.AfterFunc(ctx, ended)
 	return l
 }
 

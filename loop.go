@@ -203,7 +203,7 @@ func (lp *loop) startLead(f doLead) {
 	e := lp.e
 	c := lp.camps[f.campID]
 	delete(lp.camps, f.campID)
-	l := newLeadership(e, c.ctx, f.term, f.deadline)
+	l := newLeadership(e, c.ctx, f.term, f.deadline, nil)
 	lp.lead = l
 	e.stats.won()
 	lp.reader.stop() // a leader reads nothing

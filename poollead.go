@@ -15,9 +15,9 @@ func init() { shardlead.Register(shardlead.Maker[*Leadership](detachedLeadership
 
 // detachedLeaderships returns a factory of Leaderships that no Elector
 // runs, for package pool's multiplexed shard lease: the pool extends, ends
-// and finishes each through its control. The one Elector they all hang on
-// only carries the clock; its loop counts as ended, so a leadership's end
-// is reported to nobody.
+// and finishes each through its control, and learns of each one's end
+// through the ended callback it gives. The one Elector they all hang on
+// only carries the clock; its loop counts as ended.
 func detachedLeaderships(clock lease.Clock) shardlead.Factory[*Leadership] {
 	e := &Elector{clock: clock, loopDone: closedChan}
 	if clock.Rate != 0 && clock.Rate != 1 {
@@ -25,8 +25,8 @@ func detachedLeaderships(clock lease.Clock) shardlead.Factory[*Leadership] {
 		// clock, as the pool's deadlines are on it.
 		e.clock.WallNow = e.clock.Now
 	}
-	return func(parent context.Context, term uint64, deadline time.Time) (*Leadership, shardlead.Control) {
-		l := newLeadership(e, parent, term, deadline)
+	return func(parent context.Context, term uint64, deadline time.Time, ended func()) (*Leadership, shardlead.Control) {
+		l := newLeadership(e, parent, term, deadline, ended)
 		return l, detached{l}
 	}
 }

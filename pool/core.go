@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -40,7 +42,8 @@ type params struct {
 // touches it (the loop embeds it).
 type core struct {
 	cp      params
-	names   []string              // the shards, as Config names them
+	ord     *shardOrder           // names, order and byName, shared with the other Pools of this process that name the same shards
+	names   []string              // the shards, as Config named them at New
 	byName  []uint32              // indexes into names, sorted by name (index)
 	order   []uint32              // indexes into names, in an order every worker shares (shardHash)
 	mine    map[string]*lead      // this worker's leaderships not yet over (Work running or release pending)
@@ -82,7 +85,7 @@ type core struct {
 	// attempt failed after one may have landed), or that landed for a
 	// session already over: records that may name a session of its own at a
 	// term it does not lead. See stray.
-	strays map[string]stray
+	strays map[string][]stray
 
 	// listedAt is when a read of the member list first found this worker
 	// in it. It claims nothing before a FrequentInterval after that, so
@@ -108,18 +111,8 @@ func (c *core) note(level slog.Level, msg string, args ...any) {
 func newCore(cp params, shards []string) core {
 	c := core{cp: cp, mine: map[string]*lead{}, peers: map[string]*peerView{}, shards: map[string]*shardView{},
 		memberTTL: map[string]int64{}}
-	// The order holds indexes into shards (the Config's own slice, not
-	// copied): 4 bytes per shard per worker instead of a string header's
-	// 16.
-	c.names = shards
-	c.order = make([]uint32, len(shards))
-	hashes := make([]uint64, len(shards))
-	for i, name := range shards {
-		c.order[i], hashes[i] = uint32(i), shardHash(name)
-	}
-	slices.SortFunc(c.order, func(a, b uint32) int { return cmp.Compare(hashes[a], hashes[b]) })
-	c.byName = slices.Clone(c.order)
-	slices.SortFunc(c.byName, func(a, b uint32) int { return strings.Compare(shards[a], shards[b]) })
+	c.ord = orderOf(shards)
+	c.names, c.order, c.byName = c.ord.names, c.ord.order, c.ord.byName
 	return c
 }
 
@@ -134,9 +127,9 @@ type peerView struct {
 	// session's writes are contiguous, so no other session wrote between.
 	session  string
 	runStart time.Time
-	rec      sessionRecord // without its maps: they are kept in terms
-	ok       bool          // rec is a valid session record of this worker, its session's latest write as far as this worker knows
-	ttl      int64         // the longest ttl its session records have stated
+	rec      seenRecord // of the session record: what the decisions read beside session and terms
+	ok       bool       // rec is a valid session record of this worker, its session's latest write as far as this worker knows
+	ttl      int64      // the longest ttl its session records have stated
 	// gap is set when a read of the object failed: the next sighting,
 	// even the same as before, counts from its own read (an object can
 	// change and be restored to the same bytes while a worker cannot see).
@@ -198,7 +191,7 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 		return
 	}
 	v.gap, v.lchanged = false, false
-	v.rec, v.ok, v.terms = sessionRecord{}, false, recordTerms{}
+	v.rec, v.ok, v.terms = seenRecord{}, false, recordTerms{}
 	sess := ""
 	if etag != "" {
 		if rec, err := parseSession(data); err == nil && rec.Worker == worker {
@@ -212,7 +205,7 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 			if !restored {
 				// A restored older write says nothing of what its session
 				// leads now: it counts as no session record at all.
-				v.rec, v.ok, sess = rec, true, rec.Session
+				v.rec, v.ok, sess = seenRecord{TTL: rec.TTL, Released: rec.Released}, true, rec.Session
 			}
 		}
 	}
@@ -231,6 +224,14 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 		v.runStart = first
 	}
 	v.session, v.read = sess, true
+}
+
+// seenRecord is what a worker keeps of another's session record beside
+// its session (peerView.session) and its terms (recordTerms): a worker
+// keeps one for every other worker, so no more than the decisions read.
+type seenRecord struct {
+	TTL      int64
+	Released bool
 }
 
 // live reports whether the worker's session counts as alive at now (see
@@ -321,8 +322,8 @@ func (c *core) view(now time.Time, me bool) view {
 		}
 		v.live = append(v.live, id)
 		v.counts[id] = pv.leading().n
-		for _, e := range pv.leading().shards {
-			v.listed[c.names[e.i]] = id
+		for i := range pv.leading().shards.all() {
+			v.listed[c.names[i]] = id
 		}
 	}
 	slices.Sort(v.live)
@@ -663,9 +664,9 @@ func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
 	}
 	for w, pv := range c.peers {
 		if pv.live(now, lt, c.memberTTL[w]) {
-			for _, e := range pv.leading().shards {
-				shard := c.names[e.i]
-				held[shard] = max(held[shard], e.term)
+			for i, term := range pv.leading().shards.all() {
+				shard := c.names[i]
+				held[shard] = max(held[shard], term)
 			}
 		}
 	}
@@ -674,8 +675,8 @@ func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
 			return false // a shard this worker does not know: nothing here supersedes it
 		}
 		for _, l := range []termList{t.shards, t.ended} {
-			for _, e := range l {
-				if held[c.names[e.i]] <= e.term {
+			for i, term := range l.all() {
+				if held[c.names[i]] <= term {
 					return false
 				}
 			}
@@ -1039,9 +1040,11 @@ func (c *core) stray(shard, session string, term uint64) {
 		return
 	}
 	if c.strays == nil {
-		c.strays = map[string]stray{}
+		c.strays = map[string][]stray{}
 	}
-	c.strays[shard] = stray{session, term}
+	// Every stray of the shard is kept: the record may name any of them
+	// (a later claim that never landed does not undo an earlier that did).
+	c.strays[shard] = append(c.strays[shard], stray{session, term})
 }
 
 // strayList returns the strays to settle, sorted, forgetting those this
@@ -1057,20 +1060,23 @@ func (c *core) strayList() []string {
 }
 
 // strayRead takes in a stray's record as read (err: the read failed) and
-// returns the release to write over it, If-Match, when it still names
-// the stray claim exactly (the session and the term), stamped with the
-// wall clock wall; or done when there is nothing to release (it never
-// landed, or was overwritten). Neither: try again at the next tick.
+// returns the release to write over it, If-Match, when it names this
+// worker as owner with the session of one of the shard's strays (at
+// whatever term: this worker does not lead the shard, strayList, so no
+// claim of that session there is a leadership), stamped with the wall
+// clock wall; or done when there is nothing to release (none landed, or
+// it was overwritten). Neither: try again at the next tick.
 func (c *core) strayRead(shard string, data []byte, etag string, err error, wall time.Time) (release []byte, done bool) {
-	st, ok := c.strays[shard]
+	sts, ok := c.strays[shard]
 	if !ok || err != nil {
 		return nil, false
 	}
 	rec, perr := parseShard(data)
-	if etag == "" || perr != nil || rec.Owner != c.cp.id || rec.Session != st.session || rec.Term != st.term {
+	if etag == "" || perr != nil || rec.Owner != c.cp.id ||
+		!slices.ContainsFunc(sts, func(st stray) bool { return st.session == rec.Session }) {
 		return nil, true
 	}
-	return encode(shardRecord{Pool: formatVersion, Shard: shard, Session: st.session, Term: st.term, TTL: ttlMillis(c.cp.lt), LastUpdated: wall}), false
+	return encode(shardRecord{Pool: formatVersion, Shard: shard, Session: rec.Session, Term: rec.Term, TTL: ttlMillis(c.cp.lt), LastUpdated: wall}), false
 }
 
 // straySettled forgets a stray released, or never this worker's: the
@@ -1078,7 +1084,10 @@ func (c *core) strayRead(shard string, data []byte, etag string, err error, wall
 // wait starts again.
 func (c *core) straySettled(shard string) {
 	sv := c.shard(shard)
-	sv.candSince, sv.highest = time.Time{}, max(sv.highest, c.strays[shard].term)
+	sv.candSince = time.Time{}
+	for _, st := range c.strays[shard] {
+		sv.highest = max(sv.highest, st.term)
+	}
 	delete(c.strays, shard)
 }
 
@@ -1138,50 +1147,83 @@ func (c *core) index(name string) (uint32, bool) {
 // recordTerms are a session record's lists of shards with terms, kept in
 // a worker's view of another's session: every worker keeps every other's,
 // so that is about W entries per shard of the pool. An entry is an index
-// into the worker's shard names and a term (16 bytes), where a decoded
-// map costs about 56.
+// into the worker's shard names and a term, 8 bytes, where a decoded map
+// costs about 56.
 type recordTerms struct {
 	shards, claiming, ended termList
 	n                       int  // the number of shards the record lists, known to this worker or not
 	unknown                 bool // it lists a shard this worker does not know (Config.Shards differ)
 }
 
-// termList is a list of shard indexes with terms, sorted by index.
-type termList []shardTerm
-
-type shardTerm struct {
-	i    uint32
-	term uint64
+// termList is a list of shard indexes with terms, sorted by index. A
+// term rises by one per change of owner, so it fits 32 bits for ever in
+// practice; one that does not is kept in wide, its entry marked.
+type termList struct {
+	e    []shardTerm
+	wide map[uint32]uint64
 }
+
+type shardTerm struct{ i, term uint32 }
+
+const wideTerm = math.MaxUint32 // a shardTerm's term that is in termList.wide
 
 // get returns the term the list holds for shard index i.
 func (l termList) get(i uint32) (uint64, bool) {
-	k, ok := slices.BinarySearchFunc(l, i, func(e shardTerm, i uint32) int { return cmp.Compare(e.i, i) })
+	k, ok := slices.BinarySearchFunc(l.e, i, func(e shardTerm, i uint32) int { return cmp.Compare(e.i, i) })
 	if !ok {
 		return 0, false
 	}
-	return l[k].term, true
+	return l.at(k), true
+}
+
+// at returns the term of the list's k-th entry.
+func (l termList) at(k int) uint64 {
+	if t := l.e[k].term; t != wideTerm {
+		return uint64(t)
+	}
+	return l.wide[l.e[k].i]
 }
 
 // term returns the term the list holds for shard index i, 0 if none.
 func (l termList) term(i uint32) uint64 { t, _ := l.get(i); return t }
 
+// all yields the list's shard indexes with their terms, in index order.
+func (l termList) all() iter.Seq2[uint32, uint64] {
+	return func(yield func(uint32, uint64) bool) {
+		for k := range l.e {
+			if !yield(l.e[k].i, l.at(k)) {
+				return
+			}
+		}
+	}
+}
+
 // compactTerms moves rec's maps into recordTerms (rec keeps none).
 func compactTerms(rec *sessionRecord, index func(string) (uint32, bool)) recordTerms {
 	t := recordTerms{n: len(rec.Shards)}
 	conv := func(m map[string]uint64) termList {
+		var l termList
 		if len(m) == 0 {
-			return nil
+			return l
 		}
-		l := make(termList, 0, len(m))
+		l.e = make([]shardTerm, 0, len(m))
 		for name, term := range m {
-			if i, ok := index(name); ok {
-				l = append(l, shardTerm{i, term})
-			} else {
+			i, ok := index(name)
+			if !ok {
 				t.unknown = true
+				continue
 			}
+			if term >= wideTerm {
+				if l.wide == nil {
+					l.wide = map[uint32]uint64{}
+				}
+				l.wide[i] = term
+				l.e = append(l.e, shardTerm{i, wideTerm})
+				continue
+			}
+			l.e = append(l.e, shardTerm{i, uint32(term)})
 		}
-		slices.SortFunc(l, func(a, b shardTerm) int { return cmp.Compare(a.i, b.i) })
+		slices.SortFunc(l.e, func(a, b shardTerm) int { return cmp.Compare(a.i, b.i) })
 		return l
 	}
 	t.shards, t.claiming, t.ended = conv(rec.Shards), conv(rec.Claiming), conv(rec.Ended)

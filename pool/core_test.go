@@ -613,6 +613,23 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name: "Claims and takeovers/a second stray claim of a shard does not hide the first: the record is released at the term it names",
+		check: func(t *testing.T, c *core) {
+			a := &attempt{shard: "s0", term: 4, sent: true, result: fmt.Errorf("write: %w", errFault)}
+			c.claimRefused(a, "S1", at(0))
+			c.claimRefused(&attempt{shard: "s0", term: 5, sent: true, result: a.result}, "S1", at(time.Second))
+			landed := encode(shardRecord{Pool: formatVersion, Shard: "s0", Owner: "w1", Session: "S1", Term: 4, TTL: ttlMillis(testLT)})
+			out, done := c.strayRead("s0", landed, etagOf(landed), nil, t0)
+			if r, err := parseShard(out); done || err != nil || r.Owner != "" || r.Session != "S1" || r.Term != 4 {
+				t.Errorf("strayRead of the first stray's record after a second stray = %s, %v; want a release by S1 at term 4", out, done)
+			}
+			c.straySettled("s0")
+			if h := c.shards["s0"].highest; h != 5 {
+				t.Errorf("highest after the strays = %d; want 5", h)
+			}
+		},
+	},
+	{
 		name: "Claims and takeovers/a stray whose record names another claim is forgotten, not released",
 		check: func(t *testing.T, c *core) {
 			c.stray("s0", "S1", 4)
@@ -675,6 +692,21 @@ var coreRows = []coreRow{
 			}
 			if err, _ := twinCheck(twins, ses("w1", "T9", 6), "w1"); !errors.Is(err, ErrDuplicateID) {
 				t.Errorf("twinCheck of T9 advanced twice = %v; want ErrDuplicateID", err)
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/a term a session lists is kept whole, above 32 bits too",
+		check: func(t *testing.T, c *core) {
+			c.readAt("w2", ses("w2", "S2", 1, leads("s0", 1<<40), endedTerm("s1", 7)), 0)
+			if got := c.listedTerm("s0", []string{"w2"}); got != 1<<40 {
+				t.Errorf("listedTerm(s0) = %d; want %d", got, uint64(1)<<40)
+			}
+			if got := c.listedTerm("s1", []string{"w2"}); got != 7 {
+				t.Errorf("listedTerm(s1) = %d; want 7", got)
+			}
+			if got := c.listedTerm("s2", []string{"w2"}); got != 0 {
+				t.Errorf("listedTerm(s2) = %d; want 0", got)
 			}
 		},
 	},

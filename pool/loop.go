@@ -103,6 +103,8 @@ func (s *loopState) handle(ctx context.Context, ev event) {
 		s.frequent()
 		s.act(ctx, ld, s.workReturned(ld))
 		s.forget(ld)
+	case ev.released != nil:
+		s.released(ev.released, ev.err)
 	default:
 		s.next = p.now() // the session changed: look again now
 	}
@@ -134,14 +136,66 @@ func (s *loopState) exit(ld *lead, err error) {
 // claim, and ends the leadership for its holder if it had not ended.
 // Once Run's context has ended, the release joins the others that wait
 // for releaseAll.
+//
+// The release is written off the loop, in a goroutine of its own (at most
+// 8 at a time, p.relSem), its outcome taken in as an event: a store that
+// hangs holds up neither the loop nor the other releases (every Resign
+// returns within one release's retries). Each has a timeout of 3 ×
+// FrequentInterval + 2 s, and ends a quarter LeaderTimeout after Run's
+// context does if it is still in flight then: a worker cut off from the
+// store stops within its lease.
 func (s *loopState) release(ctx context.Context, ld *lead) {
+	p := s.p
 	if ctx.Err() != nil && !mutSerialRelease {
 		s.closing = append(s.closing, ld)
 		return
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*s.p.fi+2*time.Second)
-	defer cancel()
-	s.released(ld, s.writeRelease(rctx, ld))
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
+	if mutSerialRelease {
+		defer cancel()
+		s.released(ld, s.writeRelease(rctx, ld))
+		return
+	}
+	// A leadership not yet over for its holder (Resign, or Work returned
+	// while leading) is over when its release is written or given up: the
+	// release's goroutine tells it (Exit) at once, not when the loop next
+	// takes events in (a tick may hold it up for a store call's retries).
+	exit := !ld.exited
+	ld.exited = true
+	p.works.Add(1)
+	go func() {
+		defer p.works.Done()
+		defer cancel()
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-rctx.Done():
+				return
+			}
+			t := time.NewTimer(max(p.realUntil(p.now().Add(p.lt/4)), 0))
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		select {
+		case p.relSem <- struct{}{}:
+		case <-rctx.Done():
+			if exit {
+				ld.c.Exit(context.Cause(rctx))
+			}
+			p.queue.post(event{released: ld, err: context.Cause(rctx)})
+			return
+		}
+		err := s.writeRelease(rctx, ld)
+		<-p.relSem
+		if exit {
+			ld.c.Exit(err)
+		}
+		p.queue.post(event{released: ld, err: err})
+	}()
 }
 
 // releaseAll writes the releases that wait since Run's context ended,
@@ -263,8 +317,18 @@ func (s *loopState) tick(ctx context.Context) {
 		// deficit (8 store calls at a time: parallel), so that a joiner
 		// takes every shard handed over to it at its first look, before the
 		// orphan rule can give one to another worker.
+		//
+		// The rounds stop when the session the look began with has ended
+		// or changed: its claims could only fail at the intent, and the
+		// loop takes no event in during a look (Work's return, a lost
+		// session's leaderships).
 		budget := max(need, 1)
 		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
+			if round > 0 {
+				if cur, _ := p.sess.snapshot(); cur != id {
+					break
+				}
+			}
 			want, limit := s.wanted(v, min(need, budget), p.now())
 			if len(want) == 0 {
 				break
@@ -539,8 +603,11 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	p := s.p
 	sum := sha256.Sum256(a.out)
 	ld := p.sess.tie(a.shard, id, p.now, func(deadline time.Time) *lead {
-		l, c := p.leads(ctx, a.term, deadline)
-		return &lead{shard: a.shard, term: a.term, session: id, l: l, c: c, sum: sum, etag: a.tag}
+		ld := &lead{shard: a.shard, term: a.term, session: id, sum: sum, etag: a.tag}
+		// Its end reaches the loop as an event, which the loop takes in
+		// after this tick, once ld is among its leaderships (won).
+		ld.l, ld.c = p.leads(ctx, a.term, deadline, func() { p.queue.post(event{ended: ld}) })
+		return ld
 	})
 	if ld == nil {
 		p.log.Info("claimed a shard for a session that has ended; releasing it", "shard", a.shard)
@@ -551,7 +618,6 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
 	p.stats.claims.Add(1)
 	p.sess.renewSoon()
-	context.AfterFunc(ld.l.Context(), func() { p.queue.post(event{ended: ld}) })
 	p.works.Add(1)
 	go func() {
 		defer p.works.Done()
@@ -607,7 +673,7 @@ func (s *loopState) settleStrays(ctx context.Context) {
 	})
 	for _, i := range release {
 		if rs[i].out == nil {
-			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "term", s.strays[shards[i]].term)
+			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "strays", s.strays[shards[i]])
 			s.straySettled(shards[i])
 		}
 	}

@@ -30,8 +30,8 @@ func newTestPool(t *testing.T, id string, shards []string, fi, lt time.Duration)
 func TestOrphanWaitIsTheLongestLiveLease(t *testing.T) {
 	p := newTestPool(t, "w3", []string{"s"}, 200*time.Millisecond, 600*time.Millisecond)
 	s := &p.st
-	s.peers["w5"] = &peerView{read: true, ok: true, rec: sessionRecord{Worker: "w5", Session: "x", TTL: 5420}}
-	s.peers["w7"] = &peerView{read: true, ok: true, rec: sessionRecord{Worker: "w7", Session: "y", TTL: 9000}}
+	s.peers["w5"] = &peerView{read: true, ok: true, rec: seenRecord{TTL: 5420}}
+	s.peers["w7"] = &peerView{read: true, ok: true, rec: seenRecord{TTL: 9000}}
 	if got, want := s.orphanWait(view{live: []string{"w3", "w5"}}), 5420*time.Millisecond; got != want {
 		t.Errorf("orphanWait with w5 (ttl 5.42s) live = %v; want %v", got, want)
 	}

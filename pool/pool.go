@@ -209,12 +209,13 @@ type Pool struct {
 	calls lease.Calls // the store calls, on clock
 	leads shardlead.Factory[*s3lect.Leadership]
 
-	sess  session
-	queue eventQueue
-	stats recorder
-	works sync.WaitGroup // the Work goroutines
-	ran   atomic.Bool
-	rtt   atomic.Int64 // the store's recent round trip, in nanoseconds: a decaying maximum of the renewals' (noteRTT)
+	sess   session
+	queue  eventQueue
+	stats  recorder
+	works  sync.WaitGroup // the Work goroutines and the releases in flight
+	relSem chan struct{}  // capacity 8: the releases written at once (loopState.release)
+	ran    atomic.Bool
+	rtt    atomic.Int64 // the store's recent round trip, in nanoseconds: a decaying maximum of the renewals' (noteRTT)
 
 	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
 	twins   map[string]twin // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
@@ -310,6 +311,7 @@ func New(cfg Config) (*Pool, error) {
 	p.sess.leads = map[string]*lead{}
 	p.sess.ended = map[string]uint64{}
 	p.sess.reqs = make(chan func(*session))
+	p.relSem = make(chan struct{}, 8)
 	p.sess.stopped = make(chan struct{})
 	p.twins = map[string]twin{}
 	p.sess.kick = make(chan struct{}, 1)

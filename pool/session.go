@@ -539,6 +539,8 @@ func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
 // ended, a Work call returned, or (neither set) the session changed.
 type event struct {
 	ended, workDone *lead
+	released        *lead // a release written (err nil) or given up (err)
+	err             error
 }
 
 // eventQueue carries events to the loop without ever blocking the sender.

@@ -38,8 +38,10 @@ type Control interface {
 }
 
 // Factory returns leaderships of type L whose context derives from parent
-// and whose lease ends at deadline.
-type Factory[L any] func(parent context.Context, term uint64, deadline time.Time) (lead L, c Control)
+// and whose lease ends at deadline. ended is called once, in a goroutine
+// of its own, when the leadership's context ends (one callback the
+// leadership has anyway, so the pool keeps no other per shard).
+type Factory[L any] func(parent context.Context, term uint64, deadline time.Time, ended func()) (lead L, c Control)
 
 // Maker returns the Factory of one pool worker's leaderships, on the local
 // clock the worker runs on.

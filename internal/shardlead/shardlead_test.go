@@ -19,9 +19,9 @@ func (nop) Exit(error)       {}
 // type is a panic that names both.
 func TestRegistered(t *testing.T) {
 	Register(Maker[*int](func(clock lease.Clock) Factory[*int] {
-		return func(context.Context, uint64, time.Time) (*int, Control) { n := 7; return &n, nop{} }
+		return func(context.Context, uint64, time.Time, func()) (*int, Control) { n := 7; return &n, nop{} }
 	}))
-	l, _ := Registered[*int]()(lease.NewClock())(t.Context(), 1, time.Now())
+	l, _ := Registered[*int]()(lease.NewClock())(t.Context(), 1, time.Now(), nil)
 	if *l != 7 {
 		t.Fatalf("the registered Maker's leadership = %d; want 7", *l)
 	}

@@ -246,7 +246,7 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		"Requests are per worker per FrequentInterval, in steady state, every attempt counted (an elector per shard would write %d PUTs per interval in all); LIST is one listing of a prefix, on a store that lists. "+
 		"Crash: a worker is killed (its store calls fail at once, calls in flight too; no goodbye) at a random point of its renewal cycle; "+
 		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
-		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine included (targets: at most 2 goroutines and 8 KiB).\n\n",
+		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine and its stack included (targets: one goroutine per led shard plus a constant per worker, and at most 4 KiB of the pool's own heap per shard; Go's smallest stack is 2 KiB).\n\n",
 		o.shardK, sfi, cmp.Or(o.shardII/time.Duration(o.shardK), sfi), slt, nShards, o.trials)
 	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")

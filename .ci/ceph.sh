@@ -67,7 +67,7 @@ CONF
 	ceph_pids="$!"
 	wait_port "$monport" 300 "$ceph_pids" || { ceph_logs; return 1; }
 	timeout 90 ceph $c --connect-timeout 30 osd create >/dev/null || { echo "ceph: the monitor did not answer osd create" >&2; ceph_logs; return 1; }
-	ceph-osd $c -i 0 --mkfs >"$d/log/osd-mkfs.out" 2>&1
+	ceph-osd $c -i 0 --mkfs >"$d/log/osd-mkfs.out" 2>&1 || { echo "ceph: ceph-osd --mkfs failed" >&2; ceph_logs; return 1; }
 	ceph-osd $c -i 0 -f >"$d/log/osd.out" 2>&1 &
 	ceph_pids="$ceph_pids $!"
 	radosgw $c -n client.rgw.a -f >"$d/log/rgw.out" 2>&1 &

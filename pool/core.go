@@ -81,6 +81,12 @@ type core struct {
 	listAt  time.Time
 	slow    bool
 
+	// Peer mode (watch.go, watchPeers): storeAt is when the store is to
+	// be listed again whatever the hub says (InfrequentInterval after the
+	// last listing); doubtUntil, until when the hub's answers are not used
+	// (a listing contradicted them).
+	storeAt, doubtUntil time.Time
+
 	// strays are this worker's claims whose outcome it never learnt (every
 	// attempt failed after one may have landed), or that landed for a
 	// session already over: records that may name a session of its own at a
@@ -160,6 +166,12 @@ type peerView struct {
 	lsight   string
 	lseenAt  time.Time
 	lchanged bool
+
+	// In peer mode (watch.go, doubt): stag is the ETag the last listing of
+	// the store showed, and peerNew that a hub's digest has named another
+	// since.
+	stag    string
+	peerNew bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time, index func(string) (uint32, bool)) {
@@ -205,7 +217,7 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 			if !restored {
 				// A restored older write says nothing of what its session
 				// leads now: it counts as no session record at all.
-				v.rec, v.ok, sess = seenRecord{TTL: rec.TTL, Released: rec.Released}, true, rec.Session
+				v.rec, v.ok, sess = seenRecord{TTL: rec.TTL, Released: rec.Released, Addr: rec.Addr}, true, rec.Session
 			}
 		}
 	}
@@ -232,6 +244,7 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 type seenRecord struct {
 	TTL      int64
 	Released bool
+	Addr     string // where it serves PeerHandler ("" unless in peer mode)
 }
 
 // live reports whether the worker's session counts as alive at now (see

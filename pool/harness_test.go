@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -86,6 +87,8 @@ type group struct {
 	noList  bool          // the workers' stores do not list (store.Lister)
 	readAll bool          // Config.ReadEachSession
 	wrap    func(id string, st store.Store) store.Store
+	net     *simworld.PeerNet // set: the workers run in peer mode over it, each at "<ID>:443"
+	ii      time.Duration     // Config.InfrequentInterval before speed divides it
 	shards  []string
 	mem     store.Store
 	workers []*worker
@@ -148,17 +151,24 @@ func (g *group) add(id string) *worker {
 	if g.wrap != nil {
 		st = g.wrap(id, st)
 	}
-	p, err := New(Config{
+	cfg := Config{
 		Store: st, Prefix: "pool/", ID: id, Shards: g.shards, Logger: quiet, ReadEachSession: g.readAll,
-		FrequentInterval: testFI / g.speed, LeaderTimeout: testLT / g.speed,
+		FrequentInterval: testFI / g.speed, LeaderTimeout: testLT / g.speed, InfrequentInterval: g.ii / g.speed,
 		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 			g.started(shard, id, l.Term(), ctx)
 			<-ctx.Done()
 			g.ended(shard, ctx)
 		},
-	})
+	}
+	if g.net != nil {
+		cfg.PeerMode, cfg.ServerAddr, cfg.PeerClient = true, id+":443", &http.Client{Transport: g.net}
+	}
+	p, err := New(cfg)
 	if err != nil {
 		g.t.Fatalf("New(%s) error = %v", id, err)
+	}
+	if g.net != nil {
+		g.net.Add(cfg.ServerAddr, PeerHandler(p))
 	}
 	w.p = p
 	ctx, cancel := context.WithCancel(context.Background())

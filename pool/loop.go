@@ -28,6 +28,8 @@ type loopState struct {
 	stopAt  time.Time
 
 	listWarned bool      // a failed listing was logged at Warn (until one succeeds)
+	peerWarned bool      // a failed request to the hub was logged (until one succeeds)
+	hubReadAt  time.Time // peer mode: when the hub's session object may be read again after a failed request
 	tickAt     time.Time // when the running tick began (lookAhead)
 }
 
@@ -268,8 +270,20 @@ func (s *loopState) tick(ctx context.Context) {
 		return
 	}
 	s.settleStrays(ctx)
-	listed := s.listSessions(ctx)
-	data, tag := s.readMembers(ctx)
+	listed, members := false, true
+	if p.hub != nil {
+		listed, members = s.watchPeers(ctx)
+	}
+	if !listed || s.storeDue(p.now()) {
+		// Without the hub, or every InfrequentInterval: a listing, or on a
+		// store that does not list, a look at every session.
+		listed, members = s.listSessions(ctx), true
+	}
+	var data []byte
+	var tag string
+	if members {
+		data, tag = s.readMembers(ctx)
+	}
 	now := p.now()
 	s.sync()
 	// A session that runs out within lookAhead: this tick looks as of
@@ -278,6 +292,9 @@ func (s *loopState) tick(ctx context.Context) {
 	asOf := s.expiring(now, now.Add(s.lookAhead()))
 	look := !listed || s.lookDue(asOf)
 	if look {
+		if !members {
+			data, tag = s.readMembers(ctx)
+		}
 		s.readPeers(ctx, data, tag)
 		now = p.now()
 		asOf = later(s.expiring(now, now.Add(s.lookAhead())), asOf)
@@ -349,7 +366,10 @@ func (s *loopState) tick(ctx context.Context) {
 	if look {
 		s.lookAt = s.pending(v, now)
 	}
-	if p.ii > p.fi && s.stable(v, listed, look) {
+	if p.hub != nil {
+		p.hub.expectLive(v.live, s.membersTag, now)
+	}
+	if p.ii > p.fi && p.hub == nil && s.stable(v, listed, look) {
 		// Settled: the next tick on the next multiple of InfrequentInterval
 		// on the wall clock. A worker that dies now is found at that tick's
 		// listing (its session unchanged) by every survivor at once, and
@@ -393,6 +413,11 @@ func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
 // list as readMembers read it).
 func (s *loopState) readPeers(ctx context.Context, data []byte, tag string) {
 	sent := s.readSessions(ctx, s.lookSessions())
+	if s.p.lister == nil {
+		// Without a listing, a look's reads are the store's word
+		// (watchPeers).
+		s.storeAt = s.p.now().Add(s.p.ii - s.p.fi/2)
+	}
 	if tag != "" {
 		s.pruneMembers(ctx, data, tag, sent)
 	}
@@ -446,6 +471,9 @@ func (s *loopState) readSessions(ctx context.Context, workers []string) map[stri
 		}
 		if ok {
 			sent[w] = r.sent
+			if p.hub != nil {
+				s.doubt(s.peers[w], r.etag, r.at)
+			}
 		}
 	}
 	return sent

@@ -27,4 +27,7 @@ const (
 	mutNoList           = false // the sessions are watched by a read of each member's object every interval, not one listing
 	mutStaleList        = false // a sighting counts from its first listing even when the fresh read before a claim returns another ETag
 	mutKeepStrays       = false // a claim whose outcome stayed unknown, or that landed for an ended session, is left standing: the worker neither leads nor releases it
+	mutPeerPartial      = false // peer mode: a hub's digest that leaves a live worker out stands in for a listing all the same
+	mutNoDoubt          = false // peer mode: a listing that shows a session unchanged which the hub said renewed is not acted on
+	mutPeerMembers      = false // peer mode: the member list is read only every InfrequentInterval, whatever the digests say of it
 )

@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -91,29 +93,44 @@ type paced struct {
 	d          time.Duration
 	l          *writeLog
 	ws         []*worker
+	net        *simworld.PeerNet // set: the workers run in peer mode over it, each at "<ID>:443"
 }
 
 func pacedPool(t *testing.T, n, shards int, fi, ii, lt, d time.Duration, l *writeLog) (ws []*worker, stop func()) {
 	t.Helper()
-	pp := &paced{t: t, mem: memstore.New(), fi: fi, ii: ii, lt: lt, d: d, l: l}
+	pp := newPaced(t, n, shards, fi, ii, lt, d, l, nil)
+	return pp.ws, pp.stop
+}
+
+// newPaced is pacedPool, in peer mode over net when net is set.
+func newPaced(t *testing.T, n, shards int, fi, ii, lt, d time.Duration, l *writeLog, net *simworld.PeerNet) *paced {
+	t.Helper()
+	pp := &paced{t: t, mem: memstore.New(), fi: fi, ii: ii, lt: lt, d: d, l: l, net: net}
 	for i := range shards {
 		pp.names = append(pp.names, fmt.Sprintf("s%02d", i))
 	}
 	for i := range n {
 		pp.add(fmt.Sprintf("w%d", i+1))
 	}
-	return pp.ws, pp.stop
+	return pp
 }
 
 // add starts a worker.
 func (pp *paced) add(id string) *worker {
 	pp.t.Helper()
 	w := &worker{id: id, st: &crashStore{Store: pp.mem}, done: make(chan struct{})}
-	p, err := New(Config{Store: logged{w.st, pp.l, id, pp.d}, Prefix: "pool/", ID: id, Shards: pp.names, Logger: quiet,
+	cfg := Config{Store: logged{w.st, pp.l, id, pp.d}, Prefix: "pool/", ID: id, Shards: pp.names, Logger: quiet,
 		FrequentInterval: pp.fi, InfrequentInterval: pp.ii, LeaderTimeout: pp.lt,
-		Work: func(ctx context.Context, _ string, _ *s3lect.Leadership) { <-ctx.Done() }})
+		Work: func(ctx context.Context, _ string, _ *s3lect.Leadership) { <-ctx.Done() }}
+	if pp.net != nil {
+		cfg.PeerMode, cfg.ServerAddr, cfg.PeerClient = true, id+":443", &http.Client{Transport: pp.net}
+	}
+	p, err := New(cfg)
 	if err != nil {
 		pp.t.Fatalf("New(%s) error = %v", id, err)
+	}
+	if pp.net != nil {
+		pp.net.Add(cfg.ServerAddr, PeerHandler(p))
 	}
 	w.p = p
 	ctx, cancel := context.WithCancel(context.Background())

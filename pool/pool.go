@@ -105,10 +105,12 @@ package pool
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -186,6 +188,36 @@ type Config struct {
 	// included (docs/stores.md).
 	ReadEachSession bool
 
+	// PeerMode makes the workers tell each other their session renewals
+	// over HTTPS instead of listing the store every FrequentInterval
+	// (docs/pool-protocol.md, "Peer mode"). Every worker serves
+	// PeerHandler at ServerAddr and, once per FrequentInterval, asks one
+	// worker, the live one with the lowest ID (the hub), for the others'
+	// latest session ETags, telling it its own. The store is still
+	// listed, and the member list read, every InfrequentInterval, and
+	// whenever the hub cannot answer for every live worker (a death, a
+	// join, a hub that is down, stalls or lies): a crash failover takes
+	// as long as at the frequent pace. What a peer says only tells a
+	// worker when to look; every claim rests on fresh reads of the store.
+	// With PeerMode a zero InfrequentInterval means 6 × FrequentInterval.
+	// Give every worker of a pool the same PeerMode: a worker that does
+	// not report makes the others list the store every interval.
+	PeerMode bool
+
+	// ServerAddr is the host:port at which the other workers reach this
+	// worker's PeerHandler, over HTTPS. Required with PeerMode.
+	ServerAddr string
+
+	// PeerTLS configures this worker's HTTPS requests to the others:
+	// RootCAs to verify them, Certificates for mutual TLS. Nil means the
+	// system's roots. Set PeerTLS or PeerClient, not both.
+	PeerTLS *tls.Config
+
+	// PeerClient, if set, makes this worker's requests to the others
+	// instead of a client built from PeerTLS. It should not follow
+	// redirects.
+	PeerClient *http.Client
+
 	// Logger receives the pool's events. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -220,6 +252,10 @@ type Pool struct {
 	stopRun func(error)     // ends Run's loop with a cause (ErrDuplicateID)
 	twins   map[string]twin // heartbeat-owned: sessions of this ID that this process never opened, seen displacing it
 
+	// Peer mode (peer.go): nil without Config.PeerMode.
+	hub        *hub
+	peerClient *http.Client
+
 	// The loop's state: only the goroutine running Run touches it.
 	st loopState
 }
@@ -234,6 +270,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if cfg.InfrequentInterval == 0 {
 		cfg.InfrequentInterval = cfg.FrequentInterval
+		if cfg.PeerMode {
+			cfg.InfrequentInterval = peerIIFactor * cfg.FrequentInterval
+		}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -266,6 +305,10 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("InfrequentInterval %v is below FrequentInterval %v; leave it zero to watch every FrequentInterval", cfg.InfrequentInterval, cfg.FrequentInterval)
 	case cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
+	case cfg.PeerMode && cfg.ServerAddr == "":
+		return nil, bad("PeerMode needs ServerAddr, the host:port at which the other workers reach this worker's PeerHandler")
+	case cfg.PeerTLS != nil && cfg.PeerClient != nil:
+		return nil, bad("both PeerTLS and PeerClient are set; put the TLS settings in PeerClient's transport")
 	case len(cfg.Prefix)+len("sessions/.json")+max(len(cfg.ID), longest) > maxKeyLen:
 		return nil, bad("Prefix, ID or a shard name is too long: keys would exceed %d bytes", maxKeyLen)
 	}
@@ -317,6 +360,13 @@ func New(cfg Config) (*Pool, error) {
 	p.sess.kick = make(chan struct{}, 1)
 	p.sess.flush = make(chan chan error)
 	p.queue.wake = make(chan struct{}, 1)
+	if cfg.PeerMode {
+		p.hub = newHub(p)
+		p.peerClient = cfg.PeerClient
+		if p.peerClient == nil {
+			p.peerClient = newPeerClient(cfg.PeerTLS)
+		}
+	}
 	p.st.init(p)
 	return p, nil
 }
@@ -366,6 +416,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	p.leads = newLeaderships(p.clock)
 	switch {
+	case p.hub != nil:
+		p.log.Info("watching the other workers through the hub of peer mode, and the store every InfrequentInterval", "addr", p.cfg.ServerAddr, "infrequent", p.ii)
 	case p.lister != nil:
 		p.log.Info("watching the other workers by one listing of their session objects per interval")
 	case p.cfg.ReadEachSession:
@@ -376,6 +428,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	lctx, stopLoop := context.WithCancelCause(ctx)
 	defer stopLoop(nil)
 	p.stopRun = stopLoop
+	if p.hub != nil {
+		p.hub.open()
+		defer p.hub.close()
+	}
 	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	beatDone := make(chan struct{})
 	go func() {

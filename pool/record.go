@@ -31,6 +31,9 @@ type sessionRecord struct {
 	TTL         int64     `json:"ttl"`
 	LastUpdated time.Time `json:"lastUpdated"` // wall clock, for people only
 	Released    bool      `json:"released,omitempty"`
+	// Addr is where the worker serves PeerHandler (Config.ServerAddr), in
+	// peer mode only.
+	Addr string `json:"addr,omitempty"`
 	// Shards lists the shards the session owns, with their terms. It is a
 	// hint for the other workers (who owns what, how many); the shard
 	// records decide.

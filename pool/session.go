@@ -252,7 +252,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 		first := p.now()
 		deadline := first.Add(p.lt - p.margin)
 		out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, TTL: ttlMillis(p.lt), LastUpdated: time.Now(),
-			Ended: maps.Clone(ss.ended)})
+			Ended: maps.Clone(ss.ended), Addr: p.addr()})
 		over := sha256.Sum256(data)
 		p.await(func() { tag, err = p.put(ctx, p.keySession, out, tag, over, deadline) })
 		if err == nil && !p.now().Before(deadline) {
@@ -270,6 +270,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 		}
 		opened[id] = true
 		ss.id, ss.deadline = id, deadline
+		p.hub.own(tag)
 		p.stats.sessions.Add(1)
 		p.queue.post(event{})
 		lastData, lastTag = out, tag
@@ -283,7 +284,8 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			sent = p.now()
 			shards, claiming, ended := ss.listing()
 			out := encode(sessionRecord{Pool: formatVersion, Worker: p.cfg.ID, Session: id, Seq: seq,
-				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards, Claiming: claiming, Ended: ended})
+				Held: sent.Sub(first).Milliseconds(), TTL: ttlMillis(p.lt), LastUpdated: time.Now(), Shards: shards, Claiming: claiming, Ended: ended,
+				Addr: p.addr()})
 			deadline, over := ss.deadline, sha256.Sum256(lastData)
 			var tag string
 			var err error
@@ -302,6 +304,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 					l.c.Extend(ss.deadline)
 				}
 				lastData, lastTag = out, tag
+				p.hub.own(tag)
 				reportFlush(reply, nil)
 				continue
 			}
@@ -312,6 +315,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			clear(ss.leads)
 			ss.show()
 			ss.id, ss.deadline = "", time.Time{}
+			p.hub.own("")
 			p.queue.post(event{})
 			if ctx.Err() != nil {
 				p.closeSession(id, lastData, lastTag)
@@ -518,6 +522,7 @@ func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
 func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
 	// A quarter LeaderTimeout, as the shards' releases (releaseAll): a worker
 	// cut off from the store stops within its lease.
+	p.hub.own("")
 	timeout := p.lt / 4
 	if mutSerialRelease {
 		timeout = 3 * p.fi

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -49,11 +50,13 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 	}
 	s.listWarned = false
 	s.applyListing(entries, at)
+	s.storeAt = at.Add(p.ii - p.fi/2)
 	return true
 }
 
 // applyListing takes in a listing of the session objects returned at at:
-// each worker's listed ETag, first listed when it changed.
+// each worker's listed ETag, first listed when it changed. In peer mode
+// it also checks what the hub said against the store (doubt).
 func (c *core) applyListing(entries []store.Entry, at time.Time) {
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
@@ -63,17 +66,8 @@ func (c *core) applyListing(entries []store.Entry, at time.Time) {
 			continue
 		}
 		seen[w] = true
-		pv := c.peers[w]
-		if pv == nil {
-			pv = &peerView{}
-			c.peers[w] = pv
-		}
-		if pv.lsight != e.ETag || pv.lseenAt.IsZero() {
-			pv.lsight, pv.lseenAt = e.ETag, at
-		}
-		if pv.read && e.ETag != pv.sight.ETag {
-			pv.lchanged = true
-		}
+		pv := c.listed(w, e.ETag, at)
+		c.doubt(pv, e.ETag, at)
 	}
 	for w, pv := range c.peers {
 		if !seen[w] && w != c.cp.id {
@@ -84,6 +78,23 @@ func (c *core) applyListing(entries []store.Entry, at time.Time) {
 		}
 	}
 	c.listAt = at
+}
+
+// listed takes in one worker's session ETag as a listing, or a hub's
+// digest, returned at at showed it.
+func (c *core) listed(w, etag string, at time.Time) *peerView {
+	pv := c.peers[w]
+	if pv == nil {
+		pv = &peerView{}
+		c.peers[w] = pv
+	}
+	if pv.lsight != etag || pv.lseenAt.IsZero() {
+		pv.lsight, pv.lseenAt = etag, at
+	}
+	if pv.read && etag != pv.sight.ETag {
+		pv.lchanged = true
+	}
+	return pv
 }
 
 // lookDue reports whether this tick must look, by what the listing and the
@@ -362,4 +373,127 @@ func (p *Pool) infrequentSlot(now time.Time) time.Time {
 		next = next.Add(p.ii)
 	}
 	return after.Add(next.Sub(wall))
+}
+
+// Peer mode's watch (docs/pool-protocol.md, "Peer mode"; the wire is in
+// peer.go).
+
+// watchPeers reports this worker's session to the hub and asks it for the
+// session ETags reported this round; when its digest names every worker
+// this worker counts live, it takes it in as a listing (listed). It
+// reports false when the store must be listed instead: the hub doubted,
+// no hub known, the hub's answer failed or left a live worker out (a
+// death, a join, a hub with another view). members reports whether the
+// member list must be read: always, but when the hub's digest shows the
+// one this worker knows and nobody reported another. (The tick lists the
+// store every InfrequentInterval all the same: storeDue.)
+func (s *loopState) watchPeers(ctx context.Context) (listed, members bool) {
+	p := s.p
+	now := p.now()
+	v := s.view(now, true)
+	hubID, addr := s.hubOf(v)
+	if hubID == "" {
+		return false, true
+	}
+	var d digest
+	var err error
+	wait := p.fi / 8
+	if hubID == p.cfg.ID {
+		d, err = p.hub.collect(ctx, wait)
+	} else {
+		d, err = p.ask(ctx, hubID, addr, p.hub.ownTag(), s.membersTag, wait)
+	}
+	at := p.now()
+	if err != nil {
+		if ctx.Err() == nil {
+			if !s.peerWarned {
+				s.peerWarned = true
+				p.log.Info("cannot ask the hub of peer mode; listing the store instead", "hub", hubID, "err", err)
+			}
+			if !now.Before(s.hubReadAt) {
+				// Its address may have changed (a restart): read its
+				// session object, once a lease at most.
+				s.hubReadAt = now.Add(p.lt)
+				s.readSessions(ctx, []string{hubID})
+			}
+		}
+		return false, true
+	}
+	s.peerWarned = false
+	if !at.After(s.doubtUntil) || !s.covers(d, v) {
+		return false, true
+	}
+	s.applyDigest(d, at)
+	return true, !mutPeerMembers && (d.Members != s.membersTag || p.hub.takeMembers())
+}
+
+// storeDue reports whether a tick in peer mode must list the store even
+// when the hub's digest stands in for a listing: InfrequentInterval after
+// the last listing. A digest taken in first ages nothing the listing
+// shows the same.
+func (c *core) storeDue(now time.Time) bool {
+	return !now.Before(c.storeAt)
+}
+
+// hubOf returns the hub by v: the live worker with the lowest ID whose
+// session record names where it serves PeerHandler (this worker's own
+// address for itself).
+func (s *loopState) hubOf(v view) (id, addr string) {
+	for _, w := range v.live {
+		if w == s.cp.id {
+			return w, s.p.cfg.ServerAddr
+		}
+		if pv := s.peers[w]; pv != nil && pv.ok && pv.rec.Addr != "" {
+			return w, pv.rec.Addr
+		}
+	}
+	return "", ""
+}
+
+// covers reports whether d names every worker live in v but this one: a
+// digest that leaves one out may be the first sign of its death, and its
+// last renewal must then be aged from when it was first seen, not be
+// forgotten (a listing shows it standing still).
+func (c *core) covers(d digest, v view) bool {
+	if mutPeerPartial {
+		return true
+	}
+	for _, id := range v.live {
+		if id != c.cp.id && d.Sessions[id] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// applyDigest takes in a hub's digest returned at at as a listing of the
+// workers it names (listed): every ETag it names was written before the
+// worker reported it, so before at, and, as a listed one, ages a sighting
+// only once a fresh read returns it. It says nothing of the workers it
+// does not name.
+func (c *core) applyDigest(d digest, at time.Time) {
+	for w, etag := range d.Sessions {
+		if w == c.cp.id || etag == "" || len(c.peers) >= maxReports && c.peers[w] == nil {
+			continue
+		}
+		pv := c.listed(w, etag, at)
+		if etag != pv.stag {
+			pv.peerNew = true
+		}
+	}
+	c.listAt = at
+}
+
+// doubt checks a listing of the store against what the hubs said: a
+// worker whose session object the store shows unchanged since the last
+// listing, while a digest named another ETag for it in between, was said
+// to renew when it did not (a hub that lies, or a listing that lags). The
+// hubs' digests are then not used for four leases: the store is listed
+// every interval.
+func (c *core) doubt(pv *peerView, etag string, at time.Time) {
+	if pv.peerNew && pv.stag == etag && !mutNoDoubt {
+		c.doubtUntil = at.Add(4 * c.cp.lt)
+		c.note(slog.LevelWarn, "the hub of peer mode said a worker renewed its session, but the store shows it unchanged; listing the store every interval for four leases")
+	}
+	pv.stag, pv.peerNew = etag, false
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -66,10 +68,22 @@ type poolSimParams struct {
 	rollBack       bool // the roll goes from the second configuration (the longer lease) to the first
 	resigns        bool // a tenth of the leaderships begun while the faults last are resigned inside Work
 	iiTimes        int  // Config.InfrequentInterval is this many FrequentIntervals (1: off)
+
+	// Drawn from a third generator (y), likewise:
+	peer bool // the workers run in peer mode over a faulty PeerNet
+	liar bool // in peer mode, worker w0's PeerHandler makes up ETags while the faults last
 }
 
-func newPoolSimParams(r, x *rand.Rand) poolSimParams {
+func newPoolSimParams(r, x, y *rand.Rand) poolSimParams {
 	p := drawPoolSimParams(r)
+	if p.peer = y.IntN(3) == 0; p.peer {
+		// Peer mode: the store is listed every InfrequentInterval (6 ×
+		// FrequentInterval unless drawn below); a lying hub is found out
+		// at the second listing after the faults stop, and doubted for
+		// four leases.
+		p.liar = y.IntN(3) == 0
+		p.calmFor += 3*peerIIFactor*max(p.fi, p.fi2) + 4*max(p.lt, p.lt2)
+	}
 	p.memberRestores, p.rolling, p.rollBack = x.IntN(3), x.IntN(3) == 0, x.IntN(2) == 0
 	p.resigns = x.IntN(2) == 0
 	p.iiTimes = 1
@@ -284,11 +298,20 @@ type simWorker struct {
 func simulatePool(t *testing.T, seed int64) map[string]int {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5ade))
 	x := rand.New(rand.NewPCG(uint64(seed), 0x7011)) // what later versions added, so that r's worlds stay
-	p := newPoolSimParams(r, x)
+	y := rand.New(rand.NewPCG(uint64(seed), 0x9ee7)) // peer mode, likewise
+	p := newPoolSimParams(r, x, y)
 	world := simworld.NewWorld(p.faults)
 	counts := world.Counts
 	if p.iiTimes > 1 {
 		counts.Add("world with an InfrequentInterval")
+	}
+	var net *simworld.PeerNet
+	if p.peer {
+		counts.Add("world in peer mode")
+		if p.liar {
+			counts.Add("world with a lying hub")
+		}
+		net = simworld.NewPeerNet(rand.New(rand.NewPCG(uint64(seed), 0x9ee8)))
 	}
 	var shards []string
 	for i := range p.shards {
@@ -325,8 +348,13 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		if p.noList {
 			ps = unlisted{st}
 		}
+		ii := fi * time.Duration(p.iiTimes)
+		if p.peer && p.iiTimes == 1 {
+			ii = 0 // peer mode's default
+		}
 		pl, err := New(Config{Store: ps, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
-			FrequentInterval: fi, LeaderTimeout: lt, InfrequentInterval: fi * time.Duration(p.iiTimes),
+			FrequentInterval: fi, LeaderTimeout: lt, InfrequentInterval: ii,
+			PeerMode: p.peer, ServerAddr: id + ":443", PeerClient: peerClient(net),
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
 				tn := ledger.Start(shard, id, l.Term())
 				// The leadership ends with its context, whatever Work does
@@ -360,6 +388,13 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		// of them at either bound, where the margin matters most.
 		pl.clock.Rate = simworld.ClockRate(wr, true)
 		w.p = pl
+		if net != nil {
+			var h http.Handler = PeerHandler(pl)
+			if p.liar && id == "w0" {
+				h = &lyingHub{h: h, r: rand.New(rand.NewPCG(uint64(seed), 0x11a7)), faulty: faulty}
+			}
+			net.Add(id+":443", h)
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		w.cancel = cancel
 		go func() {
@@ -384,6 +419,15 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	// kill stops w abruptly: its leaderships end now as far as the world
 	// is concerned, and it never reaches the store again.
 	kill := func(w *simWorker) {
+		if net != nil {
+			// Its address refuses, or something there keeps answering
+			// with a digest of another time.
+			var stale []byte
+			if r.IntN(2) == 0 {
+				stale = encode(digest{Pool: formatVersion, Prefix: "sim/", Worker: w.id, Sessions: map[string]string{w.id: "stale"}})
+			}
+			net.Crash(w.id+":443", stale)
+		}
 		w.st.Crash()
 		ledger.Kill(w.id)
 		w.cancel() // reaps its goroutines; its calls go nowhere
@@ -536,6 +580,9 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	time.Sleep(faultsEnd.Sub(time.Now()))
 
 	// Faults stop: heal partitions, restart the killed, end random faults.
+	if net != nil {
+		net.Heal()
+	}
 	wmu.Lock()
 	for id, w := range workers {
 		if w.st.Calm() {
@@ -616,4 +663,41 @@ func checkTenures(shards []string, tenures map[string][]simworld.Tenure) error {
 		}
 	}
 	return nil
+}
+
+// peerClient returns a client over net, or nil without one.
+func peerClient(net *simworld.PeerNet) *http.Client {
+	if net == nil {
+		return nil
+	}
+	return &http.Client{Transport: net}
+}
+
+// lyingHub is a PeerHandler that, while faulty, says some workers renewed
+// when they did not: it makes up an ETag for each worker of its digest
+// with probability one half.
+type lyingHub struct {
+	h      http.Handler
+	faulty func() bool
+	mu     sync.Mutex
+	r      *rand.Rand
+}
+
+func (l *lyingHub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rec := httptest.NewRecorder()
+	l.h.ServeHTTP(rec, req)
+	var d digest
+	if rec.Code != http.StatusOK || !l.faulty() || decode(rec.Body.Bytes(), &d, func() int { return d.Pool }) != nil {
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
+		return
+	}
+	l.mu.Lock()
+	for _, id := range slices.Sorted(maps.Keys(d.Sessions)) {
+		if l.r.IntN(2) == 0 {
+			d.Sessions[id] = fmt.Sprintf("made-up-%d", l.r.Uint64())
+		}
+	}
+	l.mu.Unlock()
+	w.Write(encode(d))
 }

@@ -89,6 +89,8 @@ type group struct {
 	wrap    func(id string, st store.Store) store.Store
 	net     *simworld.PeerNet // set: the workers run in peer mode over it, each at "<ID>:443"
 	ii      time.Duration     // Config.InfrequentInterval before speed divides it
+	// peerClient, when set, gives each worker's peer client (else one over net).
+	peerClient func(id string) *http.Client
 	shards  []string
 	mem     store.Store
 	workers []*worker
@@ -162,6 +164,9 @@ func (g *group) add(id string) *worker {
 	}
 	if g.net != nil {
 		cfg.PeerMode, cfg.ServerAddr, cfg.PeerClient = true, id+":443", &http.Client{Transport: g.net}
+		if g.peerClient != nil {
+			cfg.PeerClient = g.peerClient(id)
+		}
 	}
 	p, err := New(cfg)
 	if err != nil {

@@ -1,12 +1,24 @@
 package pool
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/internal/simworld"
+	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/memstore"
 )
 
 // TestPeerSteadyStateReads checks peer mode's price (docs/pool-protocol.md,
@@ -126,4 +138,277 @@ func peerTakeoverInstant(t *testing.T, d time.Duration, vi, phase int) {
 	}
 	t.Logf("killed %v after the slot of its last renewal: its shards led again %.3f × LeaderTimeout after the kill",
 		killed.Sub(slot), float64(want.Sub(killed))/float64(testLT))
+}
+
+// TestPeerJoinAndDeath runs 3 workers over 40 shards in peer mode with an
+// InfrequentInterval of five minutes, at several phases of the
+// renewal cycle, adds a fourth, and then kills one: each time every live
+// worker holds its share within 2 × LeaderTimeout, as at the frequent
+// pace. The joiner is in the member list before it reports to the hub;
+// the hub hears of that list from its report and reads it, and its
+// digest carries the list's new ETag to the others, which read it then
+// (with -sim.mutate=peermembers they read it only every
+// InfrequentInterval, and the join waits for that).
+func TestPeerJoinAndDeath(t *testing.T) {
+	defer setMutation(t)()
+	for phase := range phases {
+		t.Run(fmt.Sprintf("phase=%d", phase), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := newGroup(t, 0, 40)
+				g.net, g.ii = simworld.NewCalmPeerNet(), 300*time.Second
+				for _, id := range []string{"w1", "w2", "w3"} {
+					g.add(id)
+				}
+				defer g.stop()
+				time.Sleep(4*testLT + time.Duration(phase)*testFI/phases)
+				ids := []string{"w1", "w2", "w3", "w4"}
+				if c := g.counts(); !within(c, ids[:3], 13, 14, 40) {
+					t.Fatalf("before the join: %s; want 13 or 14 each", spread(c))
+				}
+				g.add("w4")
+				time.Sleep(2 * testLT)
+				if c := g.counts(); !within(c, ids, 10, 10, 40) {
+					t.Errorf("2 × LeaderTimeout after w4 joined: %s; want 10 each", spread(c))
+				}
+				victim := g.workers[phase%4]
+				victim.st.dead.Store(true)
+				g.net.Crash(victim.id+":443", nil)
+				time.Sleep(2 * testLT)
+				live := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == victim.id })
+				if c := g.counts(); !within(c, live, 13, 14, 40) {
+					t.Errorf("2 × LeaderTimeout after %s was killed: %s; want 13 or 14 on each of %v", victim.id, spread(c), live)
+				}
+				g.check(t)
+			})
+		})
+	}
+}
+
+// TestPeerDoubt checks the rule that bounds a hub that says a worker
+// renewed when it did not: a listing of the store that shows a worker's
+// session unchanged since the listing before, while a digest named
+// another ETag for it in between, stops the digests from standing in for
+// a listing for four leases (-sim.mutate=nodoubt breaks it); a listing
+// that shows a new ETag, or digests that named none other, doubt nothing.
+func TestPeerDoubt(t *testing.T) {
+	defer setMutation(t)()
+	t0 := time.Unix(1e9, 0)
+	entry := func(etag string) []store.Entry {
+		return []store.Entry{{Key: "p/sessions/w2.json", ETag: etag}}
+	}
+	for _, tc := range []struct {
+		name   string
+		digest string // what a digest between the two listings names ("": none)
+		second string // what the second listing shows
+		doubt  bool
+	}{
+		{"unchanged after a digest named another", "made-up", "e1", true},
+		{"renewed as the digest said", "e2", "e2", false},
+		{"renewed past the digest", "e2", "e3", false},
+		{"unchanged, no digest between", "", "e1", false},
+		{"unchanged, the digest named the same", "e1", "e1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCore("x")
+			c.applyListing(entry("e1"), t0)
+			if tc.digest != "" {
+				c.applyDigest(digest{Sessions: map[string]string{"w2": tc.digest}}, t0.Add(testFI))
+			}
+			at := t0.Add(2 * testFI)
+			c.applyListing(entry(tc.second), at)
+			if got := at.Before(c.doubtUntil); got != tc.doubt {
+				t.Errorf("doubted = %v; want %v", got, tc.doubt)
+			}
+			if tc.doubt && !c.doubtUntil.Equal(at.Add(4*testLT)) {
+				t.Errorf("doubted until %v after the listing; want four leases (%v)", c.doubtUntil.Sub(at), 4*testLT)
+			}
+		})
+	}
+}
+
+// TestPeerWorkerCutOffFromTheHub cuts one worker of 4 off from the hub
+// (its requests are refused) while it keeps renewing: the hub's digests
+// leave it out, so the others list the store at every tick instead of
+// taking the digests for a listing, and see its renewals there. Nobody
+// reads a session object (no look: the live set never changes) and no
+// shard moves. With -sim.mutate=peerpartial the digests stand in for the
+// listing, the cut-off worker's last reported renewal ages, it counts as
+// dead a lease later, and every worker looks (reads the session objects)
+// again and again.
+func TestPeerWorkerCutOffFromTheHub(t *testing.T) {
+	defer setMutation(t)()
+	synctest.Test(t, func(t *testing.T) {
+		var sessionReads sync.Map // worker -> *atomic.Int64
+		g := newGroup(t, 0, 40)
+		g.net = simworld.NewCalmPeerNet()
+		g.wrap = func(id string, st store.Store) store.Store {
+			n := &atomic.Int64{}
+			sessionReads.Store(id, n)
+			return countSessionReads{st, n}
+		}
+		cut := &atomic.Bool{}
+		g.peerClient = func(id string) *http.Client {
+			if id != "w4" {
+				return &http.Client{Transport: g.net}
+			}
+			return &http.Client{Transport: cutTransport{g.net, cut}}
+		}
+		for _, id := range []string{"w1", "w2", "w3", "w4"} {
+			g.add(id)
+		}
+		defer g.stop()
+		time.Sleep(4 * testLT)
+		ids := []string{"w1", "w2", "w3", "w4"}
+		if c := g.counts(); !within(c, ids, 10, 10, 40) {
+			t.Fatalf("before the cut: %s; want 10 each", spread(c))
+		}
+		var handed uint64
+		for _, w := range g.workers {
+			handed -= w.p.Stats().Handovers
+		}
+		before := map[string]int64{}
+		for _, id := range ids[:3] {
+			v, _ := sessionReads.Load(id)
+			before[id] = v.(*atomic.Int64).Load()
+		}
+		cut.Store(true)
+		time.Sleep(5 * testLT)
+		for _, id := range ids[:3] {
+			v, _ := sessionReads.Load(id)
+			if n := v.(*atomic.Int64).Load() - before[id]; n != 0 {
+				t.Errorf("%s read session objects %d times in 5 leases while w4 could not reach the hub; want none (w4 renews: nothing to look at)", id, n)
+			}
+		}
+		for _, w := range g.workers {
+			handed += w.p.Stats().Handovers
+		}
+		if c := g.counts(); !within(c, ids, 10, 10, 40) || handed != 0 {
+			t.Errorf("after 5 leases: %s, %d handovers; want 10 each and none", spread(c), handed)
+		}
+		g.check(t)
+	})
+}
+
+// countSessionReads counts the reads of session objects through it.
+type countSessionReads struct {
+	store.Store
+	n *atomic.Int64
+}
+
+func (c countSessionReads) Get(ctx context.Context, key string) ([]byte, string, error) {
+	if strings.Contains(key, "/sessions/") {
+		c.n.Add(1)
+	}
+	return c.Store.Get(ctx, key)
+}
+
+func (c countSessionReads) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	return c.Store.(store.Lister).List(ctx, prefix)
+}
+
+// cutTransport refuses every request once cut is set.
+type cutTransport struct {
+	rt  http.RoundTripper
+	cut *atomic.Bool
+}
+
+func (c cutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if c.cut.Load() {
+		return nil, errors.New("dial: connection refused")
+	}
+	return c.rt.RoundTrip(req)
+}
+
+// TestPeerHandlerRefusesBadRequests checks that PeerHandler names what is
+// wrong with a request it cannot answer, and answers nothing then.
+func TestPeerHandlerRefusesBadRequests(t *testing.T) {
+	p, err := New(Config{Store: memstore.New(), Prefix: "p/", ID: "w1", Shards: []string{"a"}, Logger: quiet,
+		Work: func(context.Context, string, *s3lect.Leadership) {}, PeerMode: true, ServerAddr: "127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := New(Config{Store: memstore.New(), Prefix: "q/", ID: "w1", Shards: []string{"a"}, Logger: quiet,
+		Work: func(context.Context, string, *s3lect.Leadership) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := PeerHandler(p, off)
+	for _, tc := range []struct {
+		name, method, target string
+		running              bool
+		code                 int
+		says                 string
+	}{
+		{"another path", "GET", "/other?prefix=p/", true, 404, "404"},
+		{"a POST", "POST", PeerPath + "?prefix=p/&worker=w2", true, 405, "only GET"},
+		{"no such pool", "GET", PeerPath + "?prefix=x/&worker=w2", true, 404, `prefix "x/"`},
+		{"a pool not in peer mode", "GET", PeerPath + "?prefix=q/&worker=w2", true, 404, `prefix "q/"`},
+		{"no worker", "GET", PeerPath + "?prefix=p/", true, 400, "worker must name"},
+		{"a worker with a slash", "GET", PeerPath + "?prefix=p/&worker=a/b", true, 400, "without slashes"},
+		{"this worker's own ID", "GET", PeerPath + "?prefix=p/&worker=w1", true, 409, "two workers were given one ID"},
+		{"a wait too long", "GET", PeerPath + "?prefix=p/&worker=w2&wait=1h", true, 400, "from 0 to 2.5s"},
+		{"a wait that is no duration", "GET", PeerPath + "?prefix=p/&worker=w2&wait=soon", true, 400, "must be a duration"},
+		{"an ETag too long", "GET", PeerPath + "?prefix=p/&worker=w2&etag=" + strings.Repeat("e", 2000), true, 400, "at most 1,024 bytes"},
+		{"the pool not running", "GET", PeerPath + "?prefix=p/&worker=w2", false, 503, "not running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.running {
+				p.hub.open()
+				defer func() { p.hub.close(); p.hub.stopped = make(chan struct{}) }()
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tc.method, tc.target, nil))
+			if rec.Code != tc.code || !strings.Contains(rec.Body.String(), tc.says) {
+				t.Errorf("%s %s: %d %q; want %d saying %q", tc.method, tc.target, rec.Code, rec.Body.String(), tc.code, tc.says)
+			}
+		})
+	}
+	// A good request, running: the digest names the reporter.
+	p.hub.open()
+	defer p.hub.close()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", PeerPath+"?prefix=p/&worker=w2&etag=e7&wait=0s", nil))
+	var d digest
+	if err := json.Unmarshal(rec.Body.Bytes(), &d); rec.Code != 200 || err != nil || d.Sessions["w2"] != "e7" || d.Worker != "w1" || d.Prefix != "p/" {
+		t.Errorf("a good request: %d %q; want a digest of w1 naming w2's e7", rec.Code, rec.Body.String())
+	}
+}
+
+// TestAskRefusesBadAnswers checks that a worker takes nothing from an
+// answer that is not its hub's digest for its pool, and says why.
+func TestAskRefusesBadAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		net := simworld.NewCalmPeerNet()
+		p, err := New(Config{Store: memstore.New(), Prefix: "p/", ID: "w2", Shards: []string{"a"}, Logger: quiet,
+			Work: func(context.Context, string, *s3lect.Leadership) {}, PeerMode: true, ServerAddr: "w2:443", PeerClient: &http.Client{Transport: net}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			name string
+			h    http.HandlerFunc
+			says string
+		}{
+			{"refused", nil, "connection refused"},
+			{"a 503", func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "not running", 503) }, "503"},
+			{"not JSON", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("<html>")) }, "not a pool digest"},
+			{"another pool's", func(w http.ResponseWriter, _ *http.Request) {
+				w.Write(encode(digest{Pool: formatVersion, Prefix: "other/", Worker: "w1"}))
+			}, "another process at that address"},
+			{"another worker's", func(w http.ResponseWriter, _ *http.Request) {
+				w.Write(encode(digest{Pool: formatVersion, Prefix: "p/", Worker: "w9"}))
+			}, "another process at that address"},
+			{"too long", func(w http.ResponseWriter, _ *http.Request) { w.Write(make([]byte, maxDigest+10)) }, "longer than"},
+			{"never answers", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, "deadline exceeded"},
+		} {
+			addr := strings.ReplaceAll(tc.name, " ", "-") + ":443"
+			if tc.h != nil {
+				net.Add(addr, tc.h)
+			}
+			_, err := p.ask(context.Background(), "w1", addr, "e1", "m1", time.Second)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("%s: ask() error = %v; want one saying %q", tc.name, err, tc.says)
+			}
+		}
+	})
 }

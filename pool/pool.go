@@ -255,6 +255,7 @@ type Pool struct {
 	// Peer mode (peer.go): nil without Config.PeerMode.
 	hub        *hub
 	peerClient *http.Client
+	ownedPeer  bool // peerClient was built here: Run's end closes its idle connections
 
 	// The loop's state: only the goroutine running Run touches it.
 	st loopState
@@ -364,7 +365,7 @@ func New(cfg Config) (*Pool, error) {
 		p.hub = newHub(p)
 		p.peerClient = cfg.PeerClient
 		if p.peerClient == nil {
-			p.peerClient = newPeerClient(cfg.PeerTLS)
+			p.peerClient, p.ownedPeer = newPeerClient(cfg.PeerTLS), true
 		}
 	}
 	p.st.init(p)
@@ -431,6 +432,9 @@ func (p *Pool) Run(ctx context.Context) error {
 	if p.hub != nil {
 		p.hub.open()
 		defer p.hub.close()
+		if p.ownedPeer {
+			defer p.peerClient.CloseIdleConnections()
+		}
 	}
 	bctx, stopBeat := context.WithCancel(context.WithoutCancel(ctx))
 	beatDone := make(chan struct{})

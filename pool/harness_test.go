@@ -91,9 +91,9 @@ type group struct {
 	ii      time.Duration     // Config.InfrequentInterval before speed divides it
 	// peerClient, when set, gives each worker's peer client (else one over net).
 	peerClient func(id string) *http.Client
-	shards  []string
-	mem     store.Store
-	workers []*worker
+	shards     []string
+	mem        store.Store
+	workers    []*worker
 
 	mu      sync.Mutex
 	live    map[string]*held     // shard -> the Work running for it

@@ -81,9 +81,14 @@
 // pool's workers list and read the member list every InfrequentInterval
 // instead (2 × FrequentInterval/InfrequentInterval reads per worker per
 // FrequentInterval), at the price of finding a crash or a join up to an
-// InfrequentInterval later. On a store that does not list (or with
-// Config.ReadEachSession), it reads the member list and every other
-// member's session object once per FrequentInterval. A member
+// InfrequentInterval later. With Config.PeerMode the workers tell each
+// other their renewals over HTTPS (PeerHandler) and list the store and
+// read the member list every InfrequentInterval, and at any tick where
+// the peers cannot answer for every live worker: the same reads as with
+// the infrequent interval, the frequent pace's crash failover. On a store
+// that does not list (or with Config.ReadEachSession), it reads the
+// member list and every other member's session object once per
+// FrequentInterval. A member
 // whose session is over leaves the list (once no term it lists is
 // needed; a worker whose Run ends with everything released takes itself
 // off), so dead workers are not read for ever. A look that claims shards

@@ -491,6 +491,9 @@ func (c *core) applyDigest(d digest, at time.Time) {
 // hubs' digests are then not used for four leases: the store is listed
 // every interval.
 func (c *core) doubt(pv *peerView, etag string, at time.Time) {
+	if pv == nil {
+		return
+	}
 	if pv.peerNew && pv.stag == etag && !mutNoDoubt {
 		c.doubtUntil = at.Add(4 * c.cp.lt)
 		c.note(slog.LevelWarn, "the hub of peer mode said a worker renewed its session, but the store shows it unchanged; listing the store every interval for four leases")

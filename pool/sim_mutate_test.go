@@ -18,5 +18,6 @@ func setMutation(t *testing.T) func() {
 		"noduplicatecheck": &mutNoDuplicateCheck, "serialrelease": &mutSerialRelease,
 		"keepmembers":    &mutKeepMembers,
 		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
-		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays}, "")
+		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays,
+		"unlistedwaits": &mutUnlistedWaits}, "")
 }

@@ -1285,7 +1285,7 @@ func (c *core) leadEnded(ld *lead, cause error) (term uint64, act leadAct, ok bo
 	ld.ended, ld.over = true, true
 	term = max(ld.term, c.shard(ld.shard).highest)
 	switch {
-	case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+	case endedBySession(cause):
 		ld.settled = true
 		return term, actSettle, true
 	case cause == s3lect.ErrResigned || ld.workDone:
@@ -1294,6 +1294,16 @@ func (c *core) leadEnded(ld *lead, cause error) (term uint64, act leadAct, ok bo
 		return term, actExit, true
 	}
 	return term, actNone, true
+}
+
+// endedBySession reports whether a leadership whose context ended with
+// cause was ended by its session (lost, or its lease run out). Nothing is
+// released then, so it is over for its holder at once: the loop's
+// leaderships say so as their context ends (exitOnce), not when the loop
+// takes the end in, after the tick in progress (a look whose store calls
+// hang may last many leases).
+func endedBySession(cause error) bool {
+	return errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost)
 }
 
 // workReturned takes in the return of ld's Work.

@@ -24,4 +24,5 @@ var (
 	mutStaleList        bool // a sighting counts from its first listing even when the fresh read before a claim returns another ETag
 	mutKeepStrays       bool // a claim whose outcome stayed unknown, or that landed for an ended session, is left standing: the worker neither leads nor releases it
 	mutUnlistedWaits    bool // a record naming a live session that lists nothing there is set aside until that session could be over, not looked at again half an interval later
+	mutSettleWaits      bool // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress
 )

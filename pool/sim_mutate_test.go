@@ -19,5 +19,5 @@ func setMutation(t *testing.T) func() {
 		"keepmembers":    &mutKeepMembers,
 		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
 		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays,
-		"unlistedwaits": &mutUnlistedWaits}, "")
+		"unlistedwaits": &mutUnlistedWaits, "settlewaits": &mutSettleWaits}, "")
 }

@@ -933,7 +933,7 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 		if !read || c.peers[w] == nil {
 			return false, later(retry, now.Add(c.cp.fi))
 		}
-		t, busy := c.clearance(w, a.shard, a.rec, a.etag != "", now)
+		t, busy, unlisted := c.clearance(w, a.shard, a.rec, a.etag != "", now)
 		if mutAbsentAged && w == a.rec.Owner && c.peers[w].sight.ETag == "" {
 			sv := c.shard(a.shard)
 			if sv.ownerGone.IsZero() {
@@ -951,6 +951,14 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 				backoff = c.cp.fi
 			}
 			ok, retry = false, later(retry, now.Add(backoff))
+		case unlisted && !mutUnlistedWaits:
+			// The record names a live session that lists nothing there: a
+			// claim just won, which its next renewal lists, or a stray,
+			// which its worker releases at its next tick. Workers tick at
+			// the same instants of the wall clock, so this read may have
+			// come just before that release: look again half an interval
+			// on, not when the session could be over.
+			ok, retry = false, later(retry, earliest(t, now.Add(c.cp.fi/2)))
 		default:
 			ok, retry = false, later(retry, t)
 		}
@@ -980,8 +988,10 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 // L is the longest of this worker's LeaderTimeout, the ttl the record
 // states when it names w, and the longest ttl w's records have stated:
 // a short lease never cuts a long one short. busy reports that w, live
-// at now, is claiming the shard too.
-func (c *core) clearance(w, shard string, rec shardRecord, present bool, now time.Time) (over time.Time, busy bool) {
+// at now, is claiming the shard too; unlisted, that the record names w's
+// session, live at now, which lists neither the shard, nor a claim of it,
+// nor a term of it as ended (a claim just won, or a stray).
+func (c *core) clearance(w, shard string, rec shardRecord, present bool, now time.Time) (over time.Time, busy, unlisted bool) {
 	pv := c.peers[w]
 	lt := wait(c.cp.lt, max(pv.ttl, pv.rec.TTL, c.memberTTL[w]))
 	if present && rec.Owner == w {
@@ -991,7 +1001,7 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 		lt = c.cp.lt
 	}
 	if !pv.ok {
-		return pv.runStart.Add(lt), false
+		return pv.runStart.Add(lt), false, false
 	}
 	if !pv.advanced && w != c.cp.id {
 		// Not seen to follow an earlier write of its session: it may be an
@@ -1001,14 +1011,14 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 		over = pv.seenAt.Add(lt)
 	}
 	if pv.rec.Released {
-		return over, false
+		return over, false, false
 	}
 	named := present && rec.Owner == w
 	if named && rec.Session != pv.session {
 		over = later(over, pv.runStart.Add(lt))
 	}
 	if w == c.cp.id {
-		return over, false // this worker's own intents are its own
+		return over, false, false // this worker's own intents are its own
 	}
 	i, _ := c.index(shard)
 	heldTerm, held := pv.leading().shards.get(i)
@@ -1019,7 +1029,10 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 	if claiming || leads {
 		over = later(over, pv.seenAt.Add(lt))
 	}
-	return over, claiming && !leads && pv.live(now, c.cp.lt, c.memberTTL[w])
+	live := pv.live(now, c.cp.lt, c.memberTTL[w])
+	_, ended := pv.leading().ended.get(i)
+	unlisted = named && rec.Session == pv.session && !held && !claiming && !ended && live
+	return over, claiming && !leads && live, unlisted
 }
 
 // claimRefused takes in a claim of session id that failed (a.result): a
@@ -1285,7 +1298,7 @@ func (c *core) leadEnded(ld *lead, cause error) (term uint64, act leadAct, ok bo
 	ld.ended, ld.over = true, true
 	term = max(ld.term, c.shard(ld.shard).highest)
 	switch {
-	case errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost):
+	case endedBySession(cause):
 		ld.settled = true
 		return term, actSettle, true
 	case cause == s3lect.ErrResigned || ld.workDone:
@@ -1294,6 +1307,16 @@ func (c *core) leadEnded(ld *lead, cause error) (term uint64, act leadAct, ok bo
 		return term, actExit, true
 	}
 	return term, actNone, true
+}
+
+// endedBySession reports whether a leadership whose context ended with
+// cause was ended by its session (lost, or its lease run out). Nothing is
+// released then, so it is over for its holder at once: the loop's
+// leaderships say so as their context ends (exitOnce), not when the loop
+// takes the end in, after the tick in progress (a look whose store calls
+// hang may last many leases).
+func endedBySession(cause error) bool {
+	return errors.Is(cause, s3lect.ErrLeaseExpired) || errors.Is(cause, s3lect.ErrLeadershipLost)
 }
 
 // workReturned takes in the return of ld's Work.

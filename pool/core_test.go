@@ -643,6 +643,43 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name:    "Claims and takeovers/a record naming a live session that lists nothing there is looked at again half an interval later",
+		catches: "unlistedwaits",
+		check: func(t *testing.T, c *core) {
+			c.members = []string{"w1", "w2"}
+			c.readAt("w2", ses("w2", "S2", 1), 0)
+			record := encode(shardRecord{Pool: formatVersion, Shard: "s0", Owner: "w2", Session: "S2", Term: 4, TTL: ttlMillis(testLT)})
+			// obj is w2's session as the claim reads it; want, when s0 may
+			// be tried again.
+			try := func(now time.Duration, obj []byte) time.Time {
+				a := []attempt{{shard: "s0", data: record, etag: etagOf(record)}}
+				c.recordsRead(a, nil, 1, at(now))
+				ws := c.clearanceSet(a, members("w1", "w2"), at(now))
+				sent := map[string]time.Time{}
+				for _, w := range ws {
+					if ok, _ := c.sessionRead(w, obj, etagOf(obj), nil, at(now)); ok {
+						sent[w] = at(now)
+					}
+				}
+				c.cleared(a, ws, sent, 1, at(now))
+				if a[0].ready {
+					t.Fatalf("a claim over w2's live record cleared")
+				}
+				return c.shards["s0"].notBefore
+			}
+			// A stray of w2's (or a claim it has just won): its next tick
+			// releases it (or its next renewal lists it).
+			if got, want := try(testFI, ses("w2", "S2", 2)), at(testFI+testFI/2); !got.Equal(want) {
+				t.Errorf("s0, named by w2's live session which lists nothing there, set aside until %v; want %v, half an interval on", got.Sub(t0), want.Sub(t0))
+			}
+			// Listed as ended (a release that failed): its worker takes it
+			// back by the orphan rule; the others wait for the session.
+			if got, want := try(2*testFI, ses("w2", "S2", 3, endedTerm("s0", 4))), at(2*testFI+testLT); !got.Equal(want) {
+				t.Errorf("s0, listed as ended by w2's live session, set aside until %v; want %v, when the session could be over", got.Sub(t0), want.Sub(t0))
+			}
+		},
+	},
+	{
 		name: "Claims and takeovers/Work returning while leading resigns",
 		check: func(t *testing.T, c *core) {
 			if act := c.workReturned(&lead{shard: "s0", term: 3}); act != actResign {

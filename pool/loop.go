@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/shardlead"
 )
 
 // errHandedOver is the cause of a leadership the pool ended to hand its
@@ -341,10 +342,8 @@ func (s *loopState) tick(ctx context.Context) {
 		// session's leaderships).
 		budget := max(need, 1)
 		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
-			if round > 0 {
-				if cur, _ := p.sess.snapshot(); cur != id {
-					break
-				}
+			if cur, _ := p.sess.snapshot(); cur != id {
+				break
 			}
 			want, limit := s.wanted(v, min(need, budget), p.now())
 			if len(want) == 0 {
@@ -633,8 +632,14 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 	ld := p.sess.tie(a.shard, id, p.now, func(deadline time.Time) *lead {
 		ld := &lead{shard: a.shard, term: a.term, session: id, sum: sum, etag: a.tag}
 		// Its end reaches the loop as an event, which the loop takes in
-		// after this tick, once ld is among its leaderships (won).
-		ld.l, ld.c = p.leads(ctx, a.term, deadline, func() { p.queue.post(event{ended: ld}) })
+		// after this tick, once ld is among its leaderships (won); ended
+		// by its session, it is over for its holder at once (exitOnce).
+		x := &exitOnce{}
+		l, c := p.leads(ctx, a.term, deadline, func() {
+			p.queue.post(event{ended: ld})
+			x.ended()
+		})
+		ld.l, ld.c = l, x.set(l, c)
 		return ld
 	})
 	if ld == nil {
@@ -653,6 +658,58 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 		p.queue.post(event{workDone: ld})
 	}()
 	return true
+}
+
+// exitOnce is a leadership's control as the loop holds it: Exit takes
+// effect once, whoever calls it first, the loop (exit, release) or the
+// leadership's end. A leadership ended by its session (endedBySession)
+// releases nothing, so it is over for its holder as its context ends: a
+// Resign inside Work returns then, not when the loop takes the end in,
+// after the tick in progress, which may be a look whose store calls hang
+// for many leases (the look cannot claim without its session, but its
+// calls in flight run their course).
+type exitOnce struct {
+	shardlead.Control // set before the leadership is handed out (set)
+
+	mu     sync.Mutex
+	l      *s3lect.Leadership
+	early  bool // its context ended before set
+	exited bool
+}
+
+// set completes x with the leadership and its control, and returns x.
+func (x *exitOnce) set(l *s3lect.Leadership, c shardlead.Control) *exitOnce {
+	x.mu.Lock()
+	x.l, x.Control = l, c
+	early := x.early
+	x.mu.Unlock()
+	if early {
+		x.ended()
+	}
+	return x
+}
+
+// ended takes in the end of the leadership's context.
+func (x *exitOnce) ended() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	switch {
+	case x.l == nil:
+		x.early = true
+	case !x.exited && endedBySession(context.Cause(x.l.Context())) && !mutSettleWaits:
+		x.exited = true
+		x.Control.Exit(nil)
+	}
+}
+
+// Exit marks the leadership over for its holder, unless it was.
+func (x *exitOnce) Exit(err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.exited {
+		x.exited = true
+		x.Control.Exit(err)
+	}
 }
 
 // settleStrays releases the records of claims this worker made but does

@@ -30,4 +30,6 @@ const (
 	mutPeerPartial      = false // peer mode: a hub's digest that leaves a live worker out stands in for a listing all the same
 	mutNoDoubt          = false // peer mode: a listing that shows a session unchanged which the hub said renewed is not acted on
 	mutPeerMembers      = false // peer mode: the member list is read only every InfrequentInterval, whatever the digests say of it
+	mutUnlistedWaits    = false // a record naming a live session that lists nothing there is set aside until that session could be over, not looked at again half an interval later
+	mutSettleWaits      = false // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress
 )

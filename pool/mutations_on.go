@@ -26,4 +26,6 @@ var (
 	mutPeerPartial      bool // peer mode: a hub's digest that leaves a live worker out stands in for a listing all the same
 	mutNoDoubt          bool // peer mode: a listing that shows a session unchanged which the hub said renewed is not acted on
 	mutPeerMembers      bool // peer mode: the member list is read only every InfrequentInterval, whatever the digests say of it
+	mutUnlistedWaits    bool // a record naming a live session that lists nothing there is set aside until that session could be over, not looked at again half an interval later
+	mutSettleWaits      bool // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress
 )

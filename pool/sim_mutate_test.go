@@ -19,5 +19,6 @@ func setMutation(t *testing.T) func() {
 		"keepmembers":    &mutKeepMembers,
 		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
 		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays,
-		"peerpartial": &mutPeerPartial, "nodoubt": &mutNoDoubt, "peermembers": &mutPeerMembers}, "")
+		"peerpartial": &mutPeerPartial, "nodoubt": &mutNoDoubt, "peermembers": &mutPeerMembers,
+		"unlistedwaits": &mutUnlistedWaits, "settlewaits": &mutSettleWaits}, "")
 }

@@ -3,14 +3,18 @@
 // on a real MinIO through a fault-injecting TCP proxy (latency spikes past
 // the lease, bandwidth limits, connections cut mid-reply, replies dropped
 // after the write landed, a partitioned leader), real OS processes killed,
-// paused past their lease and resumed, and MinIO restarted under load.
+// paused past their lease and resumed, and MinIO restarted under load;
+// and a pool of shards (package pool) in peer mode as worker processes
+// that serve each other over TLS, its hub and another worker killed, the
+// hub paused past its lease, and a worker joining below the hub
+// (TestPoolPeerProcesses).
 //
 // The tests start their own MinIO from the binary .ci/run installs
 // (S3LECT_TEST_MINIO), so that they can restart it. A longer randomized
 // soak runs with -chaos.duration=10m.
 //
-// The three tests run side by side (t.Parallel; .ci/run gives them
-// -parallel 3): each has its own MinIO, lockfile and ledger, and they
+// The fault tests run side by side (t.Parallel; .ci/run gives them
+// -parallel 4 or more): each has its own MinIO, lockfile and ledger, and they
 // spend their time waiting on real timers (a few percent of a core each
 // under -race), so they do not compete for what they check. Faults are
 // applied per test, to that test's own proxies, processes and MinIO.

@@ -12,6 +12,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fenceNodeEnv) != "" {
 		os.Exit(runFenceNode()) // this binary is a node process of TestFencedWritesUnderFaults
 	}
+	if os.Getenv(poolWorkerEnv) != "" {
+		os.Exit(runPoolWorker()) // this binary is a pool worker process of TestPoolPeerProcesses
+	}
 	if os.Getenv(nodeEnv) != "" {
 		os.Exit(runNode()) // this binary is a node process of TestProcessFaults
 	}

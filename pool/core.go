@@ -169,9 +169,12 @@ type peerView struct {
 
 	// In peer mode (watch.go, doubt): stag is the ETag the last listing of
 	// the store showed, and peerNew that a hub's digest has named another
-	// since.
+	// since. lsum is the content the digest that first named lsight gave
+	// for it ("" when a listing of the store did): update ages a read from
+	// lseenAt only when it returns that content.
 	stag    string
 	peerNew bool
+	lsum    string
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time, index func(string) (uint32, bool)) {
@@ -181,8 +184,13 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 	// landed by its return (no ETag names two contents): a session record
 	// that counts may be aged from then (below). A listing that showed
 	// another ETag proves nothing: it may lag.
+	// A hub's digest (peer mode) names the write's content too (lsum): it
+	// counts only for those very bytes, so that an ETag a hub names before
+	// it is written (revision numbers can be guessed; another pool's can
+	// coincide) never ages the write that later gets it.
 	listedAt := now
-	if etag != "" && !v.lseenAt.IsZero() && v.lseenAt.Before(now) && (etag == v.lsight || mutStaleList && v.lsight != "") {
+	if etag != "" && !v.lseenAt.IsZero() && v.lseenAt.Before(now) && (etag == v.lsight || mutStaleList && v.lsight != "") &&
+		(v.lsum == "" || v.lsum == peerSum(s.Sum) || mutPeerNoSum) {
 		listedAt = v.lseenAt
 	}
 	if etag != v.lsight && !mutStaleList {
@@ -190,7 +198,7 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 		// showed: their sighting ends here. (A listing that lagged showed
 		// an older write; put back later, that write must not count from
 		// the listing that showed it before this read.)
-		v.lsight, v.lseenAt = "", time.Time{}
+		v.lsight, v.lseenAt, v.lsum = "", time.Time{}, ""
 	}
 	if v.read && s == v.sight && !v.gap {
 		if v.lchanged {
@@ -642,7 +650,7 @@ func (c *core) sessionRead(w string, data []byte, etag string, err error, at tim
 		pv.gap = !mutNoRestoreCheck
 		// The listings' sighting breaks too: the next one counts from
 		// its own listing.
-		pv.lsight, pv.lseenAt = "", time.Time{}
+		pv.lsight, pv.lseenAt, pv.lsum = "", time.Time{}, ""
 		firstFailure = !pv.warned
 		pv.warned = true
 		return false, firstFailure

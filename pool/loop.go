@@ -366,7 +366,7 @@ func (s *loopState) tick(ctx context.Context) {
 		s.lookAt = s.pending(v, now)
 	}
 	if p.hub != nil {
-		p.hub.expectLive(v.live, s.membersTag, now)
+		p.hub.expectLive(v.live, s.members, s.membersTag, now)
 	}
 	if p.ii > p.fi && p.hub == nil && s.stable(v, listed, look) {
 		// Settled: the next tick on the next multiple of InfrequentInterval

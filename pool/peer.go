@@ -2,7 +2,9 @@ package pool
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,21 +44,37 @@ const (
 	// maxReports bounds the reports a hub keeps (a client that makes up
 	// worker IDs must not grow it without end).
 	maxReports = 10000
+	// maxStrangers bounds the reports a hub takes from workers it neither
+	// counts live nor finds in the member list (a joiner, before the hub
+	// has read the list that names it): anyone who reaches PeerHandler can
+	// report, and must not crowd the members out.
+	maxStrangers = 64
 )
 
-// digest is a hub's answer: the session ETags reported to it this round.
+// digest is a hub's answer: the session writes reported to it this round.
 type digest struct {
-	Pool     int               `json:"s3lectPoolPeer"` // formatVersion
-	Prefix   string            `json:"prefix"`
-	Worker   string            `json:"worker"`  // the hub
-	Members  string            `json:"members"` // the member list's ETag as the hub last read it
-	Sessions map[string]string `json:"sessions"`
+	Pool     int                    `json:"s3lectPoolPeer"` // formatVersion
+	Prefix   string                 `json:"prefix"`
+	Worker   string                 `json:"worker"`  // the hub
+	Members  string                 `json:"members"` // the member list's ETag as the hub last read it
+	Sessions map[string]peerSession `json:"sessions"`
 }
 
-// report is a worker's session ETag as a hub heard it, and when.
+// peerSession is a worker's last session write as it reported it: the
+// ETag, and the content's SHA-256 (its first 16 bytes, in hex), so that a
+// read ages from the digest only when it returns those very bytes.
+type peerSession struct {
+	ETag string `json:"etag"`
+	Sum  string `json:"sum"`
+}
+
+// peerSum is how a digest names a write's content.
+func peerSum(sum [32]byte) string { return hex.EncodeToString(sum[:16]) }
+
+// report is a worker's session write as a hub heard it, and when.
 type report struct {
-	etag string
-	at   time.Time
+	peerSession
+	at time.Time
 }
 
 // hub is what a worker in peer mode knows as a hub: the others' reports,
@@ -70,9 +88,10 @@ type hub struct {
 	mu      sync.Mutex
 	running bool
 	reports map[string]report
-	mine    string   // this worker's session ETag ("" while it has none)
-	members string   // the member list's ETag as this worker last read it
-	expect  []string // the other workers its last tick counted live
+	mine    peerSession     // this worker's last session write (ETag "" while it has no session)
+	members string          // the member list's ETag as this worker last read it
+	expect  []string        // the other workers its last tick counted live
+	known   map[string]bool // those and the member list's workers: reports from others are strangers
 	// otherMembers: a worker reported another member list than members
 	// (one joined or left): the next tick reads it.
 	otherMembers bool
@@ -81,7 +100,7 @@ type hub struct {
 }
 
 func newHub(p *Pool) *hub {
-	return &hub{p: p, reports: map[string]report{}, changed: make(chan struct{}), stopped: make(chan struct{})}
+	return &hub{p: p, reports: map[string]report{}, known: map[string]bool{}, changed: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // open marks the pool running: PeerHandler answers.
@@ -101,37 +120,45 @@ func (h *hub) close() {
 	}
 }
 
-// own takes in this worker's session ETag after a write of its session
-// landed ("" once it has no live session). Heartbeat only; nil-safe.
-func (h *hub) own(etag string) {
+// own takes in this worker's session write (its ETag and bytes) after it
+// landed (etag "" once it has no live session). Heartbeat only; nil-safe.
+func (h *hub) own(etag string, data []byte) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.mine = etag
+	h.mine = peerSession{}
+	if etag != "" {
+		h.mine = peerSession{ETag: etag, Sum: peerSum(sha256.Sum256(data))}
+	}
 	h.signal()
 }
 
-func (h *hub) ownTag() string {
+func (h *hub) ownSession() peerSession {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.mine
 }
 
-// expectLive takes in, at every tick, the workers the tick counted live
-// and the member list's ETag as this worker knows it. Reports older than
-// two leases are dropped.
-func (h *hub) expectLive(live []string, members string, now time.Time) {
+// expectLive takes in, at every tick, the workers the tick counted live,
+// the member list's and its ETag as this worker knows them. Reports older
+// than two leases are dropped.
+func (h *hub) expectLive(live, members []string, tag string, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.expect = h.expect[:0]
+	clear(h.known)
 	for _, id := range live {
 		if id != h.p.cfg.ID {
 			h.expect = append(h.expect, id)
 		}
+		h.known[id] = true
 	}
-	h.members = members
+	for _, id := range members {
+		h.known[id] = true
+	}
+	h.members = tag
 	for w, r := range h.reports {
 		if now.Sub(r.at) > 2*h.p.lt {
 			delete(h.reports, w)
@@ -157,7 +184,17 @@ func (h *hub) signal() {
 
 // fresh reports whether r was heard this round: within half an interval.
 func (h *hub) fresh(r report, now time.Time) bool {
-	return r.etag != "" && now.Sub(r.at) < h.p.fi/2
+	return r.ETag != "" && now.Sub(r.at) < h.p.fi/2
+}
+
+// recent reports whether r was heard this round or the one before (within
+// an interval and a quarter): a worker whose tick comes later than the
+// others' (a slow store, a clock apart) is named by its last report rather
+// than left out, which would send every other worker to the store. Its
+// ETag then shows its renewal a round late: its death is found a round
+// later, never sooner.
+func (h *hub) recent(r report, now time.Time) bool {
+	return r.ETag != "" && now.Sub(r.at) < h.p.fi+h.p.fi/4
 }
 
 // complete reports whether every worker the last tick counted live, and
@@ -199,13 +236,13 @@ func (h *hub) collect(ctx context.Context, wait time.Duration) (digest, error) {
 	}
 	defer h.mu.Unlock()
 	now := p.now()
-	d := digest{Pool: formatVersion, Prefix: p.cfg.Prefix, Worker: p.cfg.ID, Members: h.members, Sessions: make(map[string]string, len(h.reports)+1)}
+	d := digest{Pool: formatVersion, Prefix: p.cfg.Prefix, Worker: p.cfg.ID, Members: h.members, Sessions: make(map[string]peerSession, len(h.reports)+1)}
 	for w, r := range h.reports {
-		if h.fresh(r, now) {
-			d.Sessions[w] = r.etag
+		if h.recent(r, now) && !mutPeerThisRound || mutPeerThisRound && h.fresh(r, now) {
+			d.Sessions[w] = r.peerSession
 		}
 	}
-	if h.mine != "" {
+	if h.mine.ETag != "" {
 		d.Sessions[p.cfg.ID] = h.mine
 	}
 	return d, nil
@@ -219,11 +256,18 @@ func (h *hub) collect(ctx context.Context, wait time.Duration) (digest, error) {
 // (wait, at most half the pool's FrequentInterval). The answer, JSON, is
 // the session ETags the workers reported this round, once every worker
 // this one counts live has reported or the wait is over; 503 while the
-// pool is not running. Pools without PeerMode are not served.
+// pool is not running. Pools without PeerMode are not served; two pools
+// with one Prefix cannot be told apart, and PeerHandler panics. Any client
+// that reaches it can report: serve it with client certificates
+// (tls.RequireAndVerifyClientCert) where the network is not the pool's
+// own.
 func PeerHandler(pools ...*Pool) http.Handler {
 	byPrefix := map[string]*Pool{}
 	for _, p := range pools {
 		if p != nil && p.hub != nil {
+			if byPrefix[p.cfg.Prefix] != nil {
+				panic(fmt.Sprintf("pool: PeerHandler given two pools with Prefix %q; serve them from two handlers (two servers)", p.cfg.Prefix))
+			}
 			byPrefix[p.cfg.Prefix] = p
 		}
 	}
@@ -250,7 +294,7 @@ func PeerHandler(pools ...*Pool) http.Handler {
 // serve answers one worker's request.
 func (h *hub) serve(w http.ResponseWriter, r *http.Request, q url.Values) {
 	p := h.p
-	worker, etag, members := q.Get("worker"), q.Get("etag"), q.Get("members")
+	worker, etag, sum, members := q.Get("worker"), q.Get("etag"), q.Get("sum"), q.Get("members")
 	var wait time.Duration
 	if s := q.Get("wait"); s != "" {
 		var err error
@@ -269,6 +313,9 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, q url.Values) {
 	case len(etag) > maxKeyLen || len(members) > maxKeyLen:
 		http.Error(w, "etag and members must be ETags, at most 1,024 bytes", http.StatusBadRequest)
 		return
+	case etag != "" && !validSum(sum):
+		http.Error(w, "sum must name the reported write's content: 32 hex digits, the first 16 bytes of its SHA-256", http.StatusBadRequest)
+		return
 	}
 	h.mu.Lock()
 	switch {
@@ -276,8 +323,8 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, q url.Values) {
 		h.mu.Unlock()
 		http.Error(w, "this worker's pool is not running", http.StatusServiceUnavailable)
 		return
-	case etag != "" && (len(h.reports) < maxReports || h.reports[worker].etag != ""):
-		h.reports[worker] = report{etag: etag, at: p.now()}
+	case etag != "" && h.admits(worker):
+		h.reports[worker] = report{peerSession{ETag: etag, Sum: sum}, p.now()}
 		h.signal()
 	}
 	if members != "" && members != h.members {
@@ -294,6 +341,31 @@ func (h *hub) serve(w http.ResponseWriter, r *http.Request, q url.Values) {
 	w.Write(encode(d))
 }
 
+// admits reports whether the hub takes a report from worker: one it
+// counts live or finds in the member list, one it has a report of, or a
+// stranger while it keeps fewer than maxStrangers. mu held.
+func (h *hub) admits(worker string) bool {
+	if h.known[worker] || h.reports[worker].ETag != "" {
+		return len(h.reports) < maxReports || h.reports[worker].ETag != ""
+	}
+	strangers := 0
+	for w := range h.reports {
+		if !h.known[w] {
+			strangers++
+		}
+	}
+	return strangers < maxStrangers
+}
+
+// validSum reports whether s is a peerSum.
+func validSum(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
 // newPeerClient returns the client of a worker's requests to the hub.
 func newPeerClient(cfg *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -308,10 +380,10 @@ func newPeerClient(cfg *tls.Config) *http.Client {
 // digest. The request may wait wait at the hub, and a FrequentInterval
 // eighth more for the network; an answer that is not the hub's digest
 // for this pool is an error.
-func (p *Pool) ask(ctx context.Context, hubID, addr, etag, members string, wait time.Duration) (digest, error) {
+func (p *Pool) ask(ctx context.Context, hubID, addr string, own peerSession, members string, wait time.Duration) (digest, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait+p.fi/8)
 	defer cancel()
-	q := url.Values{"prefix": {p.cfg.Prefix}, "worker": {p.cfg.ID}, "etag": {etag}, "members": {members}, "wait": {wait.String()}}
+	q := url.Values{"prefix": {p.cfg.Prefix}, "worker": {p.cfg.ID}, "etag": {own.ETag}, "sum": {own.Sum}, "members": {members}, "wait": {wait.String()}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+PeerPath+"?"+q.Encode(), nil)
 	if err != nil {
 		return digest{}, fmt.Errorf("ask %s at %q: %w", hubID, addr, err)

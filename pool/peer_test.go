@@ -212,7 +212,7 @@ func TestPeerDoubt(t *testing.T) {
 			c := newTestCore("x")
 			c.applyListing(entry("e1"), t0)
 			if tc.digest != "" {
-				c.applyDigest(digest{Sessions: map[string]string{"w2": tc.digest}}, t0.Add(testFI))
+				c.applyDigest(digest{Sessions: map[string]peerSession{"w2": {ETag: tc.digest}}}, t0.Add(testFI))
 			}
 			at := t0.Add(2 * testFI)
 			c.applyListing(entry(tc.second), at)
@@ -349,6 +349,7 @@ func TestPeerHandlerRefusesBadRequests(t *testing.T) {
 		{"a wait too long", "GET", PeerPath + "?prefix=p/&worker=w2&wait=1h", true, 400, "from 0 to 2.5s"},
 		{"a wait that is no duration", "GET", PeerPath + "?prefix=p/&worker=w2&wait=soon", true, 400, "must be a duration"},
 		{"an ETag too long", "GET", PeerPath + "?prefix=p/&worker=w2&etag=" + strings.Repeat("e", 2000), true, 400, "at most 1,024 bytes"},
+		{"an ETag without its content's sum", "GET", PeerPath + "?prefix=p/&worker=w2&etag=e1&sum=xyz", true, 400, "sum must name"},
 		{"the pool not running", "GET", PeerPath + "?prefix=p/&worker=w2", false, 503, "not running"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -367,9 +368,9 @@ func TestPeerHandlerRefusesBadRequests(t *testing.T) {
 	p.hub.open()
 	defer p.hub.close()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", PeerPath+"?prefix=p/&worker=w2&etag=e7&wait=0s", nil))
+	h.ServeHTTP(rec, httptest.NewRequest("GET", PeerPath+"?prefix=p/&worker=w2&etag=e7&sum="+strings.Repeat("ab", 16)+"&wait=0s", nil))
 	var d digest
-	if err := json.Unmarshal(rec.Body.Bytes(), &d); rec.Code != 200 || err != nil || d.Sessions["w2"] != "e7" || d.Worker != "w1" || d.Prefix != "p/" {
+	if err := json.Unmarshal(rec.Body.Bytes(), &d); rec.Code != 200 || err != nil || d.Sessions["w2"].ETag != "e7" || d.Worker != "w1" || d.Prefix != "p/" {
 		t.Errorf("a good request: %d %q; want a digest of w1 naming w2's e7", rec.Code, rec.Body.String())
 	}
 }
@@ -405,7 +406,7 @@ func TestAskRefusesBadAnswers(t *testing.T) {
 			if tc.h != nil {
 				net.Add(addr, tc.h)
 			}
-			_, err := p.ask(context.Background(), "w1", addr, "e1", "m1", time.Second)
+			_, err := p.ask(context.Background(), "w1", addr, peerSession{ETag: "e1", Sum: strings.Repeat("0", 32)}, "m1", time.Second)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("%s: ask() error = %v; want one saying %q", tc.name, err, tc.says)
 			}

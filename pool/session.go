@@ -270,7 +270,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 		}
 		opened[id] = true
 		ss.id, ss.deadline = id, deadline
-		p.hub.own(tag)
+		p.hub.own(tag, out)
 		p.stats.sessions.Add(1)
 		p.queue.post(event{})
 		lastData, lastTag = out, tag
@@ -304,7 +304,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 					l.c.Extend(ss.deadline)
 				}
 				lastData, lastTag = out, tag
-				p.hub.own(tag)
+				p.hub.own(tag, out)
 				reportFlush(reply, nil)
 				continue
 			}
@@ -315,7 +315,7 @@ func (p *Pool) heartbeat(ctx context.Context) {
 			clear(ss.leads)
 			ss.show()
 			ss.id, ss.deadline = "", time.Time{}
-			p.hub.own("")
+			p.hub.own("", nil)
 			p.queue.post(event{})
 			if ctx.Err() != nil {
 				p.closeSession(id, lastData, lastTag)
@@ -522,7 +522,7 @@ func (p *Pool) slot(after time.Time, offset time.Duration) time.Time {
 func (p *Pool) closeSession(id string, lastData []byte, lastTag string) {
 	// A quarter LeaderTimeout, as the shards' releases (releaseAll): a worker
 	// cut off from the store stops within its lease.
-	p.hub.own("")
+	p.hub.own("", nil)
 	timeout := p.lt / 4
 	if mutSerialRelease {
 		timeout = 3 * p.fi

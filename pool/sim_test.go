@@ -424,7 +424,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			// with a digest of another time.
 			var stale []byte
 			if r.IntN(2) == 0 {
-				stale = encode(digest{Pool: formatVersion, Prefix: "sim/", Worker: w.id, Sessions: map[string]string{w.id: "stale"}})
+				stale = encode(digest{Pool: formatVersion, Prefix: "sim/", Worker: w.id, Sessions: map[string]peerSession{w.id: {ETag: "stale", Sum: peerSum([32]byte{})}}})
 			}
 			net.Crash(w.id+":443", stale)
 		}
@@ -695,7 +695,7 @@ func (l *lyingHub) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	l.mu.Lock()
 	for _, id := range slices.Sorted(maps.Keys(d.Sessions)) {
 		if l.r.IntN(2) == 0 {
-			d.Sessions[id] = fmt.Sprintf("made-up-%d", l.r.Uint64())
+			d.Sessions[id] = peerSession{ETag: fmt.Sprintf("made-up-%d", l.r.Uint64()), Sum: d.Sessions[id].Sum}
 		}
 	}
 	l.mu.Unlock()

@@ -40,7 +40,7 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 		// failed read breaks a sighting's: the next listing's count from
 		// its own return.
 		for _, pv := range s.peers {
-			pv.lsight, pv.lseenAt = "", time.Time{}
+			pv.lsight, pv.lseenAt, pv.lsum = "", time.Time{}, ""
 		}
 		if !s.listWarned && ctx.Err() == nil {
 			s.listWarned = true
@@ -66,12 +66,12 @@ func (c *core) applyListing(entries []store.Entry, at time.Time) {
 			continue
 		}
 		seen[w] = true
-		pv := c.listed(w, e.ETag, at)
+		pv := c.listed(w, e.ETag, "", at)
 		c.doubt(pv, e.ETag, at)
 	}
 	for w, pv := range c.peers {
 		if !seen[w] && w != c.cp.id {
-			pv.lsight, pv.lseenAt = "", time.Time{}
+			pv.lsight, pv.lseenAt, pv.lsum = "", time.Time{}, ""
 			if pv.read && pv.sight.ETag != "" {
 				pv.lchanged = true
 			}
@@ -80,16 +80,18 @@ func (c *core) applyListing(entries []store.Entry, at time.Time) {
 	c.listAt = at
 }
 
-// listed takes in one worker's session ETag as a listing, or a hub's
-// digest, returned at at showed it.
-func (c *core) listed(w, etag string, at time.Time) *peerView {
+// listed takes in one worker's session ETag as a listing of the store
+// (sum "") or a hub's digest (sum: the content it names) returned at at
+// showed it. A digest that names the ETag with other content than the one
+// that first named it starts the sighting anew.
+func (c *core) listed(w, etag, sum string, at time.Time) *peerView {
 	pv := c.peers[w]
 	if pv == nil {
 		pv = &peerView{}
 		c.peers[w] = pv
 	}
-	if pv.lsight != etag || pv.lseenAt.IsZero() {
-		pv.lsight, pv.lseenAt = etag, at
+	if pv.lsight != etag || pv.lseenAt.IsZero() || sum != "" && pv.lsum != "" && sum != pv.lsum && !mutPeerNoSum {
+		pv.lsight, pv.lseenAt, pv.lsum = etag, at, sum
 	}
 	if pv.read && etag != pv.sight.ETag {
 		pv.lchanged = true
@@ -401,7 +403,7 @@ func (s *loopState) watchPeers(ctx context.Context) (listed, members bool) {
 	if hubID == p.cfg.ID {
 		d, err = p.hub.collect(ctx, wait)
 	} else {
-		d, err = p.ask(ctx, hubID, addr, p.hub.ownTag(), s.membersTag, wait)
+		d, err = p.ask(ctx, hubID, addr, p.hub.ownSession(), s.membersTag, wait)
 	}
 	at := p.now()
 	if err != nil {
@@ -459,7 +461,7 @@ func (c *core) covers(d digest, v view) bool {
 		return true
 	}
 	for _, id := range v.live {
-		if id != c.cp.id && d.Sessions[id] == "" {
+		if id != c.cp.id && d.Sessions[id].ETag == "" {
 			return false
 		}
 	}
@@ -469,15 +471,16 @@ func (c *core) covers(d digest, v view) bool {
 // applyDigest takes in a hub's digest returned at at as a listing of the
 // workers it names (listed): every ETag it names was written before the
 // worker reported it, so before at, and, as a listed one, ages a sighting
-// only once a fresh read returns it. It says nothing of the workers it
-// does not name.
+// only once a fresh read returns it with the content the digest names. It
+// says nothing of the workers it does not name, and takes in none that is
+// neither a member nor read (anyone who reaches a hub can report).
 func (c *core) applyDigest(d digest, at time.Time) {
-	for w, etag := range d.Sessions {
-		if w == c.cp.id || etag == "" || len(c.peers) >= maxReports && c.peers[w] == nil {
+	for w, r := range d.Sessions {
+		if w == c.cp.id || r.ETag == "" || c.peers[w] == nil && !slices.Contains(c.members, w) {
 			continue
 		}
-		pv := c.listed(w, etag, at)
-		if etag != pv.stag {
+		pv := c.listed(w, r.ETag, r.Sum, at)
+		if r.ETag != pv.stag {
 			pv.peerNew = true
 		}
 	}

@@ -60,6 +60,7 @@ type options struct {
 	poolN     int           // the shard table's shards
 	costPools []int         // the pool cost table's numbers of workers
 	shardOnly bool          // only the shard table
+	shardPeer bool          // the shard table's pools in peer mode (shardpeer.go)
 	noMemory  bool          // with a bucket: skip the failover rows on the in-memory store
 	mode      string        // when set, only the failover rows of the mode so named
 }
@@ -71,6 +72,7 @@ func main() {
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
+	flag.BoolVar(&o.shardPeer, "shard-peer", false, "run the shard table's pools in peer mode, each worker with an HTTPS server on loopback (InfrequentInterval 6 × FrequentInterval unless -shard-ii)")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
 	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
@@ -118,6 +120,7 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		}
 		return fmt.Errorf("-mode %q: no such row; the modes are %s", o.mode, strings.Join(names, ", "))
 	}
+	shardPeerOptions(&o)
 	stores, closeStores, err := openStores(ctx, o)
 	if err != nil {
 		return err
@@ -240,6 +243,10 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		nShards, nWorkers = o.electors, 10
 	}
 	sfi, _, slt := scaled(o.shardK)
+	ctx, err := withShardPeers(ctx, o)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
 	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+
 		"Intervals: the defaults divided by %d (FrequentInterval %v, the pool's InfrequentInterval %v, LeaderTimeout %v). "+
@@ -248,8 +255,9 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
 		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine and its stack included (targets: one goroutine per led shard plus a constant per worker, and at most 4 KiB of the pool's own heap per shard; Go's smallest stack is 2 KiB).\n\n",
 		o.shardK, sfi, cmp.Or(o.shardII/time.Duration(o.shardK), sfi), slt, nShards, o.trials)
-	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	shardPeerNote(o, w)
+	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |"+shardPeerHeader(o))
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|"+shardPeerDash(o))
 	for _, st := range stores {
 		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.trials, o.window)
 		if err != nil {
@@ -265,8 +273,8 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		if r.disturbed > 0 {
 			trials += fmt.Sprintf(" (%d more run again)", r.disturbed)
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.perWorker.puts, r.perWorker.gets, r.perWorker.lists,
-			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials)
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %v | %v | %v | %.2f | %s | %s | %s |%s\n", st.short, r.perWorker.puts, r.perWorker.gets, r.perWorker.lists,
+			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials, shardPeerCell(o, r))
 	}
 	return poolCostTable(ctx, o, stores[len(stores)-1], w)
 }

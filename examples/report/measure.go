@@ -517,7 +517,7 @@ func cost(ctx context.Context, newStore func() store.Store, n, k int, window tim
 }
 
 // calls counts store calls, every attempt whatever its outcome.
-type calls struct{ gets, puts, lists uint64 }
+type calls struct{ gets, puts, lists, hub uint64 } // hub: requests to peer mode's hubs (-shard-peer)
 
 // storeCalls returns the store calls electors have made so far, from
 // their Stats: every call an elector makes to its store is counted there.

@@ -70,6 +70,7 @@ type shardWorker struct {
 	id    string
 	conn  *faultstore.Store // cut when the worker is killed
 	lists *listCounter      // what the pool is given: conn, its listings counted
+	peer  *shardPeer        // with -shard-peer: its peer server and client (shardpeer.go)
 	p     *shardpool.Pool
 	stop  context.CancelFunc
 	done  chan struct{}
@@ -88,17 +89,17 @@ func (c *listCounter) List(ctx context.Context, prefix string) ([]store.Entry, e
 }
 
 // perFI is requests per worker per FrequentInterval.
-type perFI struct{ puts, gets, lists float64 }
+type perFI struct{ puts, gets, lists, hub float64 }
 
 // rate turns the calls of workers over elapsed into requests per worker
 // per FrequentInterval fi.
 func rate(c calls, workers int, elapsed, fi time.Duration) perFI {
 	d := float64(workers) * float64(elapsed) / float64(fi)
-	return perFI{puts: float64(c.puts) / d, gets: float64(c.gets) / d, lists: float64(c.lists) / d}
+	return perFI{puts: float64(c.puts) / d, gets: float64(c.gets) / d, lists: float64(c.lists) / d, hub: float64(c.hub) / d}
 }
 
 func (c calls) minus(o calls) calls {
-	return calls{gets: c.gets - o.gets, puts: c.puts - o.puts, lists: c.lists - o.lists}
+	return calls{gets: c.gets - o.gets, puts: c.puts - o.puts, lists: c.lists - o.lists, hub: c.hub - o.hub}
 }
 
 // errNoSpread marks a pool whose workers did not reach their shares.
@@ -125,6 +126,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		for _, w := range ws {
 			s := w.p.Stats()
 			sum.gets, sum.puts, sum.lists = sum.gets+s.Gets, sum.puts+s.Puts, sum.lists+w.lists.n.Load()
+			sum.hub += w.peer.requests()
 		}
 		return sum
 	}
@@ -140,21 +142,29 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		}
 		for _, w := range ws {
 			<-w.done
+			w.peer.close()
 		}
 	}()
 	for i := range workers {
 		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{})}
 		w.lists = &listCounter{Store: w.conn}
-		p, err := shardpool.New(shardpool.Config{Store: w.lists, Prefix: prefix, ID: w.id, Shards: names,
+		cfg := shardpool.Config{Store: w.lists, Prefix: prefix, ID: w.id, Shards: names,
 			FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: shardLog,
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
 				ref.start(shard, w.id, ctx)
 				<-ctx.Done()
-			}})
+			}}
+		var err error
+		if w.peer, err = shardPeersOf(ctx).start(&cfg); err != nil {
+			return 0, err
+		}
+		p, err := shardpool.New(cfg)
 		if err != nil {
+			w.peer.close()
 			return 0, err
 		}
 		w.p = p
+		w.peer.serve(p)
 		wctx, stop := context.WithCancel(ctx)
 		w.stop = stop
 		go func() { defer close(w.done); p.Run(wctx) }()
@@ -214,6 +224,8 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	}
 	before := sessions()
 	victim.conn.Cut() // killed: every call fails from now on, calls in flight too; no goodbye
+	// With -shard-peer, its peer connections are reset, its listener closed.
+	victim.peer.kill()
 	killed := time.Now()
 	ref.mu.Lock()
 	ref.dead[victim.id] = true

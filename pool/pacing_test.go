@@ -184,17 +184,29 @@ func TestCrashTakeoverInstant(t *testing.T) {
 }
 
 func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
+	takeoverInstant(t, d, lt, phase, nil, 1, 9)
+}
+
+// takeoverInstant runs 3 workers over 30 shards (in peer mode over net
+// when set), kills worker vi at the given phase of its cycle (its store
+// calls fail; in peer mode its address refuses too), and checks that
+// each of its shards is claimed exactly FrequentInterval/16 + lt +
+// delays × d after the slot of its last renewal.
+func takeoverInstant(t *testing.T, d, lt time.Duration, phase int, net *simworld.PeerNet, vi, delays int) {
 	l := newWriteLog()
-	ws, stop := pacedPool(t, 3, 30, testFI, 0, lt, d, l)
-	defer stop()
+	pp := newPaced(t, 3, 30, testFI, 0, lt, d, l, net)
+	defer pp.stop()
 	// Steady: every renewal on its slot, none early.
 	time.Sleep(4*lt + time.Duration(phase)*testFI/6 + testFI/12)
-	victim := ws[1]
+	victim := pp.ws[vi]
 	owned := victim.p.Leading()
 	if len(owned) != 10 {
 		t.Fatalf("before the kill %s leads %d shards; want 10", victim.id, len(owned))
 	}
 	victim.st.dead.Store(true)
+	if net != nil {
+		net.Crash(victim.id+":443", nil)
+	}
 	killed := time.Now()
 	time.Sleep(2 * lt)
 
@@ -205,7 +217,7 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 	if !slot.Equal(slot.Truncate(testFI)) {
 		t.Fatalf("%s's last renewal was sent at %v, off the renewal slots", victim.id, slot)
 	}
-	want := slot.Add(testFI/16 + lt + 9*d)
+	want := slot.Add(testFI/16 + lt + time.Duration(delays)*d)
 	for _, shard := range owned {
 		cs := l.claims[shard]
 		c := cs[len(cs)-1]
@@ -213,8 +225,8 @@ func crashTakeoverInstant(t *testing.T, d, lt time.Duration, phase int) {
 		case c.owner == victim.id:
 			t.Errorf("shard %s never taken over after %s was killed", shard, victim.id)
 		case !c.at.Equal(want):
-			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + 9d)",
-				shard, c.owner, c.at.Sub(slot), victim.id, want.Sub(slot))
+			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + %dd)",
+				shard, c.owner, c.at.Sub(slot), victim.id, want.Sub(slot), delays)
 		}
 	}
 	t.Logf("killed %v after the slot of its last renewal: its shards led again %.3f × LeaderTimeout after the kill",

@@ -102,42 +102,7 @@ func TestPeerCrashTakeoverInstant(t *testing.T) {
 }
 
 func peerTakeoverInstant(t *testing.T, d time.Duration, vi, phase int) {
-	l := newWriteLog()
-	net := simworld.NewCalmPeerNet()
-	pp := newPaced(t, 3, 30, testFI, 0, testLT, d, l, net)
-	defer pp.stop()
-	time.Sleep(4*testLT + time.Duration(phase)*testFI/6 + testFI/12)
-	victim := pp.ws[vi]
-	owned := victim.p.Leading()
-	if len(owned) != 10 {
-		t.Fatalf("before the kill %s leads %d shards; want 10", victim.id, len(owned))
-	}
-	victim.st.dead.Store(true)
-	net.Crash(victim.id+":443", nil)
-	killed := time.Now()
-	time.Sleep(2 * testLT)
-
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rs := l.renewals[victim.id]
-	slot := rs[len(rs)-1].Add(-d)
-	if !slot.Equal(slot.Truncate(testFI)) {
-		t.Fatalf("%s's last renewal was sent at %v, off the renewal slots", victim.id, slot)
-	}
-	want := slot.Add(testFI/16 + testLT + 7*d)
-	for _, shard := range owned {
-		cs := l.claims[shard]
-		c := cs[len(cs)-1]
-		switch {
-		case c.owner == victim.id:
-			t.Errorf("shard %s never taken over after %s was killed", shard, victim.id)
-		case !c.at.Equal(want):
-			t.Errorf("shard %s claimed by %s %v after the slot of %s's last renewal; want exactly %v (FrequentInterval/16 + LeaderTimeout + 7d)",
-				shard, c.owner, c.at.Sub(slot), victim.id, want.Sub(slot))
-		}
-	}
-	t.Logf("killed %v after the slot of its last renewal: its shards led again %.3f × LeaderTimeout after the kill",
-		killed.Sub(slot), float64(want.Sub(killed))/float64(testLT))
+	takeoverInstant(t, d, testLT, phase, simworld.NewCalmPeerNet(), vi, 7)
 }
 
 // TestPeerJoinAndDeath runs 3 workers over 40 shards in peer mode with an

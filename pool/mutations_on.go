@@ -27,6 +27,7 @@ var (
 	mutNoDoubt          bool // peer mode: a listing that shows a session unchanged which the hub said renewed is not acted on
 	mutPeerMembers      bool // peer mode: the member list is read only every InfrequentInterval, whatever the digests say of it
 	mutPeerNoSum        bool // peer mode: a digest's content is ignored: a read is aged from the digest that first named its ETag, whatever content it gave
+	mutJoinInStep       bool // a worker whose write of the member list lost retries a quarter interval later, as every other loser does
 	mutPeerThisRound    bool // peer mode: a hub's digest names only the reports of this round, not a late worker's of the round before
 	mutUnlistedWaits    bool // a record naming a live session that lists nothing there is set aside until that session could be over, not looked at again half an interval later
 	mutSettleWaits      bool // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress

@@ -20,6 +20,6 @@ func setMutation(t *testing.T) func() {
 		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
 		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays,
 		"peerpartial": &mutPeerPartial, "nodoubt": &mutNoDoubt, "peermembers": &mutPeerMembers,
-		"peernosum": &mutPeerNoSum, "peerthisround": &mutPeerThisRound,
+		"peernosum": &mutPeerNoSum, "joininstep": &mutJoinInStep, "peerthisround": &mutPeerThisRound,
 		"unlistedwaits": &mutUnlistedWaits, "settlewaits": &mutSettleWaits}, "")
 }

@@ -1,11 +1,14 @@
 package pool
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/s3lect/s3lect/store"
 )
 
 // phases is how many points of a renewal cycle each death and join is
@@ -228,4 +231,58 @@ func TestJoinMovesEachShardOnce(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestColdStartOfAHundredWorkers starts 100 workers at once over 1,000
+// shards on a store that takes 5 ms a call, in virtual time, and checks
+// that every worker holds its share (± 1) within 2 × LeaderTimeout. They
+// all add themselves to the member list at once, and all but one lose
+// each round of it; a loser retries at a random time (joinRetry), so
+// that the rounds let many in. (With -sim.mutate=joininstep every loser
+// retries a quarter interval later, one more gets in per round, and no
+// shard was led for 8 leases: 9.4 × LeaderTimeout to the spread.) CI runs
+// it beside the simulations, without -race.
+func TestColdStartOfAHundredWorkers(t *testing.T) {
+	defer setMutation(t)()
+	const n, w = 1000, 100
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 0, n)
+		g.wrap = func(_ string, st store.Store) store.Store { return delayed{st, 5 * time.Millisecond} }
+		for i := range w {
+			g.add(fmt.Sprintf("w%03d", i+1))
+		}
+		defer g.stop()
+		start := time.Now()
+		for time.Since(start) < 2*testLT {
+			time.Sleep(testLT / 20)
+			if within(g.counts(), g.ids(nil), n/w-1, n/w+1, n) {
+				t.Logf("every worker at its share ± 1 %.2f × LeaderTimeout after the start", float64(time.Since(start))/float64(testLT))
+				g.check(t)
+				return
+			}
+		}
+		t.Errorf("2 × LeaderTimeout after 100 workers started at once: %s; want %d ± 1 each", spread(g.counts()), n/w)
+	})
+}
+
+// delayed adds d to every call of a store, as a store a few milliseconds
+// away does.
+type delayed struct {
+	store.Store
+	d time.Duration
+}
+
+func (s delayed) Get(ctx context.Context, k string) ([]byte, string, error) {
+	time.Sleep(s.d)
+	return s.Store.Get(ctx, k)
+}
+
+func (s delayed) PutIfMatch(ctx context.Context, k string, b []byte, etag string) (string, error) {
+	time.Sleep(s.d)
+	return s.Store.PutIfMatch(ctx, k, b, etag)
+}
+
+func (s delayed) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	time.Sleep(s.d)
+	return s.Store.(store.Lister).List(ctx, prefix)
 }

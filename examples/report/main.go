@@ -250,11 +250,13 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		o.shardK, sfi, cmp.Or(o.shardII/time.Duration(o.shardK), sfi), slt, nShards, o.trials)
 	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
+	var results []shardResult
 	for _, st := range stores {
 		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.trials, o.window)
 		if err != nil {
 			return fmt.Errorf("shards on %s: %w", st.short, err)
 		}
+		results = append(results, r)
 		p50, p95, mx := percentile(r.ledAgain, 50), percentile(r.ledAgain, 95), percentile(r.ledAgain, 100)
 		gor, mem := "(in memory only)", "(in memory only)"
 		if st.short == "memstore" {
@@ -268,7 +270,26 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.perWorker.puts, r.perWorker.gets, r.perWorker.lists,
 			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials)
 	}
+	spreadTable(w, stores, results, nShards, nWorkers, slt)
 	return poolCostTable(ctx, o, stores[len(stores)-1], w)
+}
+
+// spreadTable prints, from the shard table's trials, how long the pool
+// took to spread its shards evenly after a cold start, a death and a join.
+func spreadTable(w io.Writer, stores []namedStore, results []shardResult, nShards, nWorkers int, lt time.Duration) {
+	fmt.Fprintf(w, "\nThe even spread (every live worker at ⌊N/W⌋ or ⌈N/W⌉ shards, ± 1, every shard led), in the same trials: "+
+		"cold start, from the %d workers' start; death, from the kill (%d survivors); join, from the start of a new worker after the survivors had spread (%d workers). "+
+		"Counted every LeaderTimeout/100; a death or join not spread within 10 × LeaderTimeout is counted at that bound.\n\n", nWorkers, nWorkers-1, nWorkers)
+	fmt.Fprintln(w, "| store | cold start p50 | max | death p50 | max | join p50 | max | p50 × LeaderTimeout (cold, death, join) | max × (cold, death, join) | not spread within 10 × LeaderTimeout |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	x := func(d time.Duration) float64 { return float64(d) / float64(lt) }
+	for i, r := range results {
+		c50, cmx := percentile(r.coldSpread, 50), percentile(r.coldSpread, 100)
+		d50, dmx := percentile(r.deathSpread, 50), percentile(r.deathSpread, 100)
+		j50, jmx := percentile(r.joinSpread, 50), percentile(r.joinSpread, 100)
+		fmt.Fprintf(w, "| %s | %v | %v | %v | %v | %v | %v | %.2f, %.2f, %.2f | %.2f, %.2f, %.2f | %d of %d |\n", stores[i].short,
+			ms(c50), ms(cmx), ms(d50), ms(dmx), ms(j50), ms(jmx), x(c50), x(d50), x(j50), x(cmx), x(dmx), x(jmx), r.spreadMissed, 2*len(r.ledAgain))
+	}
 }
 
 // poolCostTable measures a pool's requests per worker in steady state at

@@ -56,6 +56,7 @@ type options struct {
 	electors  int
 	shardK    int           // the shard table's scale
 	shardII   time.Duration // the pool's InfrequentInterval in the shard table, before scaling (0: FrequentInterval)
+	stagger   time.Duration // between the shard table's workers' starts
 	poolW     int           // the shard table's workers
 	poolN     int           // the shard table's shards
 	costPools []int         // the pool cost table's numbers of workers
@@ -73,6 +74,7 @@ func main() {
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
+	flag.DurationVar(&o.stagger, "shard-stagger", 0, "start the shard tables' workers this far apart (not scaled; 0: all at once). 100 workers started at once, on a store that takes milliseconds, take many LeaderTimeouts to spread")
 	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
 		ws, ns, ok := strings.Cut(v, "x")
 		w, werr := strconv.Atoi(ws)
@@ -252,7 +254,7 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	var results []shardResult
 	for _, st := range stores {
-		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.trials, o.window)
+		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.stagger, o.trials, o.window)
 		if err != nil {
 			return fmt.Errorf("shards on %s: %w", st.short, err)
 		}
@@ -270,15 +272,19 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %v | %v | %v | %.2f | %s | %s | %s |\n", st.short, r.perWorker.puts, r.perWorker.gets, r.perWorker.lists,
 			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials)
 	}
-	spreadTable(w, stores, results, nShards, nWorkers, slt)
+	spreadTable(w, stores, results, nShards, nWorkers, slt, o.stagger)
 	return poolCostTable(ctx, o, stores[len(stores)-1], w)
 }
 
 // spreadTable prints, from the shard table's trials, how long the pool
 // took to spread its shards evenly after a cold start, a death and a join.
-func spreadTable(w io.Writer, stores []namedStore, results []shardResult, nShards, nWorkers int, lt time.Duration) {
+func spreadTable(w io.Writer, stores []namedStore, results []shardResult, nShards, nWorkers int, lt, stagger time.Duration) {
+	start := "the %d workers' start"
+	if stagger > 0 {
+		start = fmt.Sprintf("the last of the %%d workers' starts (they started %v apart)", stagger)
+	}
 	fmt.Fprintf(w, "\nThe even spread (every live worker at ⌊N/W⌋ or ⌈N/W⌉ shards, ± 1, every shard led), in the same trials: "+
-		"cold start, from the %d workers' start; death, from the kill (%d survivors); join, from the start of a new worker after the survivors had spread (%d workers). "+
+		"cold start, from "+start+"; death, from the kill (%d survivors); join, from the start of a new worker after the survivors had spread (%d workers). "+
 		"Counted every LeaderTimeout/100; a death or join not spread within 10 × LeaderTimeout is counted at that bound.\n\n", nWorkers, nWorkers-1, nWorkers)
 	fmt.Fprintln(w, "| store | cold start p50 | max | death p50 | max | join p50 | max | p50 × LeaderTimeout (cold, death, join) | max × (cold, death, join) | not spread within 10 × LeaderTimeout |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
@@ -314,7 +320,7 @@ func poolCostTable(ctx context.Context, o options, st namedStore, w io.Writer) e
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "|---|---|---|---|"+strings.Repeat("---|", len(clouds)))
 	for _, workers := range o.costPools {
-		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.shardII, o.window)
+		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.shardII, o.stagger, o.window)
 		if errors.Is(err, errNoSpread) {
 			// Not a steady state: nothing to price. The row says so, and
 			// the other rows are still measured.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -141,7 +142,8 @@ type trialTimes struct {
 	missed      int           // of the last two, those not reached within 10 × LeaderTimeout (given as that bound)
 }
 
-// shardTrial runs workers over n shards under a prefix of its own until
+// shardTrial starts workers, stagger apart, over n shards under a prefix
+// of its own, runs them until
 // they have spread, calls measure, kills one worker at a random point of
 // its renewal cycle, and measures how long until every shard it ran was
 // run by another and until the survivors had their even shares; then
@@ -151,7 +153,7 @@ type trialTimes struct {
 // Each worker gets a store of its own from newStore, as a process would
 // (on S3, its own client and connections), and all are counted together.
 // Without kill, it returns once measure has.
-func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, ii time.Duration, kill bool, measure func(counts func() calls, ws []*shardWorker) error) (trialTimes, error) {
+func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, stagger time.Duration, kill bool, measure func(counts func() calls, ws []*shardWorker) error) (trialTimes, error) {
 	var tt trialTimes
 	fi, _, lt := scaled(k)
 	poll := max(lt/100, time.Millisecond) // how often the spread is counted (n shards each time)
@@ -197,29 +199,60 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		ws = append(ws, w)
 		return nil
 	}
-	started := time.Now()
 	for i := range workers {
+		if i > 0 {
+			time.Sleep(stagger)
+		}
 		if err := startWorker(i); err != nil {
 			return tt, err
 		}
 	}
-	spread := func(alive []*shardWorker) bool {
+	started := time.Now() // the last worker's start
+	// where says how the shards stand over alive: how many are led, the
+	// fewest and most a worker of alive runs, and how many of alive are
+	// outside their share ± 1.
+	type where struct{ led, fewest, most, outside int }
+	state := func(alive []*shardWorker) (s where) {
 		c := map[string]int{}
 		for _, w := range ref.owners() {
 			c[w]++
 		}
-		sum := 0
+		s.fewest = n
 		for _, w := range alive {
 			if c[w.id] < n/len(alive)-1 || c[w.id] > (n+len(alive)-1)/len(alive)+1 {
-				return false
+				s.outside++
 			}
-			sum += c[w.id]
+			s.led += c[w.id]
+			s.fewest, s.most = min(s.fewest, c[w.id]), max(s.most, c[w.id])
 		}
-		return sum == n
+		return s
 	}
-	for deadline := time.Now().Add(40 * lt); !spread(ws); time.Sleep(poll) {
+	spread := func(alive []*shardWorker) bool {
+		s := state(alive)
+		return s.outside == 0 && s.led == n
+	}
+	// A pool that takes long to spread says how far it got, on stderr
+	// (the report is stdout), every 10 × LeaderTimeout.
+	progress := func(what string, t0 time.Time, alive []*shardWorker) {
+		s := state(alive)
+		var st shardpool.Stats // the counters, summed over every worker
+		for _, w := range ws {
+			c := w.p.Stats()
+			st.Sessions, st.Expired, st.Claims, st.Handovers = st.Sessions+c.Sessions, st.Expired+c.Expired, st.Claims+c.Claims, st.Handovers+c.Handovers
+		}
+		fmt.Fprintf(os.Stderr, "report: %s, %v in: %d of %d shards led; per worker %d to %d (share %d or %d, ± 1); %d of %d workers outside it; "+
+			"in all %d sessions opened by %d workers, %d claims, %d handovers, %d leaderships expired\n",
+			what, time.Since(t0).Round(time.Second), s.led, n, s.fewest, s.most, n/len(alive), (n+len(alive)-1)/len(alive), s.outside, len(alive),
+			st.Sessions, len(ws), st.Claims, st.Handovers, st.Expired)
+	}
+	for deadline, next := time.Now().Add(40*lt), time.Now().Add(10*lt); !spread(ws); time.Sleep(poll) {
+		if time.Now().After(next) {
+			progress("cold start", started, ws)
+			next = next.Add(10 * lt)
+		}
 		if time.Now().After(deadline) {
-			return tt, fmt.Errorf("%d workers: %w", workers, errNoSpread)
+			s := state(ws)
+			return tt, fmt.Errorf("%d workers: %w (%d of %d shards led; per worker %d to %d; %d workers outside their share)", workers, errNoSpread, s.led, n, s.fewest, s.most, s.outside)
 		}
 	}
 	tt.coldSpread = time.Since(started)
@@ -297,7 +330,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 // shards measures the shard table's row for one store: trials kills, the
 // first after a steady window in which requests, goroutines and memory
 // are counted.
-func shards(ctx context.Context, newStore func() store.Store, workers, n, k int, ii time.Duration, trials int, window time.Duration) (shardResult, error) {
+func shards(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, stagger time.Duration, trials int, window time.Duration) (shardResult, error) {
 	fi, _, _ := scaled(k)
 	var r shardResult
 	runtime.GC()
@@ -326,7 +359,7 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 		if len(r.ledAgain) > 0 || r.disturbed > 0 {
 			m = nil
 		}
-		tt, err := shardTrial(ctx, newStore, workers, n, k, ii, true, m)
+		tt, err := shardTrial(ctx, newStore, workers, n, k, ii, stagger, true, m)
 		switch {
 		case errors.Is(err, errSurvivorLost) && r.disturbed < 2*trials:
 			r.disturbed++
@@ -352,10 +385,10 @@ var shardLog = slog.New(slog.DiscardHandler)
 // shardCost runs workers over n shards at 1/k of the default intervals
 // until they have spread, and returns their requests per worker per
 // FrequentInterval over window, in steady state.
-func shardCost(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, window time.Duration) (perFI, error) {
+func shardCost(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, stagger, window time.Duration) (perFI, error) {
 	fi, _, _ := scaled(k)
 	var r perFI
-	_, err := shardTrial(ctx, newStore, workers, n, k, ii, false, func(counts func() calls, _ []*shardWorker) error {
+	_, err := shardTrial(ctx, newStore, workers, n, k, ii, stagger, false, func(counts func() calls, _ []*shardWorker) error {
 		time.Sleep(2 * fi) // the early renewals of the last claims are over
 		c0, t0 := counts(), time.Now()
 		time.Sleep(window)

@@ -75,6 +75,7 @@ func main() {
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
 	flag.DurationVar(&o.stagger, "shard-stagger", 0, "start the shard tables' workers this far apart (not scaled; 0: all at once). 100 workers started at once, on a store that takes milliseconds, take many LeaderTimeouts to spread")
+	flag.IntVar(&coldSpreadWait, "shard-spread-wait", coldSpreadWait, "how long the shard tables' cold start may take to spread, in LeaderTimeouts, before the table (or a cost row) is given up")
 	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
 		ws, ns, ok := strings.Cut(v, "x")
 		w, werr := strconv.Atoi(ws)
@@ -324,7 +325,7 @@ func poolCostTable(ctx context.Context, o options, st namedStore, w io.Writer) e
 		if errors.Is(err, errNoSpread) {
 			// Not a steady state: nothing to price. The row says so, and
 			// the other rows are still measured.
-			fmt.Fprintf(w, "| %d | not measured: %v |%s\n", workers, errNoSpread, strings.Repeat(" |", 2+len(clouds)))
+			fmt.Fprintf(w, "| %d | not measured: %v, %d × LeaderTimeout |%s\n", workers, errNoSpread, coldSpreadWait, strings.Repeat(" |", 2+len(clouds)))
 			continue
 		}
 		if err != nil {

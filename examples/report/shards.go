@@ -126,7 +126,11 @@ func (c calls) minus(o calls) calls {
 }
 
 // errNoSpread marks a pool whose workers did not reach their shares.
-var errNoSpread = errors.New("the shards did not spread over the workers (their share ± 1) within 40 × LeaderTimeout")
+var errNoSpread = errors.New("the shards did not spread over the workers (their share ± 1) within the cold start's wait")
+
+// coldSpreadWait is how long a cold start may take to spread, in
+// LeaderTimeouts (-shard-spread-wait).
+var coldSpreadWait = 40
 
 // errSurvivorLost marks a trial in which a worker other than the one killed
 // lost its session (a store or a machine too slow for the scaled lease):
@@ -245,14 +249,14 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 			what, time.Since(t0).Round(time.Second), s.led, n, s.fewest, s.most, n/len(alive), (n+len(alive)-1)/len(alive), s.outside, len(alive),
 			st.Sessions, len(ws), st.Claims, st.Handovers, st.Expired)
 	}
-	for deadline, next := time.Now().Add(40*lt), time.Now().Add(10*lt); !spread(ws); time.Sleep(poll) {
+	for deadline, next := time.Now().Add(time.Duration(coldSpreadWait)*lt), time.Now().Add(10*lt); !spread(ws); time.Sleep(poll) {
 		if time.Now().After(next) {
 			progress("cold start", started, ws)
 			next = next.Add(10 * lt)
 		}
 		if time.Now().After(deadline) {
 			s := state(ws)
-			return tt, fmt.Errorf("%d workers: %w (%d of %d shards led; per worker %d to %d; %d workers outside their share)", workers, errNoSpread, s.led, n, s.fewest, s.most, s.outside)
+			return tt, fmt.Errorf("%d workers: %w, %d × LeaderTimeout (%d of %d shards led; per worker %d to %d; %d workers outside their share)", workers, errNoSpread, coldSpreadWait, s.led, n, s.fewest, s.most, s.outside)
 		}
 	}
 	tt.coldSpread = time.Since(started)

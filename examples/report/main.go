@@ -56,6 +56,7 @@ type options struct {
 	electors  int
 	shardK    int           // the shard table's scale
 	shardII   time.Duration // the pool's InfrequentInterval in the shard table, before scaling (0: FrequentInterval)
+	stagger   time.Duration // between the shard table's workers' starts
 	poolW     int           // the shard table's workers
 	poolN     int           // the shard table's shards
 	costPools []int         // the pool cost table's numbers of workers
@@ -75,6 +76,8 @@ func main() {
 	flag.BoolVar(&o.shardPeer, "shard-peer", false, "run the shard table's pools in peer mode, each worker with an HTTPS server on loopback (InfrequentInterval 6 × FrequentInterval unless -shard-ii)")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
+	flag.DurationVar(&o.stagger, "shard-stagger", 0, "start the shard tables' workers this far apart (not scaled; 0: all at once). 100 workers started at once, on a store that takes milliseconds, take many LeaderTimeouts to spread")
+	flag.IntVar(&coldSpreadWait, "shard-spread-wait", coldSpreadWait, "how long the shard tables' cold start may take to spread, in LeaderTimeouts, before the table (or a cost row) is given up")
 	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
 		ws, ns, ok := strings.Cut(v, "x")
 		w, werr := strconv.Atoi(ws)
@@ -258,11 +261,13 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 	shardPeerNote(o, w)
 	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |"+shardPeerHeader(o))
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|"+shardPeerDash(o))
+	var results []shardResult
 	for _, st := range stores {
-		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.trials, o.window)
+		r, err := shards(ctx, st.process, nWorkers, nShards, o.shardK, o.shardII, o.stagger, o.trials, o.window)
 		if err != nil {
 			return fmt.Errorf("shards on %s: %w", st.short, err)
 		}
+		results = append(results, r)
 		p50, p95, mx := percentile(r.ledAgain, 50), percentile(r.ledAgain, 95), percentile(r.ledAgain, 100)
 		gor, mem := "(in memory only)", "(in memory only)"
 		if st.short == "memstore" {
@@ -276,7 +281,30 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %v | %v | %v | %.2f | %s | %s | %s |%s\n", st.short, r.perWorker.puts, r.perWorker.gets, r.perWorker.lists,
 			ms(p50), ms(p95), ms(mx), float64(p50)/float64(slt), gor, mem, trials, shardPeerCell(o, r))
 	}
+	spreadTable(w, stores, results, nShards, nWorkers, slt, o.stagger)
 	return poolCostTable(ctx, o, stores[len(stores)-1], w)
+}
+
+// spreadTable prints, from the shard table's trials, how long the pool
+// took to spread its shards evenly after a cold start, a death and a join.
+func spreadTable(w io.Writer, stores []namedStore, results []shardResult, nShards, nWorkers int, lt, stagger time.Duration) {
+	start := "the %d workers' start"
+	if stagger > 0 {
+		start = fmt.Sprintf("the last of the %%d workers' starts (they started %v apart)", stagger)
+	}
+	fmt.Fprintf(w, "\nThe even spread (every live worker at ⌊N/W⌋ or ⌈N/W⌉ shards, ± 1, every shard led), in the same trials: "+
+		"cold start, from "+start+"; death, from the kill (%d survivors); join, from the start of a new worker after the survivors had spread (%d workers). "+
+		"Counted every LeaderTimeout/100; a death or join not spread within 10 × LeaderTimeout is counted at that bound.\n\n", nWorkers, nWorkers-1, nWorkers)
+	fmt.Fprintln(w, "| store | cold start p50 | max | death p50 | max | join p50 | max | p50 × LeaderTimeout (cold, death, join) | max × (cold, death, join) | not spread within 10 × LeaderTimeout |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
+	x := func(d time.Duration) float64 { return float64(d) / float64(lt) }
+	for i, r := range results {
+		c50, cmx := percentile(r.coldSpread, 50), percentile(r.coldSpread, 100)
+		d50, dmx := percentile(r.deathSpread, 50), percentile(r.deathSpread, 100)
+		j50, jmx := percentile(r.joinSpread, 50), percentile(r.joinSpread, 100)
+		fmt.Fprintf(w, "| %s | %v | %v | %v | %v | %v | %v | %.2f, %.2f, %.2f | %.2f, %.2f, %.2f | %d of %d |\n", stores[i].short,
+			ms(c50), ms(cmx), ms(d50), ms(dmx), ms(j50), ms(jmx), x(c50), x(d50), x(j50), x(cmx), x(dmx), x(jmx), r.spreadMissed, 2*len(r.ledAgain))
+	}
 }
 
 // poolCostTable measures a pool's requests per worker in steady state at
@@ -301,11 +329,11 @@ func poolCostTable(ctx context.Context, o options, st namedStore, w io.Writer) e
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "|---|---|---|---|"+strings.Repeat("---|", len(clouds)))
 	for _, workers := range o.costPools {
-		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.shardII, o.window)
+		r, err := shardCost(ctx, st.process, workers, nShards, o.shardK, o.shardII, o.stagger, o.window)
 		if errors.Is(err, errNoSpread) {
 			// Not a steady state: nothing to price. The row says so, and
 			// the other rows are still measured.
-			fmt.Fprintf(w, "| %d | not measured: %v |%s\n", workers, errNoSpread, strings.Repeat(" |", 2+len(clouds)))
+			fmt.Fprintf(w, "| %d | not measured: %v, %d × LeaderTimeout |%s\n", workers, errNoSpread, coldSpreadWait, strings.Repeat(" |", 2+len(clouds)))
 			continue
 		}
 		if err != nil {

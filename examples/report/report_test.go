@@ -45,6 +45,7 @@ func checkReport(t *testing.T, out, store string, electors bool) {
 		"| " + store + " | peer, no long-poll | graceful handover |", "| " + store + " | peer + long-poll | crash failover |",
 		"| " + store + " | stale peer (peer + long-poll) | last write → takeover |",
 		"| 3 | ", "## 100 shards on 10 workers (package pool)",
+		"| store | cold start p50 | max | death p50 | max | join p50 | max |",
 		"## What a pool costs a month (package pool, 100 shards)", "| workers | PUT per worker per FrequentInterval | GET | LIST | S3 Standard a month | GCS Standard a month | Azure Blob Hot a month |",
 	}
 	table := []string{"## 100 electors in one process", "10 workers × 10 shards", "stacks per elector"}
@@ -70,6 +71,11 @@ func checkReport(t *testing.T, out, store string, electors bool) {
 	}
 	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 0.9 || puts > 2 {
 		t.Errorf("shard table: %v PUT per worker per FrequentInterval; want about 1, not one per shard (10)", puts)
+	}
+	// The spread table's row: a cold start, a death and a join measured
+	// in the one trial (whether within 10 × LeaderTimeout or not).
+	if !regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+, [0-9.]+, [0-9.]+ \|.* \| [0-9]+ of 2 \|`).MatchString(out) {
+		t.Errorf("report has no spread row for %s:\n%s", store, out)
 	}
 	// The cost table's row: the same order of magnitude, and the monthly
 	// cost its figures give at the prices (within the rounding of the

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -32,6 +33,14 @@ type shardResult struct {
 	stackBytes float64         // per shard
 	handovers  uint64          // shards handed over during the start (none expected)
 	disturbed  int             // trials run again: a survivor lost its session
+
+	// Per trial, sorted: the time to the even spread (every live worker
+	// at ⌊N/W⌋ or ⌈N/W⌉, ± 1, every shard led) from the workers' start,
+	// from the kill, and from a new worker's start after it; and how many
+	// deaths and joins did not spread within 10 × LeaderTimeout (counted
+	// at that bound).
+	coldSpread, deathSpread, joinSpread []time.Duration
+	spreadMissed                        int
 }
 
 // shardReferee follows every shard's Work, as the shards' users would.
@@ -50,6 +59,21 @@ func (r *shardReferee) start(shard, worker string, ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.live[shard] = shardHolder{worker, ctx}
+}
+
+// unled reports whether a shard of shards has no live worker running it.
+// It reads only those shards: the crash trial calls it every millisecond,
+// and a copy of every owner (owners) would cost a core's share with
+// 10,000 shards.
+func (r *shardReferee) unled(shards []string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range shards {
+		if h, ok := r.live[s]; !ok || h.ctx.Err() != nil || r.dead[h.worker] {
+			return true
+		}
+	}
+	return false
 }
 
 // owners returns, per shard, the live worker that runs it ("" if none).
@@ -103,23 +127,41 @@ func (c calls) minus(o calls) calls {
 }
 
 // errNoSpread marks a pool whose workers did not reach their shares.
-var errNoSpread = errors.New("the shards did not spread over the workers (their share ± 1) within 40 × LeaderTimeout")
+var errNoSpread = errors.New("the shards did not spread over the workers (their share ± 1) within the cold start's wait")
+
+// coldSpreadWait is how long a cold start may take to spread, in
+// LeaderTimeouts (-shard-spread-wait).
+var coldSpreadWait = 40
 
 // errSurvivorLost marks a trial in which a worker other than the one killed
 // lost its session (a store or a machine too slow for the scaled lease):
 // it measures that, not a crash, so it is run again.
 var errSurvivorLost = errors.New("a survivor's session was lost during the trial")
 
-// shardTrial runs workers over n shards under a prefix of its own until
+// trialTimes are what one crash trial measures.
+type trialTimes struct {
+	coldSpread  time.Duration // the workers' start → the even spread
+	ledAgain    time.Duration // the kill → every shard of the killed worker led again
+	deathSpread time.Duration // the kill → the even spread over the survivors
+	joinSpread  time.Duration // a new worker's start, after the death → the even spread with it
+	missed      int           // of the last two, those not reached within 10 × LeaderTimeout (given as that bound)
+}
+
+// shardTrial starts workers, stagger apart, over n shards under a prefix
+// of its own, runs them until
 // they have spread, calls measure, kills one worker at a random point of
-// its renewal cycle, and returns how long until every shard it ran was
-// run by another.
+// its renewal cycle, and measures how long until every shard it ran was
+// run by another and until the survivors had their even shares; then
+// starts one more worker and measures how long until the shares are even
+// again with it.
 //
 // Each worker gets a store of its own from newStore, as a process would
 // (on S3, its own client and connections), and all are counted together.
 // Without kill, it returns once measure has.
-func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, ii time.Duration, kill bool, measure func(counts func() calls, ws []*shardWorker) error) (time.Duration, error) {
+func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, stagger time.Duration, kill bool, measure func(counts func() calls, ws []*shardWorker) error) (trialTimes, error) {
+	var tt trialTimes
 	fi, _, lt := scaled(k)
+	poll := max(lt/100, time.Millisecond) // how often the spread is counted (n shards each time)
 	ii /= time.Duration(k)
 	var ws []*shardWorker
 	counts := func() (sum calls) { // every store call attempt of every worker
@@ -145,7 +187,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 			w.peer.close()
 		}
 	}()
-	for i := range workers {
+	startWorker := func(i int) error {
 		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{})}
 		w.lists = &listCounter{Store: w.conn}
 		cfg := shardpool.Config{Store: w.lists, Prefix: prefix, ID: w.id, Shards: names,
@@ -156,12 +198,12 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 			}}
 		var err error
 		if w.peer, err = shardPeersOf(ctx).start(&cfg); err != nil {
-			return 0, err
+			return err
 		}
 		p, err := shardpool.New(cfg)
 		if err != nil {
 			w.peer.close()
-			return 0, err
+			return err
 		}
 		w.p = p
 		w.peer.serve(p)
@@ -169,33 +211,72 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		w.stop = stop
 		go func() { defer close(w.done); p.Run(wctx) }()
 		ws = append(ws, w)
+		return nil
 	}
-	spread := func(alive []*shardWorker) bool {
+	for i := range workers {
+		if i > 0 {
+			time.Sleep(stagger)
+		}
+		if err := startWorker(i); err != nil {
+			return tt, err
+		}
+	}
+	started := time.Now() // the last worker's start
+	// where says how the shards stand over alive: how many are led, the
+	// fewest and most a worker of alive runs, and how many of alive are
+	// outside their share ± 1.
+	type where struct{ led, fewest, most, outside int }
+	state := func(alive []*shardWorker) (s where) {
 		c := map[string]int{}
 		for _, w := range ref.owners() {
 			c[w]++
 		}
-		sum := 0
+		s.fewest = n
 		for _, w := range alive {
 			if c[w.id] < n/len(alive)-1 || c[w.id] > (n+len(alive)-1)/len(alive)+1 {
-				return false
+				s.outside++
 			}
-			sum += c[w.id]
+			s.led += c[w.id]
+			s.fewest, s.most = min(s.fewest, c[w.id]), max(s.most, c[w.id])
 		}
-		return sum == n
+		return s
 	}
-	for deadline := time.Now().Add(40 * lt); !spread(ws); time.Sleep(fi / 10) {
+	spread := func(alive []*shardWorker) bool {
+		s := state(alive)
+		return s.outside == 0 && s.led == n
+	}
+	// A pool that takes long to spread says how far it got, on stderr
+	// (the report is stdout), every 10 × LeaderTimeout.
+	progress := func(what string, t0 time.Time, alive []*shardWorker) {
+		s := state(alive)
+		var st shardpool.Stats // the counters, summed over every worker
+		for _, w := range ws {
+			c := w.p.Stats()
+			st.Sessions, st.Expired, st.Claims, st.Handovers = st.Sessions+c.Sessions, st.Expired+c.Expired, st.Claims+c.Claims, st.Handovers+c.Handovers
+		}
+		fmt.Fprintf(os.Stderr, "report: %s, %v in: %d of %d shards led; per worker %d to %d (share %d or %d, ± 1); %d of %d workers outside it; "+
+			"in all %d sessions opened by %d workers, %d claims, %d handovers, %d leaderships expired\n",
+			what, time.Since(t0).Round(time.Second), s.led, n, s.fewest, s.most, n/len(alive), (n+len(alive)-1)/len(alive), s.outside, len(alive),
+			st.Sessions, len(ws), st.Claims, st.Handovers, st.Expired)
+	}
+	for deadline, next := time.Now().Add(time.Duration(coldSpreadWait)*lt), time.Now().Add(10*lt); !spread(ws); time.Sleep(poll) {
+		if time.Now().After(next) {
+			progress("cold start", started, ws)
+			next = next.Add(10 * lt)
+		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d workers: %w", workers, errNoSpread)
+			s := state(ws)
+			return tt, fmt.Errorf("%d workers: %w, %d × LeaderTimeout (%d of %d shards led; per worker %d to %d; %d workers outside their share)", workers, errNoSpread, coldSpreadWait, s.led, n, s.fewest, s.most, s.outside)
 		}
 	}
+	tt.coldSpread = time.Since(started)
 	if measure != nil {
 		if err := measure(counts, ws); err != nil {
-			return 0, err
+			return tt, err
 		}
 	}
 	if !kill {
-		return 0, nil
+		return tt, nil
 	}
 	// A crash of a steady pool: the spread is reached while the last
 	// claims' early renewals and the looks after them still go on, so the
@@ -230,25 +311,42 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	ref.mu.Lock()
 	ref.dead[victim.id] = true
 	ref.mu.Unlock()
-	for deadline := killed.Add(10 * lt); ; time.Sleep(time.Millisecond) {
-		owners := ref.owners()
-		if !slices.ContainsFunc(orphans, func(s string) bool { return owners[s] == "" }) {
-			d := time.Since(killed)
-			if sessions() != before {
-				return 0, errSurvivorLost
-			}
-			return d, nil
-		}
+	for deadline := killed.Add(10 * lt); ref.unled(orphans); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the killed worker's shards were not all led again within 10 × LeaderTimeout")
+			return tt, fmt.Errorf("the killed worker's shards were not all led again within 10 × LeaderTimeout")
 		}
 	}
+	tt.ledAgain = time.Since(killed)
+	if sessions() != before {
+		return tt, errSurvivorLost
+	}
+	// The even spread over the survivors, then over them and a joiner:
+	// each waited for up to 10 × LeaderTimeout, and given as that bound
+	// (and counted) when not reached.
+	alive := slices.DeleteFunc(slices.Clone(ws), func(w *shardWorker) bool { return w == victim })
+	spreadSince := func(t0 time.Time) time.Duration {
+		for deadline := t0.Add(10 * lt); !spread(alive); time.Sleep(poll) {
+			if time.Now().After(deadline) {
+				tt.missed++
+				return 10 * lt
+			}
+		}
+		return time.Since(t0)
+	}
+	tt.deathSpread = spreadSince(killed)
+	joined := time.Now()
+	if err := startWorker(workers); err != nil {
+		return tt, err
+	}
+	alive = append(alive, ws[len(ws)-1])
+	tt.joinSpread = spreadSince(joined)
+	return tt, nil
 }
 
 // shards measures the shard table's row for one store: trials kills, the
 // first after a steady window in which requests, goroutines and memory
 // are counted.
-func shards(ctx context.Context, newStore func() store.Store, workers, n, k int, ii time.Duration, trials int, window time.Duration) (shardResult, error) {
+func shards(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, stagger time.Duration, trials int, window time.Duration) (shardResult, error) {
 	fi, _, _ := scaled(k)
 	var r shardResult
 	runtime.GC()
@@ -277,7 +375,7 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 		if len(r.ledAgain) > 0 || r.disturbed > 0 {
 			m = nil
 		}
-		d, err := shardTrial(ctx, newStore, workers, n, k, ii, true, m)
+		tt, err := shardTrial(ctx, newStore, workers, n, k, ii, stagger, true, m)
 		switch {
 		case errors.Is(err, errSurvivorLost) && r.disturbed < 2*trials:
 			r.disturbed++
@@ -285,9 +383,15 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 		case err != nil:
 			return r, err
 		}
-		r.ledAgain = append(r.ledAgain, d)
+		r.ledAgain = append(r.ledAgain, tt.ledAgain)
+		r.coldSpread = append(r.coldSpread, tt.coldSpread)
+		r.deathSpread = append(r.deathSpread, tt.deathSpread)
+		r.joinSpread = append(r.joinSpread, tt.joinSpread)
+		r.spreadMissed += tt.missed
 	}
-	slices.Sort(r.ledAgain)
+	for _, ds := range [][]time.Duration{r.ledAgain, r.coldSpread, r.deathSpread, r.joinSpread} {
+		slices.Sort(ds)
+	}
 	return r, nil
 }
 
@@ -297,10 +401,10 @@ var shardLog = slog.New(slog.DiscardHandler)
 // shardCost runs workers over n shards at 1/k of the default intervals
 // until they have spread, and returns their requests per worker per
 // FrequentInterval over window, in steady state.
-func shardCost(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, window time.Duration) (perFI, error) {
+func shardCost(ctx context.Context, newStore func() store.Store, workers, n, k int, ii, stagger, window time.Duration) (perFI, error) {
 	fi, _, _ := scaled(k)
 	var r perFI
-	_, err := shardTrial(ctx, newStore, workers, n, k, ii, false, func(counts func() calls, _ []*shardWorker) error {
+	_, err := shardTrial(ctx, newStore, workers, n, k, ii, stagger, false, func(counts func() calls, _ []*shardWorker) error {
 		time.Sleep(2 * fi) // the early renewals of the last claims are over
 		c0, t0 := counts(), time.Now()
 		time.Sleep(window)

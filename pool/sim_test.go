@@ -423,7 +423,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 			// Its address refuses, or something there keeps answering
 			// with a digest of another time.
 			var stale []byte
-			if r.IntN(2) == 0 {
+			if net.Roll() < 0.5 { // not r: kill runs in the rolling restart's goroutine too
 				stale = encode(digest{Pool: formatVersion, Prefix: "sim/", Worker: w.id, Sessions: map[string]peerSession{w.id: {ETag: "stale", Sum: peerSum([32]byte{})}}})
 			}
 			net.Crash(w.id+":443", stale)

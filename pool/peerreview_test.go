@@ -273,7 +273,7 @@ func flood(h http.Handler, n, batch int, stop *atomic.Bool) {
 }
 
 // TestPeerFakeReportsShutNobodyOut: anyone who can reach a hub's
-// PeerHandler can report, here for 2,000 made-up worker IDs, refreshed
+// PeerHandler can report, here for 300 made-up worker IDs, refreshed
 // within two leases. The hub takes at most maxStrangers reports from
 // workers it neither counts live nor finds in the member list, so a
 // worker that joins during the flood is heard, and the digests name it;
@@ -290,7 +290,7 @@ func TestPeerFakeReportsShutNobodyOut(t *testing.T) {
 		time.Sleep(4 * testLT)
 		stop := &atomic.Bool{}
 		done := make(chan struct{})
-		go func() { defer close(done); flood(PeerHandler(g.workers[0].p), 2000, 500, stop) }()
+		go func() { defer close(done); flood(PeerHandler(g.workers[0].p), 300, 300, stop) }()
 		time.Sleep(5*testFI + testFI/2) // the reports are full
 		g.add("w4")
 		time.Sleep(2 * testLT)

@@ -20,7 +20,7 @@ import (
 // Peer mode (docs/pool-protocol.md, "Peer mode"): instead of listing the
 // session objects every FrequentInterval, each worker asks one worker,
 // the hub (the live one with the lowest ID that serves PeerHandler), for
-// the session ETags the others reported to it this round, and reports its
+// the session writes the others reported to it lately, and reports its
 // own. The hub holds each request until every worker it counts live has
 // reported, or a short wait runs out, so that every worker learns of every
 // renewal at about the moment a listing would have shown it. An answer
@@ -51,7 +51,8 @@ const (
 	maxStrangers = 64
 )
 
-// digest is a hub's answer: the session writes reported to it this round.
+// digest is a hub's answer: the session writes reported to it this round
+// or, for a worker late for it, the round before (recent).
 type digest struct {
 	Pool     int                    `json:"s3lectPoolPeer"` // formatVersion
 	Prefix   string                 `json:"prefix"`
@@ -251,11 +252,13 @@ func (h *hub) collect(ctx context.Context, wait time.Duration) (digest, error) {
 // PeerHandler serves the peer mode of the given pools (Config.PeerMode)
 // at PeerPath, each under its Prefix: mount it on this worker's HTTPS
 // server at Config.ServerAddr. A GET names the pool (prefix), the asking
-// worker (worker), its session object's current ETag (etag), the member
-// list's ETag as it knows it (members), and how long the answer may wait
-// (wait, at most half the pool's FrequentInterval). The answer, JSON, is
-// the session ETags the workers reported this round, once every worker
-// this one counts live has reported or the wait is over; 503 while the
+// worker (worker), its session's last write (etag, and sum: the first 16
+// bytes of its SHA-256 in hex), the member list's ETag as it knows it
+// (members), and how long the answer may wait (wait, at most half the
+// pool's FrequentInterval). The answer, JSON, is the session writes the
+// workers reported this round (a late worker's of the round before), once
+// every worker this one counts live has reported or the wait is over;
+// 503 while the
 // pool is not running. Pools without PeerMode are not served; two pools
 // with one Prefix cannot be told apart, and PeerHandler panics. Any client
 // that reaches it can report: serve it with client certificates

@@ -452,10 +452,12 @@ func (s *loopState) hubOf(v view) (id, addr string) {
 	return "", ""
 }
 
-// covers reports whether d names every worker live in v but this one: a
-// digest that leaves one out may be the first sign of its death, and its
-// last renewal must then be aged from when it was first seen, not be
-// forgotten (a listing shows it standing still).
+// covers reports whether d names every worker live in v but this one. A
+// digest that leaves a live worker out (a death, a worker that cannot
+// reach the hub, a hub with another view) says nothing of it: taken for a
+// listing, that worker's last listed write would age until it counted as
+// dead and every worker looked (read every session object), again and
+// again while it lives. The store's listing shows whether it renews.
 func (c *core) covers(d digest, v view) bool {
 	if mutPeerPartial {
 		return true

@@ -218,3 +218,28 @@ func TestShardPeer(t *testing.T) {
 		t.Errorf("peer mode: %v hub requests and %v LISTs per worker per FrequentInterval; want about 0.75 and well under 1:\n%s", hub, lists, out.String())
 	}
 }
+
+// TestRefereeLateStart: the pool calls Work on a goroutine of its own. On
+// a busy machine the goroutine of a leadership that has already ended may
+// run after the next owner's Work began; the referee must still count the
+// shard led by the next owner (the report once waited forever on a
+// "999 of 1,000 shards led" pool that had every shard led).
+func TestRefereeLateStart(t *testing.T) {
+	ref := &shardReferee{live: map[string]shardHolder{}, dead: map[string]bool{}}
+	first, end := context.WithCancel(context.Background())
+	end() // its leadership ended before its Work began
+	next, stop := context.WithCancel(context.Background())
+	defer stop()
+	ref.start("shard-0001", "worker-02", next)
+	ref.start("shard-0001", "worker-01", first)
+	if ref.unled([]string{"shard-0001"}) {
+		t.Errorf("a late start of an ended leadership hid the next owner: shard-0001 counted unled")
+	}
+	if got := ref.owners()["shard-0001"]; got != "worker-02" {
+		t.Errorf("owner of shard-0001 = %q; want worker-02 (the one whose Work runs)", got)
+	}
+	stop()
+	if !ref.unled([]string{"shard-0001"}) {
+		t.Errorf("shard-0001 counted led after its only leadership ended")
+	}
+}

@@ -55,9 +55,20 @@ type shardHolder struct {
 	ctx    context.Context
 }
 
+// start records that worker's Work for shard began. The pool calls Work
+// on a goroutine of its own, which a busy machine may run late: after the
+// leadership has ended and the next owner's Work has begun. Such a late
+// start must not hide the next owner (a shard that looks unled while it is
+// led), so a start whose context has ended records nothing. Checked under
+// the lock, that is enough: a context live now means the next owner's
+// leadership has not begun (no two leaderships of a shard overlap), so
+// its start comes after this one.
 func (r *shardReferee) start(shard, worker string, ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
 	r.live[shard] = shardHolder{worker, ctx}
 }
 

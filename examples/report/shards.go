@@ -6,7 +6,9 @@ package main
 // again, and goroutines and memory per shard.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +50,9 @@ type shardReferee struct {
 	mu   sync.Mutex
 	live map[string]shardHolder
 	dead map[string]bool // workers killed: their Work no longer counts
+	// starts are, per shard, the last Work starts, for the report's
+	// account of a shard left unled (progress).
+	starts map[string][]string
 }
 
 type shardHolder struct {
@@ -66,6 +71,10 @@ type shardHolder struct {
 func (r *shardReferee) start(shard, worker string, ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.starts != nil {
+		h := append(r.starts[shard], fmt.Sprintf("%s %s (ended: %v)", time.Now().Format("15:04:05.000"), worker, ctx.Err() != nil))
+		r.starts[shard] = h[max(0, len(h)-6):]
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -109,6 +118,7 @@ type shardWorker struct {
 	p     *shardpool.Pool
 	stop  context.CancelFunc
 	done  chan struct{}
+	log   *logRing // its pool's last log lines (Info and above), printed when the pool does not spread
 }
 
 // listCounter counts the listings a worker's pool makes (every attempt,
@@ -188,7 +198,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	for i := range names {
 		names[i] = fmt.Sprintf("shard-%04d", i)
 	}
-	ref := &shardReferee{live: map[string]shardHolder{}, dead: map[string]bool{}}
+	ref := &shardReferee{live: map[string]shardHolder{}, dead: map[string]bool{}, starts: map[string][]string{}}
 	defer func() {
 		for _, w := range ws {
 			w.stop()
@@ -199,10 +209,10 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		}
 	}()
 	startWorker := func(i int) error {
-		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{})}
+		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{}), log: &logRing{}}
 		w.lists = &listCounter{Store: w.conn}
 		cfg := shardpool.Config{Store: w.lists, Prefix: prefix, ID: w.id, Shards: names,
-			FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: shardLog,
+			FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: slog.New(slog.NewJSONHandler(w.log, &slog.HandlerOptions{Level: shardLogLevel()})),
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
 				ref.start(shard, w.id, ctx)
 				<-ctx.Done()
@@ -269,6 +279,50 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 			"in all %d sessions opened by %d workers, %d claims, %d handovers, %d leaderships expired\n",
 			what, time.Since(t0).Round(time.Second), s.led, n, s.fewest, s.most, n/len(alive), (n+len(alive)-1)/len(alive), s.outside, len(alive),
 			st.Sessions, len(ws), st.Claims, st.Handovers, st.Expired)
+		// The workers below their share, with their last log lines; up
+		// to five shards with no Work running, with the last Work starts
+		// the referee saw, the workers whose pools say they lead them
+		// (Leading: a shard a pool leads but whose Work the referee does
+		// not see is the report's fault, not the pool's), the shard's
+		// record and its owner's session object.
+		if s.led < n {
+			owners := ref.owners()
+			held := map[string]int{}
+			for _, w := range owners {
+				held[w]++
+			}
+			for _, w := range alive {
+				if held[w.id] < n/len(alive) {
+					fmt.Fprintf(os.Stderr, "report: %s runs %d shards; its pool leads %v; its last log lines:\n%s", w.id, held[w.id], w.p.Leading(), w.log.last(60))
+				}
+			}
+			var unled []string
+			for _, name := range names {
+				if owners[name] == "" {
+					if unled = append(unled, name); len(unled) == 5 {
+						break
+					}
+				}
+			}
+			for _, name := range unled {
+				var by []string
+				for _, w := range alive {
+					if slices.Contains(w.p.Leading(), name) {
+						by = append(by, w.id)
+					}
+				}
+				data, etag, err := alive[0].conn.Get(ctx, prefix+"shards/"+name+".json")
+				ref.mu.Lock()
+				starts := slices.Clone(ref.starts[name])
+				ref.mu.Unlock()
+				fmt.Fprintf(os.Stderr, "report: %s has no Work running (its last Work starts: %v); the pools that say they lead it: %v; its record %s (%v): %s\n", name, starts, by, etag, err, data)
+				var rec struct{ Owner string }
+				if json.Unmarshal(data, &rec) == nil && rec.Owner != "" {
+					sd, stag, err := alive[0].conn.Get(ctx, prefix+"sessions/"+rec.Owner+".json")
+					fmt.Fprintf(os.Stderr, "report: the session object of %s %s (%v): %s\n", rec.Owner, stag, err, sd)
+				}
+			}
+		}
 	}
 	for deadline, next := time.Now().Add(time.Duration(coldSpreadWait)*lt), time.Now().Add(10*lt); !spread(ws); time.Sleep(poll) {
 		if time.Now().After(next) {
@@ -406,8 +460,46 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 	return r, nil
 }
 
-// shardLog receives the workers' logs (discarded; a debugging aid).
-var shardLog = slog.New(slog.DiscardHandler)
+// shardLogLevel is the level of the workers' logs the report keeps:
+// Info, or Debug with S3LECT_REPORT_DEBUG=1 (every claim and handover;
+// it costs CPU beside the figures).
+func shardLogLevel() slog.Level {
+	if os.Getenv("S3LECT_REPORT_DEBUG") == "1" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+// logRing keeps the last lines a worker's pool logged: when a pool does
+// not spread, the report prints those of the workers below their share.
+type logRing struct {
+	mu    sync.Mutex
+	lines [][]byte
+	next  int
+}
+
+const logRingLines = 200
+
+func (r *logRing) Write(b []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	line := slices.Clone(b)
+	if len(r.lines) < logRingLines {
+		r.lines = append(r.lines, line)
+	} else {
+		r.lines[r.next] = line
+		r.next = (r.next + 1) % logRingLines
+	}
+	return len(b), nil
+}
+
+// last returns up to n of the last lines, oldest first.
+func (r *logRing) last(n int) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := append(slices.Clone(r.lines[r.next:]), r.lines[:r.next]...)
+	return bytes.Join(all[max(0, len(all)-n):], nil)
+}
 
 // shardCost runs workers over n shards at 1/k of the default intervals
 // until they have spread, and returns their requests per worker per

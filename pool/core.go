@@ -504,6 +504,7 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 			break
 		}
 	}
+	c.note(slog.LevelDebug, "looking for shards", "need", need, "unowned", len(free), "trying", want)
 	return want, need
 }
 
@@ -933,12 +934,14 @@ func (c *core) cleared(at []attempt, ws []string, sent map[string]time.Time, lim
 // to look again. A failed read is not clear.
 func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
 	ok, retry := true, now
+	var by, why string
 	for _, w := range ws {
 		if mutNoClearance && w != a.rec.Owner {
 			continue
 		}
 		readAt, read := sent[w]
 		if !read || c.peers[w] == nil {
+			c.note(slog.LevelDebug, "a claim waits: a session object was not read", "shard", a.shard, "of", w)
 			return false, later(retry, now.Add(c.cp.fi))
 		}
 		t, busy, unlisted := c.clearance(w, a.shard, a.rec, a.etag != "", now)
@@ -970,6 +973,21 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 		default:
 			ok, retry = false, later(retry, t)
 		}
+		if !readAt.Before(t) || by != "" {
+			continue
+		}
+		// The first session that holds the claim off, for the Debug log
+		// (how a shard that stays unled was traced).
+		by, why = w, "may lead it"
+		switch {
+		case busy:
+			why = "claiming it too"
+		case unlisted:
+			why = "named by the record, lists nothing there"
+		}
+	}
+	if !ok {
+		c.note(slog.LevelDebug, "a claim waits", "shard", a.shard, "until", retry, "for", by, "which", why)
 	}
 	return ok, retry
 }

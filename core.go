@@ -91,8 +91,22 @@ type shared struct {
 // place rather than on a copy, to keep the run loop's stack small: a
 // thousand electors in one process each have one.)
 func (c *core) next(ev event, now time.Time) ([]effect, time.Time) {
-	var fx []effect
-	emit := func(f effect) { fx = append(fx, f) }
+	// A Change reaches the subscribers once the snapshot that shows it is
+	// published: each doPublish waits for the doStatus that follows it
+	// (next ends with one), so that whoever receives a Change finds Stats
+	// and Leader saying as much.
+	var fx, held []effect
+	emit := func(f effect) {
+		switch f.(type) {
+		case doPublish:
+			held = append(held, f)
+		case doStatus:
+			fx = append(append(fx, f), held...)
+			held = held[:0]
+		default:
+			fx = append(fx, f)
+		}
+	}
 	readNow := ev.on(c, now, emit)
 	wake := c.act(now, readNow, emit)
 	emit(doStatus{c.status()})

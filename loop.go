@@ -160,26 +160,8 @@ func (e *Elector) run(ctx context.Context) error {
 func (lp *loop) step(ev event) {
 	e := lp.e
 	fx, wake := lp.c.next(ev, e.clock.Now())
-	// A Change reaches the subscribers once the snapshot that shows it is
-	// published (the doStatus that follows every announcement): whoever
-	// receives one finds Stats and Leader saying as much.
-	var held []effect
 	for _, f := range fx {
-		switch f.(type) {
-		case doPublish:
-			held = append(held, f)
-			continue
-		}
 		f.do(lp)
-		if _, ok := f.(doStatus); ok {
-			for _, p := range held {
-				p.do(lp)
-			}
-			held = held[:0]
-		}
-	}
-	for _, p := range held {
-		p.do(lp)
 	}
 	lp.timer.Stop()
 	if !wake.IsZero() {

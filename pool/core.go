@@ -36,6 +36,7 @@ type params struct {
 	n      int           // the number of shards
 
 	sessions string // the key prefix of the session objects, for listings
+	debug    bool   // the worker's logger takes Debug lines: the decisions note them (note)
 }
 
 // core is what a worker knows of the pool; only the goroutine running Run
@@ -110,7 +111,12 @@ type note struct {
 	args  []any
 }
 
+// note asks the loop to log a line. Debug lines are not even built
+// unless the logger takes them: some come from every look.
 func (c *core) note(level slog.Level, msg string, args ...any) {
+	if level < slog.LevelInfo && !c.cp.debug {
+		return
+	}
 	c.notes = append(c.notes, note{level, msg, args})
 }
 
@@ -504,7 +510,9 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 			break
 		}
 	}
-	c.note(slog.LevelDebug, "looking for shards", "need", need, "unowned", len(free), "trying", want)
+	if c.cp.debug {
+		c.note(slog.LevelDebug, "looking for shards", "need", need, "unowned", len(free), "trying", want)
+	}
 	return want, need
 }
 
@@ -986,7 +994,7 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 			why = "named by the record, lists nothing there"
 		}
 	}
-	if !ok {
+	if !ok && c.cp.debug {
 		c.note(slog.LevelDebug, "a claim waits", "shard", a.shard, "until", retry, "for", by, "which", why)
 	}
 	return ok, retry

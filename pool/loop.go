@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -38,7 +39,8 @@ type loopState struct {
 
 func (s *loopState) init(p *Pool) {
 	s.p = p
-	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, ii: p.ii, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions}, p.cfg.Shards)
+	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, ii: p.ii, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions,
+		debug: p.log.Enabled(context.Background(), slog.LevelDebug)}, p.cfg.Shards)
 }
 
 // flushNotes writes the log lines the decisions asked for.

@@ -279,49 +279,8 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 			"in all %d sessions opened by %d workers, %d claims, %d handovers, %d leaderships expired\n",
 			what, time.Since(t0).Round(time.Second), s.led, n, s.fewest, s.most, n/len(alive), (n+len(alive)-1)/len(alive), s.outside, len(alive),
 			st.Sessions, len(ws), st.Claims, st.Handovers, st.Expired)
-		// The workers below their share, with their last log lines; up
-		// to five shards with no Work running, with the last Work starts
-		// the referee saw, the workers whose pools say they lead them
-		// (Leading: a shard a pool leads but whose Work the referee does
-		// not see is the report's fault, not the pool's), the shard's
-		// record and its owner's session object.
 		if s.led < n {
-			owners := ref.owners()
-			held := map[string]int{}
-			for _, w := range owners {
-				held[w]++
-			}
-			for _, w := range alive {
-				if held[w.id] < n/len(alive) {
-					fmt.Fprintf(os.Stderr, "report: %s runs %d shards; its pool leads %v; its last log lines:\n%s", w.id, held[w.id], w.p.Leading(), w.log.last(60))
-				}
-			}
-			var unled []string
-			for _, name := range names {
-				if owners[name] == "" {
-					if unled = append(unled, name); len(unled) == 5 {
-						break
-					}
-				}
-			}
-			for _, name := range unled {
-				var by []string
-				for _, w := range alive {
-					if slices.Contains(w.p.Leading(), name) {
-						by = append(by, w.id)
-					}
-				}
-				data, etag, err := alive[0].conn.Get(ctx, prefix+"shards/"+name+".json")
-				ref.mu.Lock()
-				starts := slices.Clone(ref.starts[name])
-				ref.mu.Unlock()
-				fmt.Fprintf(os.Stderr, "report: %s has no Work running (its last Work starts: %v); the pools that say they lead it: %v; its record %s (%v): %s\n", name, starts, by, etag, err, data)
-				var rec struct{ Owner string }
-				if json.Unmarshal(data, &rec) == nil && rec.Owner != "" {
-					sd, stag, err := alive[0].conn.Get(ctx, prefix+"sessions/"+rec.Owner+".json")
-					fmt.Fprintf(os.Stderr, "report: the session object of %s %s (%v): %s\n", rec.Owner, stag, err, sd)
-				}
-			}
+			explainUnled(ctx, ref, alive, names, prefix)
 		}
 	}
 	for deadline, next := time.Now().Add(time.Duration(coldSpreadWait)*lt), time.Now().Add(10*lt); !spread(ws); time.Sleep(poll) {
@@ -458,6 +417,52 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 		slices.Sort(ds)
 	}
 	return r, nil
+}
+
+// explainUnled says on stderr why a pool has not spread: the workers
+// below their share, with their last log lines; up to five shards with
+// no Work running, with the last Work starts the referee saw, the workers
+// whose pools say they lead them (Leading: a shard a pool leads but whose
+// Work the referee does not see is the report's fault, not the pool's),
+// the shard's record and its owner's session object.
+func explainUnled(ctx context.Context, ref *shardReferee, alive []*shardWorker, names []string, prefix string) {
+	n := len(names)
+	owners := ref.owners()
+	held := map[string]int{}
+	for _, w := range owners {
+		held[w]++
+	}
+	for _, w := range alive {
+		if held[w.id] < n/len(alive) {
+			fmt.Fprintf(os.Stderr, "report: %s runs %d shards; its pool leads %v; its last log lines:\n%s", w.id, held[w.id], w.p.Leading(), w.log.last(60))
+		}
+	}
+	var unled []string
+	for _, name := range names {
+		if owners[name] == "" {
+			if unled = append(unled, name); len(unled) == 5 {
+				break
+			}
+		}
+	}
+	for _, name := range unled {
+		var by []string
+		for _, w := range alive {
+			if slices.Contains(w.p.Leading(), name) {
+				by = append(by, w.id)
+			}
+		}
+		data, etag, err := alive[0].conn.Get(ctx, prefix+"shards/"+name+".json")
+		ref.mu.Lock()
+		starts := slices.Clone(ref.starts[name])
+		ref.mu.Unlock()
+		fmt.Fprintf(os.Stderr, "report: %s has no Work running (its last Work starts: %v); the pools that say they lead it: %v; its record %s (%v): %s\n", name, starts, by, etag, err, data)
+		var rec struct{ Owner string }
+		if json.Unmarshal(data, &rec) == nil && rec.Owner != "" {
+			sd, stag, err := alive[0].conn.Get(ctx, prefix+"sessions/"+rec.Owner+".json")
+			fmt.Fprintf(os.Stderr, "report: the session object of %s %s (%v): %s\n", rec.Owner, stag, err, sd)
+		}
+	}
 }
 
 // shardLogLevel is the level of the workers' logs the report keeps:

@@ -70,6 +70,12 @@ type core struct {
 	settleStuck           bool           // the last two looks found the same counts, not settled
 	lookCounts            map[string]int // the last look's counts
 
+	// Who goes first when two live workers claim one shard (clear): the
+	// live workers below their share in this look's view (behind), and
+	// whether this look takes up an orphan (need at most zero).
+	behind     map[string]bool
+	orphanLook bool
+
 	// The watch's timing (watch.go, "When a takeover is due"): asOf is the
 	// moment a look begun ahead of a session's end is taken as of (its
 	// claims read the sessions that clear them from then on; zero:
@@ -482,11 +488,21 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 			sv.candSince = now
 		}
 		free = append(free, name)
-		if orphan == "" && !now.Before(sv.notBefore) && !now.Before(sv.candSince.Add(orphanWait)) {
+		if need <= 0 && orphan == "" && !now.Before(sv.notBefore) && !now.Before(sv.candSince.Add(orphanWait)) &&
+			!now.Before(sv.candSince.Add(orphanWait+c.orphanRank(v, name, orphanWait))) {
 			orphan = name
 		}
 	}
+	c.behind, c.orphanLook = map[string]bool{}, need <= 0
+	for _, id := range v.live {
+		if v.counts[id] < v.targets[id] {
+			c.behind[id] = true
+		}
+	}
 	if need <= 0 {
+		if c.cp.debug && len(free) > 0 {
+			c.note(slog.LevelDebug, "looking for an orphan", "unowned", len(free), "taking", orphan, "due", c.pending(v, now))
+		}
 		if orphan == "" {
 			return nil, 0
 		}
@@ -515,6 +531,46 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 	}
 	return want, need
 }
+
+// orphanRank is how much longer than the orphan wait (w) this worker
+// lets shard stay unowned before it takes it up (docs/pool-protocol.md,
+// "Spreading the shards"): w for each live worker at or above its share
+// in v (those that may take orphans) that goes before this one for that
+// shard (rendezvous), and 3 × w more while some other live worker in v
+// holds less than its share: the shard is that worker's to claim, and a
+// worker taking it up as an orphan would hold its claims off (clear,
+// "busy"). Without these, every worker at its share took up the first
+// orphan of the shared order at the same look; with one interval between
+// ranks, a new one took each orphan up every interval, and with 100
+// workers on MinIO the two workers below their share found one of them
+// claiming each shard they tried, for minutes.
+func (c *core) orphanRank(v view, shard string, w time.Duration) time.Duration {
+	if mutOrphanHerd {
+		return 0
+	}
+	rank, behind, mine := 0, false, rendezvous(shard, c.cp.id)
+	for _, id := range v.live {
+		if id == c.cp.id {
+			continue
+		}
+		if v.counts[id] < v.targets[id] {
+			behind = true
+			continue
+		}
+		if h := rendezvous(shard, id); h < mine || h == mine && id < c.cp.id {
+			rank++
+		}
+	}
+	if behind {
+		rank += 3
+	}
+	return time.Duration(rank) * w
+}
+
+// rendezvous ranks worker id for shard: the worker with the lowest value
+// goes first. The order differs from shard to shard, so that no worker
+// is always first.
+func rendezvous(shard, id string) uint64 { return shardHash(shard + "\x00" + id) }
 
 // orphanWait is how long a shard must stay unowned in this worker's view
 // before it claims the shard whatever its share: the longest lease among
@@ -912,10 +968,13 @@ func (c *core) cleared(at []attempt, ws []string, sent map[string]time.Time, lim
 			continue
 		}
 		sv := c.shard(a.shard)
-		ok, retry := c.clear(a, ws, sent, now)
+		ok, retry, yield := c.clear(a, ws, sent, now)
 		switch {
 		case !ok:
 			sv.notBefore = retry
+			if yield {
+				sv.candSince = now // the orphan wait runs again
+			}
 		case c.listedTerm(a.shard, ws) >= a.term:
 			// A session lists the shard at this term or above (its
 			// record deleted or restored): a term must never repeat.
@@ -940,8 +999,8 @@ func (c *core) cleared(at []attempt, ws []string, sent map[string]time.Time, lim
 // session of the workers ws, nor an earlier session of this worker's that
 // the record names, can lead the attempt's shard; if not, it returns when
 // to look again. A failed read is not clear.
-func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (bool, time.Time) {
-	ok, retry := true, now
+func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now time.Time) (ok bool, retry time.Time, yield bool) {
+	ok, retry = true, now
 	var by, why string
 	for _, w := range ws {
 		if mutNoClearance && w != a.rec.Owner {
@@ -950,7 +1009,7 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 		readAt, read := sent[w]
 		if !read || c.peers[w] == nil {
 			c.note(slog.LevelDebug, "a claim waits: a session object was not read", "shard", a.shard, "of", w)
-			return false, later(retry, now.Add(c.cp.fi))
+			return false, later(retry, now.Add(c.cp.fi)), false
 		}
 		t, busy, unlisted := c.clearance(w, a.shard, a.rec, a.etag != "", now)
 		if mutAbsentAged && w == a.rec.Owner && c.peers[w].sight.ETag == "" {
@@ -963,13 +1022,22 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 		switch {
 		case !readAt.Before(t):
 		case busy:
-			// A live worker is claiming it too: the lowest ID looks again
-			// first, after the others have dropped their claims.
-			backoff := c.cp.fi / 4
-			if c.cp.id > w {
-				backoff = c.cp.fi
+			// A live worker is claiming it too: one of the two looks again
+			// a quarter interval later, the other an interval later, or,
+			// when it was taking up an orphan, once the orphan wait has
+			// run again (yield: its next claim would find the first one's
+			// intent or its record). A worker below its share goes first,
+			// for it is the one whose share the shard is; else the lower
+			// ID. Without yielding, dozens of workers took up one orphan
+			// at once on MinIO and kept finding each other's intents, the
+			// worker below its share's included, for minutes.
+			ok, retry = false, later(retry, now.Add(c.cp.fi/4))
+			if !c.goesFirstBusy(w) {
+				if c.orphanLook && !mutOrphanHerd {
+					yield = true
+				}
+				retry = later(retry, now.Add(c.cp.fi))
 			}
-			ok, retry = false, later(retry, now.Add(backoff))
 		case unlisted && !mutUnlistedWaits:
 			// The record names a live session that lists nothing there: a
 			// claim just won, which its next renewal lists, or a stray,
@@ -995,9 +1063,19 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 		}
 	}
 	if !ok && c.cp.debug {
-		c.note(slog.LevelDebug, "a claim waits", "shard", a.shard, "until", retry, "for", by, "which", why)
+		c.note(slog.LevelDebug, "a claim waits", "shard", a.shard, "until", retry, "for", by, "which", why, "yield", yield)
 	}
-	return ok, retry
+	return ok, retry, yield
+}
+
+// goesFirstBusy reports whether this worker looks again first when it
+// and worker w both claim a shard (clear): the one below its share in
+// this look's view, or else the lower ID.
+func (c *core) goesFirstBusy(w string) bool {
+	if me, them := c.behind[c.cp.id], c.behind[w]; me != them && !mutOrphanHerd {
+		return me
+	}
+	return c.cp.id < w
 }
 
 // clearance returns the time from which a read of worker w's session

@@ -536,6 +536,90 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name:    "Spreading the shards/an orphan is taken up at the orphan wait by the worker at its share that the shard's hash puts first, each other one wait later per worker before it, and three more while a worker is below its share",
+		catches: "orphanherd",
+		check: func(t *testing.T, c *core) {
+			// w1 and w2 hold their share (2 of 6), w3 one; one shard is
+			// unowned, one that w2 goes before w1 for, and w1 before w3.
+			var free string
+			for _, sh := range c.ordered() {
+				if rendezvous(sh, "w2") < rendezvous(sh, "w1") && rendezvous(sh, "w1") < rendezvous(sh, "w3") {
+					free = sh
+					break
+				}
+			}
+			var rest []string
+			for _, sh := range c.ordered() {
+				if sh != free {
+					rest = append(rest, sh)
+				}
+			}
+			c.members = []string{"w1", "w2", "w3"}
+			c.mine[rest[0]] = &lead{shard: rest[0], term: 1}
+			c.mine[rest[1]] = &lead{shard: rest[1], term: 1}
+			c.readAt("w2", ses("w2", "S2", 1, func(r *sessionRecord) { r.Shards = map[string]uint64{rest[2]: 1, rest[3]: 1} }), 0)
+			c.readAt("w3", ses("w3", "S3", 1, leads(rest[4], 1)), 0)
+			v := c.view(at(time.Second), true)
+			if v.counts["w1"] != 2 || v.targets["w1"] != 2 || v.counts["w3"] != 1 || v.targets["w3"] != 2 {
+				t.Fatalf("view = %+v; want w1 at its share of 2, w3 below", v)
+			}
+			c.wanted(v, 0, at(time.Second)) // the shard found unowned
+			for _, r := range []struct {
+				w3target int
+				due      time.Duration // after it was found unowned
+			}{
+				{1, 2 * testLT}, // w3 at its share (as if its target were 1): after w2's wait
+				{2, 5 * testLT}, // w3 below its share: three waits more
+			} {
+				v.targets["w3"] = r.w3target
+				if want, _ := c.wanted(v, 0, at(time.Second+r.due-time.Millisecond)); len(want) != 0 {
+					t.Errorf("w3's target %d: wanted %v after it was found unowned = %v; want none yet", r.w3target, r.due-time.Millisecond, want)
+				}
+				if want, _ := c.wanted(v, 0, at(time.Second+r.due)); !slices.Equal(want, []string{free}) {
+					t.Errorf("w3's target %d: wanted %v after it was found unowned = %v; want [%s]", r.w3target, r.due, want, free)
+				}
+			}
+		},
+	},
+	{
+		name:    "Claims and takeovers/of two workers claiming one shard, the one below its share looks again first, and one taking up an orphan yields it for the orphan wait",
+		catches: "orphanherd",
+		check: func(t *testing.T, c *core) {
+			// Workers on both sides of w1 by ID, each read claiming s0.
+			c.members = []string{"a0", "w1", "z9"}
+			for _, w := range []string{"a0", "z9"} {
+				c.readAt(w, ses(w, "S"+w, 1, claiming("s0", 1)), 0)
+				c.readAt(w, ses(w, "S"+w, 2, claiming("s0", 1)), time.Second)
+			}
+			now := at(2 * time.Second)
+			for _, r := range []struct {
+				other  string
+				behind []string // live workers below their share
+				orphan bool     // w1 takes s0 up as an orphan
+				want   time.Duration
+				yield  bool
+				why    string
+			}{
+				{"a0", []string{"w1"}, false, testFI / 4, false, "w1 is below its share, a0 not"},
+				{"z9", []string{"z9"}, false, testFI, false, "z9 is below its share, w1 not"},
+				{"z9", []string{"z9"}, true, testFI, true, "z9 is below its share, and w1 takes s0 up as an orphan"},
+				{"a0", nil, true, testFI, true, "neither is below its share; a0's ID is lower"},
+				{"z9", nil, true, testFI / 4, false, "neither is below its share; w1's ID is lower"},
+				{"a0", []string{"w1", "a0"}, false, testFI, false, "both are below their share; a0's ID is lower"},
+			} {
+				c.behind, c.orphanLook = map[string]bool{}, r.orphan
+				for _, w := range r.behind {
+					c.behind[w] = true
+				}
+				a := &attempt{shard: "s0", cand: true, term: 2}
+				ok, retry, yield := c.clear(a, []string{r.other}, map[string]time.Time{r.other: now}, now)
+				if ok || !retry.Equal(now.Add(r.want)) || yield != r.yield {
+					t.Errorf("%s: clear = %v, again in %v, yield %v; want false, in %v, yield %v", r.why, ok, retry.Sub(now), yield, r.want, r.yield)
+				}
+			}
+		},
+	},
+	{
 		name: "Spreading the shards/a session listing an ended term at a lower term than a live session's is superseded",
 		check: func(t *testing.T, c *core) {
 			c.members = []string{"w1", "w2"}

@@ -87,8 +87,9 @@ type group struct {
 	noList  bool          // the workers' stores do not list (store.Lister)
 	readAll bool          // Config.ReadEachSession
 	wrap    func(id string, st store.Store) store.Store
-	net     *simworld.PeerNet // set: the workers run in peer mode over it, each at "<ID>:443"
-	ii      time.Duration     // Config.InfrequentInterval before speed divides it
+	logger  func(id string) *slog.Logger // nil: quiet
+	net     *simworld.PeerNet            // set: the workers run in peer mode over it, each at "<ID>:443"
+	ii      time.Duration                // Config.InfrequentInterval before speed divides it
 	// peerClient, when set, gives each worker's peer client (else one over net).
 	peerClient func(id string) *http.Client
 	shards     []string
@@ -167,6 +168,9 @@ func (g *group) add(id string) *worker {
 		if g.peerClient != nil {
 			cfg.PeerClient = g.peerClient(id)
 		}
+	}
+	if g.logger != nil {
+		cfg.Logger = g.logger(id)
 	}
 	p, err := New(cfg)
 	if err != nil {

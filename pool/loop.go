@@ -344,10 +344,27 @@ func (s *loopState) tick(ctx context.Context) {
 		// or changed: its claims could only fail at the intent, and the
 		// loop takes no event in during a look (Work's return, a lost
 		// session's leaderships).
+		//
+		// Each round after the first looks at a view of its own: the
+		// claims before it read every member's session object, and what
+		// they showed is newer than the look's first view. (Every round
+		// took the first view, and on a slow store, where a round lasts
+		// seconds, a worker below its share spent up to 16 rounds on
+		// shards that view showed unowned and others had claimed since,
+		// each set aside for a lease, while the shards still unowned
+		// waited for the orphan rule: TestSpreadOnASlowStore.) An
+		// orphan is taken in the first round only: one per look.
 		budget := max(need, 1)
 		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
 			if cur, _ := p.sess.snapshot(); cur != id {
 				break
+			}
+			if round > 0 && !mutStaleRounds {
+				s.sync()
+				v = s.view(p.now(), true)
+				if need, _, _ = s.share(v, p.now()); need <= 0 {
+					break
+				}
 			}
 			want, limit := s.wanted(v, min(need, budget), p.now())
 			if len(want) == 0 {

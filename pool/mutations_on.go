@@ -31,4 +31,6 @@ var (
 	mutPeerThisRound    bool // peer mode: a hub's digest names only the reports of this round, not a late worker's of the round before
 	mutUnlistedWaits    bool // a record naming a live session that lists nothing there is set aside until that session could be over, not looked at again half an interval later
 	mutSettleWaits      bool // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress
+	mutOrphanHerd       bool // every worker at its share takes up an orphan at the orphan wait, two workers claiming one shard go by ID alone, and one taking up an orphan does not yield it
+	mutStaleRounds      bool // every claim round of a look takes the look's first view, not one with what the rounds before it read
 )

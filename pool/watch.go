@@ -188,7 +188,13 @@ func (c *core) pending(v view, now time.Time) time.Time {
 		if sv.candSince.IsZero() || sv.foreign || c.mine[name] != nil {
 			continue
 		}
+		// The orphan wait first (a look then finds most such shards owned
+		// after all, and forgets them); once it has run, the wait of this
+		// worker's rank (orphanRank).
 		t := later(sv.notBefore, sv.candSince.Add(orphanWait))
+		if !t.After(now) && (t.Before(at) || at.IsZero()) {
+			t = later(t, sv.candSince.Add(orphanWait+c.orphanRank(v, name, orphanWait)))
+		}
 		if sv.notBefore.After(now) {
 			t = earliest(t, sv.notBefore)
 		}

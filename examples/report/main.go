@@ -77,6 +77,7 @@ func main() {
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
 	flag.DurationVar(&o.stagger, "shard-stagger", 0, "start the shard tables' workers this far apart (not scaled; 0: all at once). 100 workers started at once, on a store that takes milliseconds, take many LeaderTimeouts to spread")
+	flag.IntVar(&settleIntervals, "shard-settle", settleIntervals, "how many FrequentIntervals the shard tables wait after the spread before their measurement window (a spread pool's workers look a few more times, 1, 2, 4... intervals apart, until two looks find the same counts)")
 	flag.IntVar(&coldSpreadWait, "shard-spread-wait", coldSpreadWait, "how long the shard tables' cold start may take to spread, in LeaderTimeouts, before the table (or a cost row) is given up")
 	flag.Func("shard-pool", "the shard table's pool, as WORKERSxSHARDS (default 10x1000)", func(v string) error {
 		ws, ns, ok := strings.Cut(v, "x")

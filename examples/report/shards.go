@@ -154,6 +154,13 @@ var errNoSpread = errors.New("the shards did not spread over the workers (their 
 // LeaderTimeouts (-shard-spread-wait).
 var coldSpreadWait = 40
 
+// settleIntervals is how many FrequentIntervals after the spread the shard
+// tables wait before their measurement window opens: after a spread every
+// worker still looks (reading every member's session object) 1, 2, 4...
+// intervals on, until two looks in a row find the same counts, and with
+// 100 workers those looks are most of what a short window counts.
+var settleIntervals = 2
+
 // errSurvivorLost marks a trial in which a worker other than the one killed
 // lost its session (a store or a machine too slow for the scaled lease):
 // it measures that, not a crash, so it is run again.
@@ -378,7 +385,7 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 	runtime.ReadMemStats(&before)
 	g0 := runtime.NumGoroutine()
 	measure := func(counts func() calls, ws []*shardWorker) error {
-		time.Sleep(2 * fi) // the early renewals of the last claims are over
+		time.Sleep(time.Duration(settleIntervals) * fi) // the early renewals of the last claims are over
 		c0, t0 := counts(), time.Now()
 		time.Sleep(window)
 		c1, elapsed := counts(), time.Since(t0)
@@ -513,7 +520,7 @@ func shardCost(ctx context.Context, newStore func() store.Store, workers, n, k i
 	fi, _, _ := scaled(k)
 	var r perFI
 	_, err := shardTrial(ctx, newStore, workers, n, k, ii, stagger, false, func(counts func() calls, _ []*shardWorker) error {
-		time.Sleep(2 * fi) // the early renewals of the last claims are over
+		time.Sleep(time.Duration(settleIntervals) * fi) // the early renewals of the last claims are over
 		c0, t0 := counts(), time.Now()
 		time.Sleep(window)
 		r = rate(counts().minus(c0), workers, time.Since(t0), fi)

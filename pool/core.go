@@ -303,6 +303,7 @@ type shardView struct {
 	notBefore   time.Time // do not try before
 	candSince   time.Time // unowned in this worker's view, since
 	foreign     bool      // not a pool record: never touched
+	unreleased  bool      // this worker's release of it failed: its record names this worker's live session, which only this worker can free
 }
 
 // shard returns what this worker knows of a shard, made when it first
@@ -469,7 +470,8 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 	for _, i := range c.order {
 		name := c.names[i]
 		if c.mine[name] != nil {
-			c.shard(name).candSince = time.Time{}
+			sv := c.shard(name)
+			sv.candSince, sv.unreleased = time.Time{}, false
 			continue
 		}
 		if v.listed[name] != "" {
@@ -545,7 +547,9 @@ func (c *core) wanted(v view, need int, now time.Time) ([]string, int) {
 // workers on MinIO the two workers below their share found one of them
 // claiming each shard they tried, for minutes.
 func (c *core) orphanRank(v view, shard string, w time.Duration) time.Duration {
-	if mutOrphanHerd {
+	if mutOrphanHerd || c.shards[shard] != nil && c.shards[shard].unreleased && !mutUnreleasedWaits {
+		// A shard whose release failed: no other worker can take it while
+		// this one lives, so this one takes it back at the orphan wait.
 		return 0
 	}
 	rank, behind, mine := 0, false, rendezvous(shard, c.cp.id)

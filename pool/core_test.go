@@ -582,6 +582,40 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name:    "The watch/a worker whose release of a shard failed takes it back at the orphan wait, whatever its rank",
+		catches: "unreleasedwaits",
+		check: func(t *testing.T, c *core) {
+			// As in the row above: w2 goes before w1 for the unowned shard,
+			// and w3 is below its share; but the unowned shard's record
+			// names w1's live session (its release failed), which no other
+			// worker can clear.
+			var free string
+			for _, sh := range c.ordered() {
+				if rendezvous(sh, "w2") < rendezvous(sh, "w1") {
+					free = sh
+					break
+				}
+			}
+			var rest []string
+			for _, sh := range c.ordered() {
+				if sh != free {
+					rest = append(rest, sh)
+				}
+			}
+			c.members = []string{"w1", "w2", "w3"}
+			c.mine[rest[0]] = &lead{shard: rest[0], term: 1}
+			c.mine[rest[1]] = &lead{shard: rest[1], term: 1}
+			c.readAt("w2", ses("w2", "S2", 1, func(r *sessionRecord) { r.Shards = map[string]uint64{rest[2]: 1, rest[3]: 1} }), 0)
+			c.readAt("w3", ses("w3", "S3", 1, leads(rest[4], 1)), 0)
+			c.shard(free).unreleased = true
+			v := c.view(at(time.Second), true)
+			c.wanted(v, 0, at(time.Second))
+			if want, _ := c.wanted(v, 0, at(time.Second+testLT)); !slices.Equal(want, []string{free}) {
+				t.Errorf("wanted at the orphan wait = %v; want [%s] (only w1 can free it)", want, free)
+			}
+		},
+	},
+	{
 		name:    "Claims and takeovers/of two workers claiming one shard, the one below its share looks again first, and one taking up an orphan yields it for the orphan wait",
 		catches: "orphanherd",
 		check: func(t *testing.T, c *core) {
@@ -615,6 +649,14 @@ var coreRows = []coreRow{
 				ok, retry, yield := c.clear(a, []string{r.other}, map[string]time.Time{r.other: now}, now)
 				if ok || !retry.Equal(now.Add(r.want)) || yield != r.yield {
 					t.Errorf("%s: clear = %v, again in %v, yield %v; want false, in %v, yield %v", r.why, ok, retry.Sub(now), yield, r.want, r.yield)
+				}
+				// cleared sets the shard aside, and a worker that yields
+				// starts its orphan wait again.
+				c.shard("s0").candSince = t0
+				c.cleared([]attempt{*a}, []string{r.other}, map[string]time.Time{r.other: now}, 1, now)
+				sv := c.shard("s0")
+				if !sv.notBefore.Equal(now.Add(r.want)) || sv.candSince.Equal(now) != r.yield {
+					t.Errorf("%s: after cleared, not before %v, unowned since %v; want %v, and since now: %v", r.why, sv.notBefore.Sub(now), sv.candSince.Sub(t0), r.want, r.yield)
 				}
 			}
 		},

@@ -245,8 +245,10 @@ func (s *loopState) released(ld *lead, err error) {
 		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
 		// Its record names this worker's session, which no other worker
 		// can clear while it lives: this one looks at its next tick, and
-		// takes the shard back by the orphan rule if nobody else does.
+		// takes the shard back by the orphan rule if nobody else does, at
+		// the orphan wait whatever its rank (orphanRank).
 		s.lookAt = p.now()
+		s.shard(ld.shard).unreleased = true
 	} else {
 		p.stats.released.Add(1)
 		p.sess.noteEnded(ld.shard, 0) // the released record holds the term
@@ -361,8 +363,9 @@ func (s *loopState) tick(ctx context.Context) {
 			}
 			if round > 0 && !mutStaleRounds {
 				s.sync()
-				v = s.view(p.now(), true)
-				if need, _, _ = s.share(v, p.now()); need <= 0 {
+				at := later(p.now(), s.asOf) // as of the lease's end the look was timed to, if still ahead
+				v = s.view(at, true)
+				if need, _, _ = s.share(v, at); need <= 0 {
 					break
 				}
 			}

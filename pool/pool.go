@@ -68,6 +68,16 @@
 //     shards over; when one joins, workers above their share hand shards
 //     over to it: the shard's work is cancelled and drained, then the
 //     record released, then it is claimed.
+//   - Not protected: a live worker that renews its session but cannot
+//     claim (its reads of shard records fail, say) leaves the shards that
+//     are its share unled for a while. The others take such a shard up
+//     (the orphan rule) one at a time, the first one four leases (the
+//     longest lease among the workers; with an InfrequentInterval,
+//     InfrequentInterval + FrequentInterval if longer) after it became
+//     unowned in its view, and not at all if they have stopped looking
+//     by then (two looks in a row found the same counts). It is led
+//     again when that worker can claim, or when its session ends
+//     (docs/pool-protocol.md, "The watch").
 //
 // # Cost
 //

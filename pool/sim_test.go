@@ -112,6 +112,15 @@ func newPoolSimParams(r, x, y *rand.Rand) poolSimParams {
 		// aged for one, before anyone claims: room for both.
 		p.calmFor += 2 * max(p.lt, p.lt2)
 	}
+	// An orphan is taken up one worker at a time (docs/pool-protocol.md,
+	// "Spreading the shards"): the first three orphan waits after the
+	// orphan wait while a worker is below its share, each next one an
+	// orphan wait after the one before. Room for every live worker's turn.
+	wait := max(p.lt, p.lt2)
+	if p.iiTimes > 1 {
+		wait = max(wait, time.Duration(p.iiTimes+1)*max(p.fi, p.fi2))
+	}
+	p.calmFor += time.Duration(p.workers+p.joins+2) * wait
 	return p
 }
 

@@ -107,8 +107,21 @@ func steadyStateReads(t *testing.T, workers, shards int, noList, readEach bool) 
 		}
 		const intervals = 40
 		before := g.calls()
+		looks := map[string]uint64{}
+		for _, wk := range g.workers {
+			looks[wk.id] = wk.p.Stats().Looks
+		}
 		time.Sleep(intervals * testFI)
 		after := g.calls()
+		if !noList && !readEach {
+			// Settled, on a store that lists: nothing changes, so no worker
+			// looks (reads the session objects).
+			for _, wk := range g.workers {
+				if d := wk.p.Stats().Looks - looks[wk.id]; d > 0 {
+					t.Errorf("%s looked %d times in %d intervals of a settled pool; want 0", wk.id, d, intervals)
+				}
+			}
+		}
 		puts := after.puts - before.puts
 		reads := after.gets + after.lists - before.gets - before.lists
 		perPut := float64(puts) / intervals / float64(w)

@@ -299,6 +299,7 @@ func (s *loopState) tick(ctx context.Context) {
 	asOf := s.expiring(now, now.Add(s.lookAhead()))
 	look := !listed || s.lookDue(asOf)
 	if look {
+		p.stats.looks.Add(1)
 		if !members {
 			data, tag = s.readMembers(ctx)
 		}

@@ -48,12 +48,19 @@ type Stats struct {
 	// Lists its listings of the session objects (on a store that
 	// implements store.Lister: one per FrequentInterval in steady state).
 	Gets, Puts, Lists uint64
+
+	// Looks counts this worker's looks: the ticks that read every
+	// member's session object. On a store that lists, a settled pool's
+	// workers look only when something changes (a death, a join, a leave,
+	// a worker off its share, a shard left unowned), so a rising count
+	// with nothing changing explains reads above two per interval.
+	Looks uint64
 }
 
 // recorder keeps a pool's counters and last view for Stats.
 type recorder struct {
 	claims, handovers, released, expired, sessions atomic.Uint64
-	gets, puts, lists                              atomic.Uint64
+	gets, puts, lists, looks                       atomic.Uint64
 
 	mu            sync.Mutex
 	workers       map[string]int
@@ -92,7 +99,7 @@ func (p *Pool) Stats() Stats {
 	r := &p.stats
 	s := Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: len(p.Leading()),
 		Claims: r.claims.Load(), Handovers: r.handovers.Load(), Releases: r.released.Load(),
-		Expired: r.expired.Load(), Sessions: r.sessions.Load(), Gets: r.gets.Load(), Puts: r.puts.Load(), Lists: r.lists.Load()}
+		Expired: r.expired.Load(), Sessions: r.sessions.Load(), Gets: r.gets.Load(), Puts: r.puts.Load(), Lists: r.lists.Load(), Looks: r.looks.Load()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Workers = maps.Clone(r.workers)

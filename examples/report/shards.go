@@ -386,10 +386,20 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 	g0 := runtime.NumGoroutine()
 	measure := func(counts func() calls, ws []*shardWorker) error {
 		time.Sleep(time.Duration(settleIntervals) * fi) // the early renewals of the last claims are over
-		c0, t0 := counts(), time.Now()
+		looks := func() (n uint64) {
+			for _, w := range ws {
+				n += w.p.Stats().Looks
+			}
+			return n
+		}
+		c0, t0, l0 := counts(), time.Now(), looks()
 		time.Sleep(window)
-		c1, elapsed := counts(), time.Since(t0)
+		c1, elapsed, l1 := counts(), time.Since(t0), looks()
 		r.perWorker = rate(c1.minus(c0), workers, elapsed, fi)
+		// Looks read every member's session object: what a window's reads
+		// above two per worker per interval are made of.
+		fmt.Fprintf(os.Stderr, "report: in the %v window, %.3f looks per worker per FrequentInterval (%d in all)\n",
+			window, float64(l1-l0)/float64(workers)/(float64(elapsed)/float64(fi)), l1-l0)
 		r.goroutines = float64(runtime.NumGoroutine()-g0) / float64(n)
 		runtime.GC()
 		var after runtime.MemStats

@@ -108,27 +108,52 @@ func (c *core) listed(w, etag, sum string, at time.Time) *peerView {
 // due (lookAt); or, for the live worker with the lowest ID, a member
 // whose session is over may be taken off the list (pruneAt paces it).
 func (c *core) lookDue(now time.Time) bool {
-	if !slices.Equal(c.members, c.lookMembers) || c.membersTag != c.lookTag || !c.lookAt.IsZero() && !now.Before(c.lookAt) {
-		return true
+	why := c.lookReason(now)
+	if why != "" && c.cp.debug {
+		var came, went []string
+		if live := c.view(now, true).live; !slices.Equal(live, c.lookLive) {
+			for _, id := range live {
+				if !slices.Contains(c.lookLive, id) {
+					came = append(came, id)
+				}
+			}
+			for _, id := range c.lookLive {
+				if !slices.Contains(live, id) {
+					went = append(went, id)
+				}
+			}
+		}
+		c.note(slog.LevelDebug, "looking", "why", why, "came alive", came, "ran out", went)
+	}
+	return why != ""
+}
+
+// lookReason is lookDue's reason to look ("": none), for the Debug log.
+func (c *core) lookReason(now time.Time) string {
+	switch {
+	case !slices.Equal(c.members, c.lookMembers) || c.membersTag != c.lookTag:
+		return "the member list changed"
+	case !c.lookAt.IsZero() && !now.Before(c.lookAt):
+		return "a shard set aside is due"
 	}
 	v := c.view(now, true)
 	if !slices.Equal(v.live, c.lookLive) {
-		return true
+		return "the live workers changed"
 	}
 	if !settled(v, c.cp.n) && !c.settleStuck && !now.Before(c.settleAt) {
-		return true
+		return "a worker is off its share"
 	}
 	if !c.listedAt.IsZero() && !now.Before(c.listedAt.Add(c.cp.fi)) && v.counts[c.cp.id] != v.targets[c.cp.id] {
-		return true
+		return "this worker is off its share"
 	}
 	if v.live[0] == c.cp.id && !now.Before(c.pruneAt) {
 		for _, m := range c.members {
 			if m != c.cp.id && !slices.Contains(v.live, m) {
-				return true
+				return "a member to take off the list"
 			}
 		}
 	}
-	return false
+	return ""
 }
 
 // settled reports whether every live worker of v holds ⌊N/W⌋ to ⌈N/W⌉

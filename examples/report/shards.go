@@ -400,6 +400,12 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 		// above two per worker per interval are made of.
 		fmt.Fprintf(os.Stderr, "report: in the %v window, %.3f looks per worker per FrequentInterval (%d in all)\n",
 			window, float64(l1-l0)/float64(workers)/(float64(elapsed)/float64(fi)), l1-l0)
+		if shardLogLevel() == slog.LevelDebug {
+			// Why they looked: each worker's last lines, Debug included.
+			for _, w := range ws {
+				fmt.Fprintf(os.Stderr, "report: after the window, %s's last log lines:\n%s", w.id, w.log.last(40))
+			}
+		}
 		r.goroutines = float64(runtime.NumGoroutine()-g0) / float64(n)
 		runtime.GC()
 		var after runtime.MemStats

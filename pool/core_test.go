@@ -361,6 +361,27 @@ func (c *core) readAt(w string, obj []byte, d time.Duration) {
 	c.sessionRead(w, obj, etagOf(obj), nil, at(d))
 }
 
+// orphanWorld sets up the orphan rows' pool: w1 (this core) and w2 hold
+// their share, 2 of 6, w3 one, and the first shard of the shared order
+// that pick takes is unowned. It returns that shard.
+func orphanWorld(c *core, pick func(shard string) bool) string {
+	var free string
+	var rest []string
+	for _, sh := range c.ordered() {
+		if free == "" && pick(sh) {
+			free = sh
+		} else {
+			rest = append(rest, sh)
+		}
+	}
+	c.members = []string{"w1", "w2", "w3"}
+	c.mine[rest[0]] = &lead{shard: rest[0], term: 1}
+	c.mine[rest[1]] = &lead{shard: rest[1], term: 1}
+	c.readAt("w2", ses("w2", "S2", 1, func(r *sessionRecord) { r.Shards = map[string]uint64{rest[2]: 1, rest[3]: 1} }), 0)
+	c.readAt("w3", ses("w3", "S3", 1, leads(rest[4], 1)), 0)
+	return free
+}
+
 var coreRows = []coreRow{
 	{
 		name: "When a takeover is due/a look begun within lookAhead of a session's end is taken as of that end",
@@ -541,24 +562,9 @@ var coreRows = []coreRow{
 		check: func(t *testing.T, c *core) {
 			// w1 and w2 hold their share (2 of 6), w3 one; one shard is
 			// unowned, one that w2 goes before w1 for, and w1 before w3.
-			var free string
-			for _, sh := range c.ordered() {
-				if rendezvous(sh, "w2") < rendezvous(sh, "w1") && rendezvous(sh, "w1") < rendezvous(sh, "w3") {
-					free = sh
-					break
-				}
-			}
-			var rest []string
-			for _, sh := range c.ordered() {
-				if sh != free {
-					rest = append(rest, sh)
-				}
-			}
-			c.members = []string{"w1", "w2", "w3"}
-			c.mine[rest[0]] = &lead{shard: rest[0], term: 1}
-			c.mine[rest[1]] = &lead{shard: rest[1], term: 1}
-			c.readAt("w2", ses("w2", "S2", 1, func(r *sessionRecord) { r.Shards = map[string]uint64{rest[2]: 1, rest[3]: 1} }), 0)
-			c.readAt("w3", ses("w3", "S3", 1, leads(rest[4], 1)), 0)
+			free := orphanWorld(c, func(sh string) bool {
+				return rendezvous(sh, "w2") < rendezvous(sh, "w1") && rendezvous(sh, "w1") < rendezvous(sh, "w3")
+			})
 			v := c.view(at(time.Second), true)
 			if v.counts["w1"] != 2 || v.targets["w1"] != 2 || v.counts["w3"] != 1 || v.targets["w3"] != 2 {
 				t.Fatalf("view = %+v; want w1 at its share of 2, w3 below", v)
@@ -589,24 +595,7 @@ var coreRows = []coreRow{
 			// and w3 is below its share; but the unowned shard's record
 			// names w1's live session (its release failed), which no other
 			// worker can clear.
-			var free string
-			for _, sh := range c.ordered() {
-				if rendezvous(sh, "w2") < rendezvous(sh, "w1") {
-					free = sh
-					break
-				}
-			}
-			var rest []string
-			for _, sh := range c.ordered() {
-				if sh != free {
-					rest = append(rest, sh)
-				}
-			}
-			c.members = []string{"w1", "w2", "w3"}
-			c.mine[rest[0]] = &lead{shard: rest[0], term: 1}
-			c.mine[rest[1]] = &lead{shard: rest[1], term: 1}
-			c.readAt("w2", ses("w2", "S2", 1, func(r *sessionRecord) { r.Shards = map[string]uint64{rest[2]: 1, rest[3]: 1} }), 0)
-			c.readAt("w3", ses("w3", "S3", 1, leads(rest[4], 1)), 0)
+			free := orphanWorld(c, func(sh string) bool { return rendezvous(sh, "w2") < rendezvous(sh, "w1") })
 			c.shard(free).unreleased = true
 			v := c.view(at(time.Second), true)
 			c.wanted(v, 0, at(time.Second))

@@ -2,11 +2,14 @@ package pool
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -322,6 +325,7 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}
 		net = simworld.NewPeerNet(rand.New(rand.NewPCG(uint64(seed), 0x9ee8)))
 	}
+	var traces simTraces
 	var shards []string
 	for i := range p.shards {
 		shards = append(shards, fmt.Sprintf("s%03d", i))
@@ -361,7 +365,11 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		if p.peer && p.iiTimes == 1 {
 			ii = 0 // peer mode's default
 		}
-		pl, err := New(Config{Store: ps, Prefix: "sim/", ID: id, Shards: shards, Logger: quiet,
+		logger := quiet
+		if *simTrace {
+			logger = traces.logger(id, incarnation)
+		}
+		pl, err := New(Config{Store: ps, Prefix: "sim/", ID: id, Shards: shards, Logger: logger,
 			FrequentInterval: fi, LeaderTimeout: lt, InfrequentInterval: ii,
 			PeerMode: p.peer, ServerAddr: id + ":443", PeerClient: peerClient(net),
 			Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
@@ -609,10 +617,11 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	synctest.Wait()
 
 	snap := ledger.Snapshot()
-	// With S3LECT_SIM_DEBUG (or SIMDEBUG) set, a failed check prints the
-	// objects and the workers' figures as they stood when the faults had
-	// long stopped.
-	if err := checkTenures(shards, snap); err != nil && simworld.Debug {
+	// With S3LECT_SIM_DEBUG (or SIMDEBUG) or -sim.trace, a failed check
+	// prints the objects and the workers' figures as they stood when the
+	// faults had long stopped.
+	var state strings.Builder
+	if err := checkTenures(shards, snap); err != nil && (simworld.Debug || *simTrace) {
 		wmu.Lock()
 		keys := []string{"sim/members.json"}
 		for id := range workers {
@@ -620,18 +629,21 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 		}
 		for _, key := range keys {
 			d, _, _ := world.Mem.Get(context.Background(), key)
-			fmt.Printf("%s: %s\n", key, d)
+			fmt.Fprintf(&state, "%s: %s\n", key, d)
 		}
 		for _, s := range shards {
 			if ts := snap[s]; len(ts) == 0 || !ts[len(ts)-1].End.IsZero() {
 				d, _, _ := world.Mem.Get(context.Background(), "sim/shards/"+s+".json")
-				fmt.Printf("unled %s: %s\n", s, d)
+				fmt.Fprintf(&state, "unled %s: %s\n", s, d)
 			}
 		}
 		for id, w := range workers {
-			fmt.Printf("%s leads %d: %+v\n", id, len(w.p.Leading()), w.p.Stats())
+			fmt.Fprintf(&state, "%s leads %d: %+v\n", id, len(w.p.Leading()), w.p.Stats())
 		}
 		wmu.Unlock()
+		if simworld.Debug {
+			fmt.Print(state.String())
+		}
 	}
 	wmu.Lock()
 	final := slices.Clone(all)
@@ -648,8 +660,56 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	}
 	if err := checkTenures(shards, snap); err != nil {
 		t.Errorf("seed %d: %v\nparams %+v\nreplay with -run 'TestShardSimulation' -sim.seed=%d", seed, err, p, seed)
+		if *simTrace {
+			t.Logf("seed %d: the objects at the check, and the workers' lines (-sim.trace):\n%s%s", seed, state.String(), traces.dump(err))
+		}
 	}
 	return counts.Counts()
+}
+
+var simTrace = flag.Bool("sim.trace", false, "TestShardSimulation: every worker logs at Debug into memory, and a failed seed prints the lines that name its shard and each worker's last lines (a replay is not exact: trace a long run instead)")
+
+// simTraces keeps every worker's Debug lines in memory, for a failed
+// seed's report.
+type simTraces struct {
+	mu    sync.Mutex
+	rings []*logRing
+	names []string
+}
+
+func (s *simTraces) logger(id string, incarnation int) *slog.Logger {
+	r := &logRing{keep: 5000}
+	s.mu.Lock()
+	s.rings = append(s.rings, r)
+	s.names = append(s.names, fmt.Sprintf("%s#%d", id, incarnation))
+	s.mu.Unlock()
+	return slog.New(slog.NewTextHandler(r, &slog.HandlerOptions{Level: slog.LevelDebug})).With("w", id)
+}
+
+// dump returns the lines that name the shard of err (every worker's, in
+// time order) and each incarnation's last 40 lines.
+func (s *simTraces) dump(err error) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	if m := regexp.MustCompile(`^shard (s\d+):`).FindStringSubmatch(err.Error()); m != nil {
+		word := regexp.MustCompile(`\b` + m[1] + `\b`)
+		var lines []string
+		for _, r := range s.rings {
+			for _, l := range r.all() {
+				if word.MatchString(l) {
+					lines = append(lines, l)
+				}
+			}
+		}
+		slices.Sort(lines) // each line begins with its time
+		fmt.Fprintf(&b, "--- lines that name %s\n%s", m[1], strings.Join(lines, ""))
+	}
+	for i, r := range s.rings {
+		l := r.all()
+		fmt.Fprintf(&b, "--- %s, last lines\n%s", s.names[i], strings.Join(l[max(0, len(l)-40):], ""))
+	}
+	return b.String()
 }
 
 // checkTenures reports a shard with two overlapping leaderships, a term

@@ -1,11 +1,13 @@
 package pool
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -96,22 +98,27 @@ func TestSpreadOnASlowStore(t *testing.T) {
 type logRing struct {
 	mu    sync.Mutex
 	lines []string
+	keep  int // lines kept; 200 when 0
 }
 
 func (r *logRing) Write(b []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lines = append(r.lines, string(b))
-	if len(r.lines) > 200 {
-		r.lines = r.lines[len(r.lines)-200:]
+	keep := cmp.Or(r.keep, 200)
+	if len(r.lines) > 2*keep {
+		r.lines = slices.Clone(r.lines[len(r.lines)-keep:])
 	}
 	return len(b), nil
 }
 
-func (r *logRing) String() string {
+func (r *logRing) String() string { return strings.Join(r.all(), "") }
+
+// all returns the kept lines.
+func (r *logRing) all() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return strings.Join(r.lines, "")
+	return slices.Clone(r.lines[max(0, len(r.lines)-cmp.Or(r.keep, 200)):])
 }
 
 // jittered delays every call of a store by d plus up to spread at random.

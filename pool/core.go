@@ -81,12 +81,14 @@ type core struct {
 	// claims read the sessions that clear them from then on; zero:
 	// now); preLook how long such looks took to write their intent, a
 	// decaying maximum (lookAhead); listAt the return of the last listing
-	// that succeeded; slow, that the last tick found the pool stable and
-	// set the next an InfrequentInterval on.
-	asOf    time.Time
-	preLook time.Duration
-	listAt  time.Time
-	slow    bool
+	// that succeeded, listTook how long listings took (a decaying maximum,
+	// listWait); slow, that the last tick found the pool stable and set
+	// the next an InfrequentInterval on.
+	asOf     time.Time
+	preLook  time.Duration
+	listAt   time.Time
+	listTook time.Duration
+	slow     bool
 
 	// Peer mode (watch.go, watchPeers): storeAt is when the store is to
 	// be listed again whatever the hub says (InfrequentInterval after the

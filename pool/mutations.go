@@ -37,5 +37,6 @@ const (
 	mutSettleWaits      = false // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress
 	mutOrphanHerd       = false // every worker at its share takes up an orphan at the orphan wait, two workers claiming one shard go by ID alone, and one taking up an orphan does not yield it
 	mutStaleRounds      = false // every claim round of a look takes the look's first view, not one with what the rounds before it read
+	mutFixedListWait    = false // a tick waits a quarter interval for its listing, however long listings take, and looks when it runs out
 	mutUnreleasedWaits  = false // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 )

@@ -33,5 +33,6 @@ var (
 	mutSettleWaits      bool // a leadership ended by its session is over for its holder only when the loop takes its end in, after the tick in progress
 	mutOrphanHerd       bool // every worker at its share takes up an orphan at the orphan wait, two workers claiming one shard go by ID alone, and one taking up an orphan does not yield it
 	mutStaleRounds      bool // every claim round of a look takes the look's first view, not one with what the rounds before it read
+	mutFixedListWait    bool // a tick waits a quarter interval for its listing, however long listings take, and looks when it runs out
 	mutUnreleasedWaits  bool // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 )

@@ -29,12 +29,14 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 	if p.lister == nil || mutNoList {
 		return false
 	}
-	// One listing within a quarter interval, or a look instead: a listing
-	// that hangs must not hold the watch up for the whole retry schedule.
-	lctx, cancel := context.WithTimeout(ctx, p.fi/4)
+	// One listing within listWait, or a look instead: a listing that
+	// hangs must not hold the watch up for the whole retry schedule.
+	wait, sent := s.listWait(), p.now()
+	lctx, cancel := context.WithTimeout(ctx, wait)
 	entries, err := p.calls.List(lctx, p.keySessions)
 	cancel()
 	at := p.now() // the listing's return: every write it shows had landed by then
+	s.noteListTook(at.Sub(sent), err != nil && errors.Is(lctx.Err(), context.DeadlineExceeded), wait)
 	if err != nil {
 		// A listing that failed breaks every listed sighting's age, as a
 		// failed read breaks a sighting's: the next listing's count from
@@ -52,6 +54,33 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 	s.applyListing(entries, at)
 	s.storeAt = at.Add(p.ii - p.fi/2)
 	return true
+}
+
+// listWait is how long a tick waits for its listing before it looks
+// instead: twice the longest recent listing (listTook), at least a
+// quarter interval and at most half of one. A look reads every member's
+// session object, so on a store whose listings of many keys take longer
+// than a quarter interval (100 workers on MinIO sharing two cores with
+// it) a fixed quarter made every late listing a hundred reads, and those
+// reads made the next listings later still. Half an interval keeps the
+// tick, begun at most a quarter interval after the renewals' slot
+// (watchOffset), inside its interval.
+func (c *core) listWait() time.Duration {
+	if mutFixedListWait {
+		return c.cp.fi / 4
+	}
+	return min(c.cp.fi/2, max(c.cp.fi/4, 2*c.listTook))
+}
+
+// noteListTook takes in how long a listing took (d), or that it ran out
+// of its wait (timedOut): a listing cut off took at least its wait, so
+// the next wait doubles, up to listWait's bound. listTook shrinks by an
+// eighth at each listing that was quicker.
+func (c *core) noteListTook(d time.Duration, timedOut bool, wait time.Duration) {
+	if timedOut {
+		d = max(d, wait)
+	}
+	c.listTook = max(d, c.listTook-c.listTook/8)
 }
 
 // applyListing takes in a listing of the session objects returned at at:

@@ -100,11 +100,8 @@ func steadyStateReads(t *testing.T, workers, shards int, noList, readEach bool) 
 			g.add(fmt.Sprintf("w%d", i+1))
 		}
 		defer g.stop()
-		time.Sleep(6*testLT + testFI/3) // spread and settled; windows off the renewals' phase
-		n, w := shards, workers
-		if c := g.counts(); !within(c, g.ids(nil), n/w, (n+w-1)/w, n) {
-			t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
-		}
+		g.settle(t)
+		w := len(g.workers)
 		const intervals = 40
 		before := g.calls()
 		looks := map[string]uint64{}

@@ -271,3 +271,15 @@ func within(c map[string]int, ids []string, lo, hi, total int) bool {
 	}
 	return sum == total
 }
+
+// settle waits 6 × LeaderTimeout and a third of an interval (spread and
+// settled; a window opened then is off the renewals' phase), and fails t
+// unless every shard is led and each worker holds ⌊N/W⌋ or ⌈N/W⌉.
+func (g *group) settle(t *testing.T) {
+	t.Helper()
+	time.Sleep(6*testLT + testFI/3)
+	n, w := len(g.shards), len(g.workers)
+	if c := g.counts(); !within(c, g.ids(nil), n/w, (n+w-1)/w, n) {
+		t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
+	}
+}

@@ -39,11 +39,8 @@ func TestPeerSteadyStateReads(t *testing.T) {
 					g.add(fmt.Sprintf("w%02d", i+1))
 				}
 				defer g.stop()
-				time.Sleep(6*testLT + testFI/3)
-				n, w := tc.shards, tc.workers
-				if c := g.counts(); !within(c, g.ids(nil), n/w, (n+w-1)/w, n) {
-					t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
-				}
+				g.settle(t)
+				w := len(g.workers)
 				const intervals = 48 // 8 InfrequentIntervals
 				before, asked := g.calls(), net.Asked("w01:443")
 				time.Sleep(intervals * testFI)

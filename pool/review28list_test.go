@@ -411,10 +411,7 @@ func TestReviewListPaysAPagePerThousandPastWorkers(t *testing.T) {
 			g.add(fmt.Sprintf("w%d", i+1))
 		}
 		defer g.stop()
-		time.Sleep(6*testLT + testFI/3)
-		if c := g.counts(); !within(c, g.ids(nil), shards/workers, shards/workers, shards) {
-			t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), shards/workers)
-		}
+		g.settle(t)
 		const intervals = 40
 		before, pagesBefore := g.calls(), pages.Load()
 		time.Sleep(intervals * testFI)

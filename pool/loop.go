@@ -298,6 +298,16 @@ func (s *loopState) tick(ctx context.Context) {
 	// sessions that must clear them (watch.go, lookAhead).
 	asOf := s.expiring(now, now.Add(s.lookAhead()))
 	look := !listed || s.lookDue(asOf)
+	if look && s.assembling(now) {
+		// Nothing to hand over and nothing to claim yet: read only the
+		// members never read (assembling).
+		look = false
+		if !members {
+			data, tag = s.readMembers(ctx)
+		}
+		s.readSessions(ctx, s.unread())
+		now = p.now()
+	}
 	if look {
 		p.stats.looks.Add(1)
 		if !members {

@@ -38,5 +38,6 @@ const (
 	mutOrphanHerd       = false // every worker at its share takes up an orphan at the orphan wait, two workers claiming one shard go by ID alone, and one taking up an orphan does not yield it
 	mutStaleRounds      = false // every claim round of a look takes the look's first view, not one with what the rounds before it read
 	mutFixedListWait    = false // a tick waits a quarter interval for its listing, however long listings take, and looks when it runs out
+	mutJoinRush         = false // a worker that leads nothing claims a FrequentInterval after it is listed, and looks at every change, while the others still join the member list
 	mutUnreleasedWaits  = false // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 )

@@ -63,7 +63,8 @@ type core struct {
 	// member list it read, and when a shard it set aside is due again.
 	// pruneAt and pruneWait pace the looks that only prune.
 	lookLive, lookMembers []string
-	membersTag, lookTag   string // the member list's ETag as last read, and as the last look read it
+	deferLive             []string // the live set whose look waited a tick (deferLook)
+	membersTag, lookTag   string   // the member list's ETag as last read, and as the last look read it
 	lookAt                time.Time
 	pruneAt, settleAt     time.Time
 	pruneWait, settleWait time.Duration

@@ -283,3 +283,17 @@ func (g *group) settle(t *testing.T) {
 		t.Fatalf("after 6 × LeaderTimeout: %s; want %d shards on each worker", spread(c), n/w)
 	}
 }
+
+// ledBy counts the shards among shards that a live Work runs for on a
+// worker other than except.
+func (g *group) ledBy(shards []string, except string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, s := range shards {
+		if h := g.live[s]; h != nil && h.ctx.Err() == nil && h.id != except {
+			n++
+		}
+	}
+	return n
+}

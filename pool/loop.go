@@ -335,6 +335,15 @@ func (s *loopState) tick(ctx context.Context) {
 	}
 	need, ok, hold := s.share(v, now)
 	if !ok {
+		if look && !mutForgetLook {
+			// This look could take nothing in hand (its lookAt is spent):
+			// the first tick that may act looks again. (A worker whose
+			// release failed found itself off a member list put back
+			// just then, looked at nothing more while its view stayed
+			// stuck, and never took the shard back: the simulation's seed
+			// 1192.)
+			s.lookAt = later(hold, now)
+		}
 		if !hold.IsZero() {
 			s.next = earliest(s.next, hold)
 		}

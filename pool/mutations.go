@@ -39,5 +39,7 @@ const (
 	mutStaleRounds      = false // every claim round of a look takes the look's first view, not one with what the rounds before it read
 	mutFixedListWait    = false // a tick waits a quarter interval for its listing, however long listings take, and looks when it runs out
 	mutJoinRush         = false // a worker that leads nothing claims a FrequentInterval after it is listed, and looks at every change, while the others still join the member list
+	mutEagerLooks       = false // every worker looks at once when a worker runs out, those at their share too
+	mutForgetLook       = false // a look that finds this worker may not act yet (off the member list, or just listed) leaves no look due when it may
 	mutUnreleasedWaits  = false // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 )

@@ -35,5 +35,7 @@ var (
 	mutStaleRounds      bool // every claim round of a look takes the look's first view, not one with what the rounds before it read
 	mutFixedListWait    bool // a tick waits a quarter interval for its listing, however long listings take, and looks when it runs out
 	mutJoinRush         bool // a worker that leads nothing claims a FrequentInterval after it is listed, and looks at every change, while the others still join the member list
+	mutEagerLooks       bool // every worker looks at once when a worker runs out, those at their share too
+	mutForgetLook       bool // a look that finds this worker may not act yet (off the member list, or just listed) leaves no look due when it may
 	mutUnreleasedWaits  bool // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 )

@@ -667,6 +667,8 @@ func simulatePool(t *testing.T, seed int64) map[string]int {
 	return counts.Counts()
 }
 
+var simTraceLines = flag.Int("sim.tracelines", 40, "TestShardSimulation with -sim.trace: how many of each incarnation's last lines a failed seed prints (up to 5,000)")
+
 var simTrace = flag.Bool("sim.trace", false, "TestShardSimulation: every worker logs at Debug into memory, and a failed seed prints the lines that name its shard and each worker's last lines (a replay is not exact: trace a long run instead)")
 
 // simTraces keeps every worker's Debug lines in memory, for a failed
@@ -687,7 +689,7 @@ func (s *simTraces) logger(id string, incarnation int) *slog.Logger {
 }
 
 // dump returns the lines that name the shard of err (every worker's, in
-// time order) and each incarnation's last 40 lines.
+// time order) and each incarnation's last lines (-sim.tracelines).
 func (s *simTraces) dump(err error) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -707,7 +709,7 @@ func (s *simTraces) dump(err error) string {
 	}
 	for i, r := range s.rings {
 		l := r.all()
-		fmt.Fprintf(&b, "--- %s, last lines\n%s", s.names[i], strings.Join(l[max(0, len(l)-40):], ""))
+		fmt.Fprintf(&b, "--- %s, last lines\n%s", s.names[i], strings.Join(l[max(0, len(l)-*simTraceLines):], ""))
 	}
 	return b.String()
 }

@@ -67,7 +67,10 @@
 //     take the larger share). When a worker dies the survivors take its
 //     shards over; when one joins, workers above their share hand shards
 //     over to it: the shard's work is cancelled and drained, then the
-//     record released, then it is claimed.
+//     record released, then it is claimed. Workers that start together
+//     let the pool assemble first: a worker that leads nothing claims
+//     nothing until a FrequentInterval after the member list last grew
+//     (at most a LeaderTimeout after it joined it).
 //   - Not protected: a live worker that renews its session but cannot
 //     claim (its reads of shard records fail, say) leaves the shards that
 //     are its share unled for a while. The others take such a shard up
@@ -86,7 +89,9 @@
 // store.Lister it reads twice per FrequentInterval, whatever the number
 // of workers: one listing of the session objects and one read of the
 // member list; it reads the session objects themselves only when
-// something changes (a death, a join, a leave, a worker off its share).
+// something changes (a death, a join, a leave, a worker off its share;
+// at a death, a worker that holds its share reads them an interval
+// later, after those below their share have claimed).
 // With Config.InfrequentInterval above FrequentInterval, a settled
 // pool's workers list and read the member list every InfrequentInterval
 // instead (2 × FrequentInterval/InfrequentInterval reads per worker per

@@ -888,6 +888,83 @@ var coreRows = []coreRow{
 			}
 		},
 	},
+	{
+		name:    "Objects/a worker that leads nothing claims nothing until a FrequentInterval after the member list last grew, at most a LeaderTimeout after it was listed",
+		catches: "joinrush",
+		check: func(t *testing.T, c *core) {
+			c.membersRead(*members("w1", "w2"), "e1", at(0)) // listed at 0
+			c.membersRead(*members("w1", "w2", "w3"), "e2", at(2*time.Second))
+			v := c.view(at(testFI), true)
+			if _, ok, hold := c.share(v, at(testFI)); ok || !hold.Equal(at(2*time.Second+testFI)) {
+				t.Errorf("share a FrequentInterval after it was listed, the list grown at 2s = %v, %v; want false, %v", ok, hold, at(2*time.Second+testFI))
+			}
+			if !c.assembling(at(testFI)) || !slices.Equal(c.unread(), []string{"w2", "w3"}) {
+				t.Errorf("assembling = %v, unread = %v; want true and [w2 w3] (it reads only members it never read)", c.assembling(at(testFI)), c.unread())
+			}
+			c.readAt("w2", ses("w2", "S2", 1), testFI)
+			if !slices.Equal(c.unread(), []string{"w3"}) {
+				t.Errorf("unread after w2's object was read = %v; want [w3]", c.unread())
+			}
+			// The list grows until just before a lease: the wait ends at the lease.
+			c.membersRead(*members("w1", "w2", "w3", "w4"), "e3", at(testLT-time.Second))
+			if _, ok, hold := c.share(v, at(testLT)); !ok || !hold.Equal(at(testLT)) {
+				t.Errorf("share a LeaderTimeout after it was listed = %v, %v; want true, %v", ok, hold, at(testLT))
+			}
+			// A worker that leads a shard waits only its FrequentInterval.
+			c.membersRead(*members("w1", "w2", "w3", "w4", "w5"), "e4", at(2*testFI))
+			c.mine["s0"] = &lead{shard: "s0", term: 1}
+			if _, ok, _ := c.share(v, at(2*testFI)); !ok || c.assembling(at(2*testFI)) {
+				t.Errorf("share of a worker that leads a shard, the list grown just now = %v (assembling %v); want true, false", ok, c.assembling(at(2*testFI)))
+			}
+		},
+	},
+	{
+		name:    "The watch/at a death, a worker at its share looks an interval later, once for each live set",
+		catches: "eagerlooks",
+		check: func(t *testing.T, c *core) {
+			c.lookLive = []string{"w1", "w2", "w3"}
+			targets := map[string]int{"w1": 3, "w2": 3}
+			died := view{live: []string{"w1", "w2"}, counts: map[string]int{"w1": 3, "w2": 2}, targets: targets}
+			if !c.deferLook(died) {
+				t.Errorf("deferLook at w3's death, w1 at its share = false; want true (w2, below its share, looks at once)")
+			}
+			if c.deferLook(died) {
+				t.Errorf("deferLook at the next tick, same live set = true; want false (once for each live set)")
+			}
+			c.deferLive = nil
+			below := view{live: died.live, counts: map[string]int{"w1": 2, "w2": 3}, targets: targets}
+			if c.deferLook(below) {
+				t.Errorf("deferLook with w1 below its share = true; want false")
+			}
+			came := view{live: []string{"w1", "w2", "w4"}, counts: map[string]int{"w1": 2, "w2": 2}, targets: map[string]int{"w1": 2, "w2": 2, "w4": 2}}
+			if c.deferLook(came) {
+				t.Errorf("deferLook with w4 come alive = true; want false (some hand over)")
+			}
+		},
+	},
+	{
+		name:    "The watch/a tick waits for its listing twice the longest recent one, at least a quarter interval and at most half",
+		catches: "fixedlistwait",
+		check: func(t *testing.T, c *core) {
+			if w := c.listWait(); w != testFI/4 {
+				t.Errorf("listWait with no listing yet = %v; want %v", w, testFI/4)
+			}
+			c.noteListTook(testFI/5, false, c.listWait())
+			if w := c.listWait(); w != 2*testFI/5 {
+				t.Errorf("listWait after a listing of a fifth of an interval = %v; want %v", w, 2*testFI/5)
+			}
+			c.noteListTook(time.Millisecond, true, 2*testFI/5) // cut off at its wait: it took at least that
+			if w := c.listWait(); w != testFI/2 {
+				t.Errorf("listWait after a listing cut off at %v = %v; want %v (at most half an interval)", 2*testFI/5, w, testFI/2)
+			}
+			c.listTook = 0
+			c.noteListTook(testFI/5, false, c.listWait())
+			c.noteListTook(time.Millisecond, false, c.listWait())
+			if want := 2 * (testFI/5 - testFI/5/8); c.listWait() != max(want, testFI/4) {
+				t.Errorf("listWait after a quicker listing = %v; want %v (shrinks by an eighth)", c.listWait(), max(want, testFI/4))
+			}
+		},
+	},
 }
 
 func TestCoreRules(t *testing.T) {

@@ -412,8 +412,9 @@ func (s *loopState) tick(ctx context.Context) {
 	if p.hub != nil {
 		p.hub.expectLive(v.live, s.members, s.membersTag, now)
 	}
-	if p.ii > p.fi && p.hub == nil && s.stable(v, listed, look) {
-		// Settled: the next tick on the next multiple of InfrequentInterval
+	if p.ii > p.fi && p.hub == nil && s.deferLive == nil && s.stable(v, listed, look) {
+		// Settled, and no look put off to the next tick (deferLook): the
+		// next tick on the next multiple of InfrequentInterval
 		// on the wall clock. A worker that dies now is found at that tick's
 		// listing (its session unchanged) by every survivor at once, and
 		// watched every FrequentInterval from then on.

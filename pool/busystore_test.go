@@ -26,12 +26,7 @@ func TestColdStartOnABusyStore(t *testing.T) {
 	defer setMutation(t)()
 	const workers, shards = 100, 1000
 	synctest.Test(t, func(t *testing.T) {
-		g := newGroupAt(t, 0, shards, 2)
-		busy := &busyStore{slots: make(chan struct{}, 4), service: 2 * time.Millisecond}
-		g.wrap = func(_ string, st store.Store) store.Store { return busyClient{st, busy} }
-		for i := range workers {
-			g.add(fmt.Sprintf("w%03d", i))
-		}
+		g, busy := busyPool(t, workers, shards)
 		defer g.stop()
 		lt, start := testLT/2, time.Now()
 		for !within(g.counts(), g.ids(nil), shards/workers, shards/workers, shards) {
@@ -47,6 +42,18 @@ func TestColdStartOnABusyStore(t *testing.T) {
 		took := time.Since(start)
 		t.Logf("spread %.2f × LeaderTimeout after the start; the store served %.0f calls a second", float64(took)/float64(lt), float64(busy.served.Load())/took.Seconds())
 	})
+}
+
+// busyPool starts workers (w000, w001...) over shards, at half the
+// default intervals, on one busyStore serving 2,000 calls a second.
+func busyPool(t *testing.T, workers, shards int) (*group, *busyStore) {
+	g := newGroupAt(t, 0, shards, 2)
+	busy := &busyStore{slots: make(chan struct{}, 4), service: 2 * time.Millisecond}
+	g.wrap = func(_ string, st store.Store) store.Store { return busyClient{st, busy} }
+	for i := range workers {
+		g.add(fmt.Sprintf("w%03d", i))
+	}
+	return g, busy
 }
 
 // busyStore is a store's capacity: slots calls at a time, each served in
@@ -103,12 +110,7 @@ func TestCrashOnABusyStore(t *testing.T) {
 	for _, phase := range []int{0, 3} {
 		t.Run(fmt.Sprintf("phase=%d", phase), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				g := newGroupAt(t, 0, shards, 2)
-				busy := &busyStore{slots: make(chan struct{}, 4), service: 2 * time.Millisecond}
-				g.wrap = func(_ string, st store.Store) store.Store { return busyClient{st, busy} }
-				for i := range workers {
-					g.add(fmt.Sprintf("w%03d", i))
-				}
+				g, _ := busyPool(t, workers, shards)
 				defer g.stop()
 				lt := testLT / 2
 				time.Sleep(8*lt + time.Duration(phase)*testFI/2/8)

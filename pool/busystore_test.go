@@ -99,7 +99,9 @@ func (c busyClient) List(ctx context.Context, prefix string) ([]store.Entry, err
 
 // TestCrashOnABusyStore: of 100 workers settled over 1,000 shards on the
 // store of TestColdStartOnABusyStore, one is killed (every call fails at
-// once, no goodbye) at two points of its renewal cycle. Its shards must
+// once, no goodbye): the one with the lowest ID (it prunes the member
+// list), one in the middle and the last, each at its own point of its
+// renewal cycle. Its shards must
 // be led again within 1.5 × LeaderTimeout of the kill. When all 99
 // survivors looked at the death together, 100 reads each, the store
 // stayed saturated and that took 2.4 to 3 leases (mutation eagerlooks);
@@ -107,14 +109,17 @@ func (c busyClient) List(ctx context.Context, prefix string) ([]store.Entry, err
 func TestCrashOnABusyStore(t *testing.T) {
 	defer setMutation(t)()
 	const workers, shards = 100, 1000
-	for _, phase := range []int{0, 3} {
-		t.Run(fmt.Sprintf("phase=%d", phase), func(t *testing.T) {
+	for _, tc := range []struct {
+		victim, phase int
+	}{{0, 0}, {37, 3}, {99, 6}} {
+		t.Run(fmt.Sprintf("victim=%d/phase=%d", tc.victim, tc.phase), func(t *testing.T) {
+			phase := tc.phase
 			synctest.Test(t, func(t *testing.T) {
 				g, _ := busyPool(t, workers, shards)
 				defer g.stop()
 				lt := testLT / 2
 				time.Sleep(8*lt + time.Duration(phase)*testFI/2/8)
-				victim := g.workers[37]
+				victim := g.workers[tc.victim]
 				mine := victim.p.Leading()
 				if len(mine) != shards/workers {
 					t.Fatalf("8 × LeaderTimeout after the start: %s leads %d shards; want %d", victim.id, len(mine), shards/workers)

@@ -80,8 +80,13 @@ func (c *core) noteListTook(d time.Duration, timedOut bool, wait time.Duration) 
 	if timedOut {
 		d = max(d, wait)
 	}
-	c.listTook = max(d, c.listTook-c.listTook/8)
+	c.listTook = decayingMax(c.listTook, d)
 }
+
+// decayingMax is the largest recent duration: d when longer than old,
+// else old shrunk by an eighth (the store's round trip, a look's time to
+// its intent, a listing's time).
+func decayingMax(old, d time.Duration) time.Duration { return max(d, old-old/8) }
 
 // applyListing takes in a listing of the session objects returned at at:
 // each worker's listed ETag, first listed when it changed. In peer mode
@@ -355,7 +360,7 @@ func (p *Pool) leaveMembers(released []byte, clean bool) {
 // quicker.
 func (p *Pool) noteRTT(d time.Duration) {
 	old := time.Duration(p.rtt.Load())
-	p.rtt.Store(int64(max(d, old-old/8)))
+	p.rtt.Store(int64(decayingMax(old, d)))
 }
 
 // watchOffset is how long after the renewals' slot (the wall clock's
@@ -391,7 +396,7 @@ func (s *loopState) lookAhead() time.Duration {
 // took from its tick's start to its intent written, for lookAhead: the
 // largest recent one, shrinking by an eighth at each that was quicker.
 func (c *core) notePreLook(d time.Duration) {
-	c.preLook = max(d, c.preLook-c.preLook/8)
+	c.preLook = decayingMax(c.preLook, d)
 }
 
 // expiring returns the latest moment up to horizon at which a worker live

@@ -33,6 +33,11 @@ func quick() options {
 	return options{scale: 50, shardK: 10, trials: 1, window: 2 * time.Second, groups: []int{3}, electors: 100, costPools: []int{4}}
 }
 
+// minPuts is the fewest PUTs per worker per FrequentInterval checkReport
+// takes for "about one": fewer means the writes are not counted, or the
+// store stalled for most of the window.
+const minPuts = 0.4
+
 // checkReport checks the report's form; electors says whether it holds the
 // in-memory electors table (-no-memstore leaves it out).
 func checkReport(t *testing.T, out, store string, electors bool) {
@@ -63,15 +68,18 @@ func checkReport(t *testing.T, out, store string, electors bool) {
 	// FrequentInterval, never one per shard (10 each): exactly so in
 	// virtual time (pool's TestSteadyStateCostIsOneWritePerWorker). Here,
 	// on real timers on a machine that may be busy, a session renewed late
-	// can move a shard and add a write, so this checks only the order of
-	// magnitude.
+	// can move a shard and add a write, and a store that stalls for a few
+	// intervals takes writes away (0.75 in one CI run: every worker's
+	// renewal in flight across the same slots), so this checks only the
+	// order of magnitude: the writes are counted, and not one per shard.
 	m := regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| ([0-9.]+) \| [0-9.]+ \| [0-9.]+ \|`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("report has no shard row for %s:\n%s", store, out)
 	}
-	if puts, _ := strconv.ParseFloat(m[1], 64); puts < 0.9 || puts > 2 {
-		t.Errorf("shard table: %v PUT per worker per FrequentInterval; want about 1, not one per shard (10)", puts)
+	if puts, _ := strconv.ParseFloat(m[1], 64); puts < minPuts || puts > 2 {
+		t.Errorf("shard table: %v PUT per worker per FrequentInterval; want about 1, not one per shard (10):\n%s", puts, out)
 	}
+	t.Logf("shard table's row: %s", m[0])
 	// The spread table's row: a cold start, a death and a join measured
 	// in the one trial (whether within 10 × LeaderTimeout or not).
 	if !regexp.MustCompile(`\| ` + regexp.QuoteMeta(store) + ` \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+m?s \| [0-9.]+, [0-9.]+, [0-9.]+ \|.* \| [0-9]+ of 2 \|`).MatchString(out) {
@@ -88,8 +96,8 @@ func checkReport(t *testing.T, out, store string, electors bool) {
 	for i := range f {
 		f[i], _ = strconv.ParseFloat(m[i+1], 64)
 	}
-	if f[0] < 0.9 || f[0] > 2 {
-		t.Errorf("pool cost table: %v PUT per worker per FrequentInterval for 4 workers; want about 1", f[0])
+	if f[0] < minPuts || f[0] > 2 {
+		t.Errorf("pool cost table: %v PUT per worker per FrequentInterval for 4 workers; want about 1:\n%s", f[0], out)
 	}
 	r := perFI{puts: f[0], gets: f[1], lists: f[2]}
 	for i, c := range clouds {

@@ -58,6 +58,9 @@ func notLeading(t *testing.T, e *Elector, when string, over bool) {
 }
 
 func TestResignReturnsOnlyOnceThePeerEndpointSaysSo(t *testing.T) {
+	// Beside the package's other tests: its 50 campaigns wait on real
+	// timers (about 30 s in all), with an elector and a server of its own.
+	t.Parallel()
 	pki := newTestPKI(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

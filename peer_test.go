@@ -89,6 +89,7 @@ func waitPeerWin(t *testing.T, wins <-chan peerWin) peerWin {
 }
 
 func TestPeerModeOverHTTPS(t *testing.T) {
+	t.Parallel() // real timers and servers of its own: beside the other peer tests
 	pki := newTestPKI(t)
 	mem := memstore.New()
 	wins := make(chan peerWin, 3)
@@ -189,6 +190,7 @@ func fakeLeader(t *testing.T, mem store.Store, id string, term uint64, addr stri
 }
 
 func TestPeerFailuresFallBackToStorage(t *testing.T) {
+	t.Parallel() // real timers and servers of its own: beside the other peer tests
 	pki := newTestPKI(t)
 	good := func(id string, term uint64) func(w http.ResponseWriter, r *http.Request) {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -310,6 +312,7 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 }
 
 func TestPeerWireCompatibility(t *testing.T) {
+	t.Parallel() // real timers and servers of its own: beside the other peer tests
 	pki := newTestPKI(t)
 	t.Run("OriginalClientReadsOurEndpoint", func(t *testing.T) {
 		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "ours", ServerAddr: "10.0.0.1:8443", Logger: quietLogger})

@@ -89,7 +89,9 @@ type core struct {
 	preLook  time.Duration
 	listAt   time.Time
 	listTook time.Duration
-	slow     bool
+	// listFails counts the listings that failed in a row (missedListing).
+	listFails int
+	slow      bool
 
 	// Peer mode (watch.go, watchPeers): storeAt is when the store is to
 	// be listed again whatever the hub says (InfrequentInterval after the
@@ -183,6 +185,14 @@ type peerView struct {
 	lsight   string
 	lseenAt  time.Time
 	lchanged bool
+	// lhint is the ETag listings last showed before one failed, first
+	// listed at lhintAt, while no successful listing has shown another
+	// (or none) and no read has returned another or failed: it keeps the
+	// worker's liveness across a failed listing (liveUntil). Unlike
+	// lsight, a read is never aged from it: the object may have changed
+	// while no listing saw it.
+	lhint   string
+	lhintAt time.Time
 
 	// In peer mode (watch.go, doubt): stag is the ETag the last listing of
 	// the store showed, and peerNew that a hub's digest has named another
@@ -216,6 +226,9 @@ func (v *peerView) update(worker string, data []byte, etag string, now time.Time
 		// an older write; put back later, that write must not count from
 		// the listing that showed it before this read.)
 		v.lsight, v.lseenAt, v.lsum = "", time.Time{}, ""
+	}
+	if etag != v.lhint {
+		v.lhint, v.lhintAt = "", time.Time{}
 	}
 	if v.read && s == v.sight && !v.gap {
 		if v.lchanged {
@@ -286,15 +299,22 @@ func (v *peerView) live(now time.Time, lt time.Duration, memberTTL int64) bool {
 // record (a renewal, as far as this worker knows) from that listing on,
 // with the longest ttl this worker knows for the worker (memberTTL: the
 // member list's); of a read and a listing, the later counts (a listing
-// may lag). Liveness only shapes the spread and when to look;
-// claims rest on the fresh reads of clearance.
+// may lag). A listing that failed does not break this: the write the
+// listings showed before it counts from the first listing that showed it
+// (lhint) until a listing or a read shows another. Liveness only shapes
+// the spread and when to look; claims rest on the fresh reads of
+// clearance.
 func (v *peerView) liveUntil(lt time.Duration, memberTTL int64) time.Time {
 	var until time.Time
 	if v.ok && !v.rec.Released {
 		until = v.seenAt.Add(wait(lt, v.rec.TTL))
 	}
-	if v.lsight != "" && v.lsight != v.sight.ETag {
-		until = later(until, v.lseenAt.Add(wait(lt, max(v.ttl, memberTTL))))
+	tag, at := v.lsight, v.lseenAt
+	if v.lhint != "" && (tag == "" || tag == v.lhint) {
+		tag, at = v.lhint, v.lhintAt
+	}
+	if tag != "" && tag != v.sight.ETag {
+		until = later(until, at.Add(wait(lt, max(v.ttl, memberTTL))))
 	}
 	return until
 }
@@ -774,7 +794,7 @@ func (c *core) sessionRead(w string, data []byte, etag string, err error, at tim
 		pv.gap = !mutNoRestoreCheck
 		// The listings' sighting breaks too: the next one counts from
 		// its own listing.
-		pv.lsight, pv.lseenAt, pv.lsum = "", time.Time{}, ""
+		pv.lsight, pv.lseenAt, pv.lsum, pv.lhint, pv.lhintAt = "", time.Time{}, "", "", time.Time{}
 		firstFailure = !pv.warned
 		pv.warned = true
 		return false, firstFailure

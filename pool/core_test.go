@@ -943,6 +943,40 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name:    "The watch/a failed listing after one that succeeded is no news: who the listings showed live stays live, and no read is aged from before it",
+		catches: "listfaillooks",
+		check: func(t *testing.T, c *core) {
+			c.members = []string{"w1", "w2"}
+			c.readAt("w2", ses("w2", "S2", 1), 0)
+			s2 := ses("w2", "S2", 2)
+			listed := []store.Entry{{Key: "p/sessions/w2.json", ETag: etagOf(s2)}}
+			c.applyListing(listed, at(testLT-time.Second))
+			c.listFailed()
+			if !c.missedListing() {
+				t.Errorf("missedListing after one failed listing = false; want true (the tick looks only if a look is due)")
+			}
+			if !c.peers["w2"].live(at(testLT+time.Second), testLT, c.memberTTL["w2"]) {
+				t.Errorf("w2 is not live after a failed listing, though the listing before it showed a renewal a second before the lease of its last read ran out")
+			}
+			// The next listing shows the same write: w2 counts live from
+			// the first listing that showed it, but a read of it is aged
+			// from that next listing only, not from before the failure.
+			c.applyListing(listed, at(testLT+2*time.Second))
+			if c.listFails = 0; c.peers["w2"].liveUntil(testLT, 0) != at(2*testLT-time.Second) {
+				t.Errorf("w2 live until %v after a failed listing and one showing the same write; want %v (from the first listing that showed it)", c.peers["w2"].liveUntil(testLT, 0), at(2*testLT-time.Second))
+			}
+			c.readAt("w2", s2, testLT+3*time.Second)
+			if got, want := c.peers["w2"].seenAt, at(testLT+2*time.Second); !got.Equal(want) {
+				t.Errorf("a read of the write listed before and after a failed listing is aged from %v; want %v (the listing after the failure)", got, want)
+			}
+			c.listFailed()
+			c.listFailed()
+			if c.missedListing() {
+				t.Errorf("missedListing after two failed listings in a row = true; want false (the tick looks, as on a store that does not list)")
+			}
+		},
+	},
+	{
 		name:    "The watch/a tick waits for its listing twice the longest recent one, at least a quarter interval and at most half",
 		catches: "fixedlistwait",
 		check: func(t *testing.T, c *core) {

@@ -297,7 +297,7 @@ func (s *loopState) tick(ctx context.Context) {
 	// then, and its claims wait for that moment before they read the
 	// sessions that must clear them (watch.go, lookAhead).
 	asOf := s.expiring(now, now.Add(s.lookAhead()))
-	look := !listed || s.lookDue(asOf)
+	look := !listed && !s.missedListing() || s.lookDue(asOf)
 	if look && s.assembling(now) {
 		// Nothing to hand over and nothing to claim yet: read only the
 		// members never read (assembling).

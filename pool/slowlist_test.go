@@ -29,21 +29,28 @@ func TestSlowListingsDoNotLook(t *testing.T) {
 		}
 		defer g.stop()
 		g.settle(t)
-		looks := map[string]uint64{}
-		for _, wk := range g.workers {
-			looks[wk.id] = wk.p.Stats().Looks
-		}
-		before := g.calls()
-		time.Sleep(intervals * testFI)
-		after := g.calls()
-		reads := float64(after.gets+after.lists-before.gets-before.lists) / intervals / workers
-		t.Logf("per worker per FrequentInterval: %.2f reads", reads)
-		for _, wk := range g.workers {
-			if d := wk.p.Stats().Looks - looks[wk.id]; d > 0 {
-				t.Errorf("%s looked %d times in %d intervals of a settled pool whose listings take 0.35 of an interval; want 0", wk.id, d, intervals)
-			}
-		}
+		noLooks(t, g, intervals, "whose listings take 0.35 of an interval")
 	})
+}
+
+// noLooks runs the settled pool g for intervals FrequentIntervals and
+// fails for every worker that looked in them (what: the pool's store).
+func noLooks(t *testing.T, g *group, intervals int, what string) {
+	t.Helper()
+	looks := map[string]uint64{}
+	for _, wk := range g.workers {
+		looks[wk.id] = wk.p.Stats().Looks
+	}
+	before := g.calls()
+	time.Sleep(time.Duration(intervals) * testFI)
+	after := g.calls()
+	per := float64(intervals * len(g.workers))
+	t.Logf("per worker per FrequentInterval: %.2f GET, %.2f LIST", float64(after.gets-before.gets)/per, float64(after.lists-before.lists)/per)
+	for _, wk := range g.workers {
+		if d := wk.p.Stats().Looks - looks[wk.id]; d > 0 {
+			t.Errorf("%s looked %d times in %d intervals of a settled pool %s; want 0", wk.id, d, intervals, what)
+		}
+	}
 }
 
 // slowList is a store whose listings take d (or until their context
@@ -92,19 +99,7 @@ func TestAFailedListingIsNoNews(t *testing.T) {
 		g := newPool(4)
 		defer g.stop()
 		g.settle(t)
-		looks := map[string]uint64{}
-		for _, wk := range g.workers {
-			looks[wk.id] = wk.p.Stats().Looks
-		}
-		before := g.calls()
-		time.Sleep(intervals * testFI)
-		after := g.calls()
-		t.Logf("per worker per FrequentInterval: %.2f GET, %.2f LIST", float64(after.gets-before.gets)/intervals/workers, float64(after.lists-before.lists)/intervals/workers)
-		for _, wk := range g.workers {
-			if d := wk.p.Stats().Looks - looks[wk.id]; d > 0 {
-				t.Errorf("%s looked %d times in %d intervals of a settled pool whose every fourth listing fails; want 0", wk.id, d, intervals)
-			}
-		}
+		noLooks(t, g, intervals, "whose every fourth listing fails")
 	})
 	var took []time.Duration
 	for phase := range 24 {

@@ -89,8 +89,10 @@ type core struct {
 	preLook  time.Duration
 	listAt   time.Time
 	listTook time.Duration
-	// listFails counts the listings that failed in a row (missedListing).
+	// listFails counts the listings that failed in a row (missedListing);
+	// reread, the workers the tick after one reads (listFailed).
 	listFails int
+	reread    []string
 	slow      bool
 
 	// Peer mode (watch.go, watchPeers): storeAt is when the store is to

@@ -951,7 +951,9 @@ var coreRows = []coreRow{
 			s2 := ses("w2", "S2", 2)
 			listed := []store.Entry{{Key: "p/sessions/w2.json", ETag: etagOf(s2)}}
 			c.applyListing(listed, at(testLT-time.Second))
-			c.listFailed()
+			if reread := c.listFailed(); len(reread) != 0 {
+				t.Errorf("a failed listing rereads %v, though the listing before it showed w2's renewal since its read; want none", reread)
+			}
 			if !c.missedListing() {
 				t.Errorf("missedListing after one failed listing = false; want true (the tick looks only if a look is due)")
 			}
@@ -969,7 +971,10 @@ var coreRows = []coreRow{
 			if got, want := c.peers["w2"].seenAt, at(testLT+2*time.Second); !got.Equal(want) {
 				t.Errorf("a read of the write listed before and after a failed listing is aged from %v; want %v (the listing after the failure)", got, want)
 			}
-			c.listFailed()
+			c.listFails = 0
+			if reread := c.listFailed(); !slices.Equal(reread, []string{"w2"}) {
+				t.Errorf("a failed listing after a read no listing has moved past rereads %v; want [w2]", reread)
+			}
 			c.listFailed()
 			if c.missedListing() {
 				t.Errorf("missedListing after two failed listings in a row = true; want false (the tick looks, as on a store that does not list)")

@@ -298,6 +298,11 @@ func (s *loopState) tick(ctx context.Context) {
 	// sessions that must clear them (watch.go, lookAhead).
 	asOf := s.expiring(now, now.Add(s.lookAhead()))
 	look := !listed && !s.missedListing() || s.lookDue(asOf)
+	if !look && len(s.reread) > 0 {
+		s.readSessions(ctx, s.reread)
+		now = p.now()
+	}
+	s.reread = nil
 	if look && s.assembling(now) {
 		// Nothing to hand over and nothing to claim yet: read only the
 		// members never read (assembling).

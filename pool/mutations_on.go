@@ -38,5 +38,6 @@ var (
 	mutEagerLooks       bool // every worker looks at once when a worker runs out, those at their share too
 	mutForgetLook       bool // a look that finds this worker may not act yet (off the member list, or just listed) leaves no look due when it may
 	mutListFailLooks    bool // a failed listing forgets who the listings showed live, and makes its tick a look
+	mutFailedListUnread bool // a failed listing that is no news reads nothing, not even the objects whose last read no listing has moved past
 	mutUnreleasedWaits  bool // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 )

@@ -38,7 +38,7 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 	at := p.now() // the listing's return: every write it shows had landed by then
 	s.noteListTook(at.Sub(sent), err != nil && errors.Is(lctx.Err(), context.DeadlineExceeded), wait)
 	if err != nil {
-		s.listFailed()
+		s.reread = s.listFailed()
 		switch {
 		case ctx.Err() != nil:
 		case s.missedListing():
@@ -62,9 +62,24 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 // it (the object may have changed and been put back while no listing
 // could see). What the listings showed still says who is live (lhint,
 // liveUntil), so that one failed listing is no news (missedListing).
-func (c *core) listFailed() {
+//
+// It returns the workers whose objects the tick reads instead (when it
+// does not look): those whose last read no listing has moved past, a
+// listing since showing that very ETag or none having run. Their
+// sighting's age rests on the next observation: when a failed listing
+// was a look, its reads were that observation, and without one, a
+// renewal and an exact restore of the bytes read before it could both
+// fall in the two intervals to the next listing, widening the exact
+// restore's overlap (docs/pool-protocol.md, "What is not covered") from
+// one interval to two (a review's test; TestAFailedListingIsNoNews'
+// restore). In a settled pool that is nobody: every renewal moves the
+// listings past the last read (lchanged).
+func (c *core) listFailed() (reread []string) {
 	c.listFails++
-	for _, pv := range c.peers {
+	for w, pv := range c.peers {
+		if pv.read && pv.sight.ETag != "" && !pv.lchanged && !pv.gap && !mutFailedListUnread {
+			reread = append(reread, w)
+		}
 		switch {
 		case mutListFailLooks:
 			pv.lhint, pv.lhintAt = "", time.Time{}
@@ -73,10 +88,12 @@ func (c *core) listFailed() {
 		}
 		pv.lsight, pv.lseenAt, pv.lsum = "", time.Time{}, ""
 	}
+	slices.Sort(reread)
+	return reread
 }
 
-// missedListing reports whether this tick's listing failed after the one
-// before it succeeded: the tick then looks only if one is due by what the
+// missedListing reports whether this tick's listing is the first failed
+// one in a row: the tick then looks only if one is due by what the
 // listings showed before (lookDue), not for the failure itself. On
 // MinIO, 100 workers listing 100 keys each interval on two cores saw
 // listings run past their wait about once in 250 (all at once when the

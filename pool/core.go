@@ -303,7 +303,8 @@ func (v *peerView) live(now time.Time, lt time.Duration, memberTTL int64) bool {
 // member list's); of a read and a listing, the later counts (a listing
 // may lag). A listing that failed does not break this: the write the
 // listings showed before it counts from the first listing that showed it
-// (lhint) until a listing or a read shows another. Liveness only shapes
+// (lhint) until a listing shows another write or none, or a read returns
+// another or fails. Liveness only shapes
 // the spread and when to look; claims rest on the fresh reads of
 // clearance.
 func (v *peerView) liveUntil(lt time.Duration, memberTTL int64) time.Time {

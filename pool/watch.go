@@ -71,8 +71,8 @@ func (s *loopState) listSessions(ctx context.Context) bool {
 // renewal and an exact restore of the bytes read before it could both
 // fall in the two intervals to the next listing, widening the exact
 // restore's overlap (docs/pool-protocol.md, "What is not covered") from
-// one interval to two (a review's test; TestAFailedListingIsNoNews'
-// restore). In a settled pool that is nobody: every renewal moves the
+// one interval to two (a review's test: 8.2 s of overlap;
+// TestAFailedListingKeepsTheRestoreBound). In a settled pool that is nobody: every renewal moves the
 // listings past the last read (lchanged).
 func (c *core) listFailed() (reread []string) {
 	c.listFails++
@@ -105,8 +105,8 @@ func (c *core) missedListing() bool {
 	return c.listFails == 1 && !mutListFailLooks
 }
 
-// listWait is how long a tick waits for its listing before it looks
-// instead: twice the longest recent listing (listTook), at least a
+// listWait is how long a tick waits for its listing before it gives it
+// up (missedListing): twice the longest recent listing (listTook), at least a
 // quarter interval and at most half of one. A look reads every member's
 // session object, so on a store whose listings of many keys take longer
 // than a quarter interval (100 workers on MinIO sharing two cores with

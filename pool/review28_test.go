@@ -421,50 +421,8 @@ func TestReviewRestoredSightingAfterARenewal(t *testing.T) {
 	defer setMutation(t)()
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
-		type lead struct {
-			id, shard string
-			term      uint64
-			ctx       context.Context
-		}
-		leads := make(chan lead, 16)
-		var cancels []context.CancelFunc
-		var dones []chan struct{}
-		start := func(id string, st store.Store) {
-			p, err := New(Config{Store: st, Prefix: "p/", ID: id, Shards: []string{"s0", "s1"}, Logger: quiet,
-				Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
-					leads <- lead{id, shard, l.Term(), ctx}
-					<-ctx.Done()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			cancels, dones = append(cancels, cancel), append(dones, done)
-		}
-		fs2 := faultstore.New(mem)
-		defer func() {
-			fs2.Unstall()
-			for _, c := range cancels {
-				c()
-			}
-			for _, d := range dones {
-				<-d
-			}
-		}()
-		start("w1", mem)
-		start("w2", fs2)
-		time.Sleep(3 * testLT)
-		var owner lead
-		for len(leads) > 0 {
-			if l := <-leads; l.id == "w2" && l.ctx.Err() == nil {
-				owner = l
-			}
-		}
-		if owner.ctx == nil {
-			t.Fatal("w2 leads nothing after 3 × LeaderTimeout")
-		}
+		fs2, leads, owner, stop := restorePair(t, mem, mem)
+		defer stop()
 		untilSlot(testFI / 2) // after w1's look at the quarter interval
 		synctest.Wait()
 		sigma, _, _ := mem.Get(context.Background(), "p/sessions/w2.json")
@@ -480,25 +438,89 @@ func TestReviewRestoredSightingAfterARenewal(t *testing.T) {
 		// restored. What holds: w1 waits a lease from its first sight of σ,
 		// so the overlap is at most the time from that sight to σ''s send
 		// (one renewal interval) less the margin.
-		deadline := time.After(testLT)
-		for {
-			select {
-			case l := <-leads:
-				if l.id == "w1" && l.shard == owner.shard && owner.ctx.Err() == nil {
-					took := time.Now()
-					<-owner.ctx.Done()
-					overlap := time.Since(took)
-					t.Logf("w1 took %s at term %d while w2's leadership (term %d) was live, for %v (the documented limit)", l.shard, l.term, owner.term, overlap)
-					if limit := testFI - testLT/10; overlap > limit {
-						t.Errorf("the two leaderships overlapped %v; want at most a FrequentInterval less the margin (%v)", overlap, limit)
-					}
-				}
-				continue
-			case <-deadline:
-			}
-			break
-		}
+		restoreOverlap(t, leads, owner, testLT)
 	})
+}
+
+// restoreLead is a Work call of a pool runPairWorker runs.
+type restoreLead struct {
+	id, shard string
+	term      uint64
+	ctx       context.Context
+}
+
+// restorePair runs two workers over shards s0 and s1 under "p/" on mem:
+// w1 through w1st, w2 through a faultstore it returns (to stall it), until
+// w2 leads a shard (owner). Every Work call is sent on leads; stop ends
+// both workers and waits for them.
+func restorePair(t *testing.T, mem *memstore.Store, w1st store.Store) (w2 *faultstore.Store, leads chan restoreLead, owner restoreLead, stop func()) {
+	leads = make(chan restoreLead, 16)
+	w2 = faultstore.New(mem)
+	stop1 := runPairWorker(t, "w1", w1st, leads)
+	stop2 := runPairWorker(t, "w2", w2, leads)
+	stop = func() {
+		w2.Unstall()
+		stop1()
+		stop2()
+	}
+	time.Sleep(3 * testLT)
+	for len(leads) > 0 {
+		if l := <-leads; l.id == "w2" && l.ctx.Err() == nil {
+			owner = l
+		}
+	}
+	if owner.ctx == nil {
+		stop()
+		t.Fatal("w2 leads nothing after 3 × LeaderTimeout")
+	}
+	return w2, leads, owner, stop
+}
+
+// runPairWorker runs a pool as id over st, on shards s0 and s1 under
+// "p/", sending every Work call on leads; stop ends it and waits for Run.
+func runPairWorker(t *testing.T, id string, st store.Store, leads chan<- restoreLead) (stop func()) {
+	p, err := New(Config{Store: st, Prefix: "p/", ID: id, Shards: []string{"s0", "s1"}, Logger: quiet,
+		Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
+			leads <- restoreLead{id, shard, l.Term(), ctx}
+			<-ctx.Done()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// restoreOverlap watches leads for up to d for w1 taking owner's shard,
+// and fails when it does so while owner's leadership is live for longer
+// than the exact restore's bound (docs/pool-protocol.md, "What is not
+// covered"): a FrequentInterval less the margin. It reports whether w1
+// took the shard.
+func restoreOverlap(t *testing.T, leads chan restoreLead, owner restoreLead, d time.Duration) (taken bool) {
+	t.Helper()
+	deadline := time.After(d)
+	for {
+		select {
+		case l := <-leads:
+			if l.id != "w1" || l.shard != owner.shard {
+				continue
+			}
+			if owner.ctx.Err() == nil {
+				took := time.Now()
+				<-owner.ctx.Done()
+				overlap := time.Since(took)
+				t.Logf("w1 took %s at term %d while w2's leadership (term %d) was live, for %v", l.shard, l.term, owner.term, overlap)
+				if limit := testFI - testLT/10; overlap > limit {
+					t.Errorf("the two leaderships overlapped %v; want at most a FrequentInterval less the margin (%v)", overlap, limit)
+				}
+			}
+			return true
+		case <-deadline:
+			return false
+		}
+	}
 }
 
 // TestReviewRestoresAreNotATwin: one process runs as w1; no other does.
@@ -574,26 +596,8 @@ func TestReviewReleasedRecordOfAnEarlierSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		rec := &recordingStore{Store: mem, writes: map[string][][]byte{}}
-		type lead struct {
-			id, shard string
-			term      uint64
-			ctx       context.Context
-		}
-		leads := make(chan lead, 16)
-		run := func(id string) (stop func()) {
-			p, err := New(Config{Store: rec, Prefix: "p/", ID: id, Shards: []string{"s0", "s1"}, Logger: quiet,
-				Work: func(ctx context.Context, shard string, l *s3lect.Leadership) {
-					leads <- lead{id, shard, l.Term(), ctx}
-					<-ctx.Done()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			return func() { cancel(); <-done }
-		}
+		leads := make(chan restoreLead, 16)
+		run := func(id string) (stop func()) { return runPairWorker(t, id, rec, leads) }
 		stop1 := run("w1")
 		defer stop1()
 		stop2 := run("w2")
@@ -613,7 +617,7 @@ func TestReviewReleasedRecordOfAnEarlierSession(t *testing.T) {
 		stop2 = run("w2") // and comes back
 		defer stop2()
 		time.Sleep(4 * testLT)
-		var owner lead
+		var owner restoreLead
 		for len(leads) > 0 {
 			if l := <-leads; l.id == "w2" && l.ctx.Err() == nil {
 				owner = l

@@ -20,13 +20,14 @@ import (
 // code is organised"): what a worker knows of the pool (the other
 // workers' sessions as read and listed, the shard records it has looked
 // at, the member list, its own leaderships, when to look again), and one
-// method per step of the protocol that takes what the store returned and
-// the local time, updates that knowledge and returns what to do next: the
-// store calls to make, the leaderships to end, the claims to write, when
-// to wake. It does no I/O, reads no clock and starts no goroutine; the
-// loop (loop.go, watch.go) performs the store calls and the leaderships'
-// lifecycle, and feeds the results back. The core_test.go table tests its
-// rules one row each, named after the protocol's sections.
+// method per rule of the protocol. Its one entry point is next
+// (tick.go): an input (a tick due, a store call's result, a leadership's
+// end) and the local time in, the effects out (the calls to make, the
+// leaderships to end, the figures, when to wake). It does no I/O, reads
+// no clock and starts no goroutine; the loop (loop.go) performs the
+// effects and feeds the results back. core_test.go and tick_test.go
+// table-test its rules one row each, named after the protocol's
+// sections.
 
 // params are the fixed inputs of the decisions.
 type params struct {
@@ -35,8 +36,12 @@ type params struct {
 	ii     time.Duration // InfrequentInterval
 	n      int           // the number of shards
 
-	sessions string // the key prefix of the session objects, for listings
-	debug    bool   // the worker's logger takes Debug lines: the decisions note them (note)
+	sessions   string // the key prefix of the session objects, for listings
+	membersKey string // the member list's key, for the log
+	lists      bool   // the store lists (store.Lister, and Config.ReadEachSession unset)
+	peer       bool   // peer mode
+	serverAddr string // where this worker serves PeerHandler (peer mode)
+	debug      bool   // the worker's logger takes Debug lines: the decisions note them (note)
 }
 
 // core is what a worker knows of the pool; only the goroutine running Run
@@ -114,8 +119,28 @@ type core struct {
 	// share: a worker that leads nothing waits for the pool to assemble).
 	listedAt, grewAt time.Time
 
-	// notes are the log lines the decisions asked for, until the loop
-	// writes them (flushNotes).
+	// endedTerms is the terms of leaderships that ended unreleased that
+	// this worker's session lists (sessionRecord.Ended), as the session
+	// gave them at the tick's start (inTick) or its claims' round
+	// (inSession), with the core's own notes since (noteEnded). (The
+	// heartbeat adds the terms an earlier session listed when it opens a
+	// new one.)
+	endedTerms map[string]uint64
+
+	// tk is the tick in progress (tick.go), obs what the loop observed
+	// before the input (observe).
+	tk  tick
+	obs observed
+
+	// listWarned: a failed listing was logged at Warn (until one
+	// succeeds); peerWarned: a failed request to the hub was logged (until
+	// one succeeds); hubReadAt: peer mode, when the hub's session object
+	// may be read again after a failed request.
+	listWarned, peerWarned bool
+	hubReadAt              time.Time
+
+	// notes are the log lines the decisions asked for, until next returns
+	// them as effects.
 	notes []note
 }
 
@@ -137,7 +162,7 @@ func (c *core) note(level slog.Level, msg string, args ...any) {
 
 func newCore(cp params, shards []string) core {
 	c := core{cp: cp, mine: map[string]*lead{}, peers: map[string]*peerView{}, shards: map[string]*shardView{},
-		memberTTL: map[string]int64{}}
+		memberTTL: map[string]int64{}, endedTerms: map[string]uint64{}}
 	c.ord = orderOf(shards)
 	c.names, c.order, c.byName = c.ord.names, c.ord.order, c.ord.byName
 	return c

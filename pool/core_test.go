@@ -1047,4 +1047,7 @@ func TestCoreRowsNameSections(t *testing.T) {
 	for _, r := range coreRows {
 		check(r.name)
 	}
+	for _, r := range tickRows {
+		check(r.name)
+	}
 }

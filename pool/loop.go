@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -23,41 +24,49 @@ var errHandedOver = fmt.Errorf("%w: handed over to balance the pool", s3lect.Err
 type loopState struct {
 	core
 	p    *Pool
-	next time.Time // the next tick, on the local clock
+	ctx  context.Context // Run's
+	next time.Time       // the next tick, on the local clock
 
 	// closing holds the releases that wait since Run's context ended, and
 	// stopAt is when the loop first saw it ended (see releaseAll).
 	closing []*lead
 	stopAt  time.Time
 
-	listWarned bool      // a failed listing was logged at Warn (until one succeeds)
-	peerWarned bool      // a failed request to the hub was logged (until one succeeds)
-	joinLosses int       // writes of the member list that lost to another's in a row (joinRetry)
-	hubReadAt  time.Time // peer mode: when the hub's session object may be read again after a failed request
-	tickAt     time.Time // when the running tick began (lookAhead)
+	joinLosses int // writes of the member list that lost to another's in a row (joinRetry)
 }
 
 func (s *loopState) init(p *Pool) {
 	s.p = p
-	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, ii: p.ii, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions,
+	s.core = newCore(params{id: p.cfg.ID, fi: p.fi, ii: p.ii, lt: p.lt, n: len(p.cfg.Shards), sessions: p.keySessions, membersKey: p.keyMembers,
+		lists: p.lister != nil, peer: p.hub != nil, serverAddr: p.cfg.ServerAddr,
 		debug: p.log.Enabled(context.Background(), slog.LevelDebug)}, p.cfg.Shards)
 }
 
-// flushNotes writes the log lines the decisions asked for.
-func (s *loopState) flushNotes() {
-	for _, n := range s.notes {
-		s.p.log.Log(context.Background(), n.level, n.msg, n.args...)
-	}
-	s.notes = nil // not kept for reuse: the lines' arguments hold views
-}
-
-// sync marks the leaderships whose contexts have ended as over, for the
-// decisions (lead.over): a leadership's end reaches the loop as an event
-// only once it has run, and the core must not count one that has ended.
-func (s *loopState) sync() {
+// observe brings in, before each input, what the core cannot see: which
+// leaderships' contexts have ended (lead.over: a leadership's end reaches
+// the loop as an input only once it has run, and the core must not count
+// one that has ended), the store's recent round trip, and whether Run's
+// context has ended.
+func (s *loopState) observe() {
 	for _, ld := range s.mine {
 		if !ld.over && ld.l.Context().Err() != nil {
 			ld.over = true
+		}
+	}
+	s.obs = observed{rtt: time.Duration(s.p.rtt.Load()), stopping: s.ctx.Err() != nil}
+}
+
+// run feeds in to the core and performs the effects, and each call's
+// result in turn, until an input asks for no call.
+func (s *loopState) run(in input) {
+	for in != nil {
+		s.observe()
+		effs := s.core.next(in, s.p.now())
+		in = nil
+		for _, e := range effs {
+			if r := s.perform(e); r != nil {
+				in = r
+			}
 		}
 	}
 }
@@ -66,9 +75,10 @@ func (s *loopState) sync() {
 // over.
 func (p *Pool) loop(ctx context.Context) {
 	s := &p.st
+	s.ctx = ctx
 	for {
 		for _, ev := range p.queue.take() {
-			s.handle(ctx, ev)
+			s.run(ev.input())
 		}
 		if ctx.Err() != nil {
 			s.releaseAll(ctx)
@@ -79,64 +89,181 @@ func (p *Pool) loop(ctx context.Context) {
 			continue
 		}
 		if !p.now().Before(s.next) {
-			s.tick(ctx)
+			id, _ := p.sess.snapshot()
+			s.run(inTick{id, p.sess.endedTerms()})
 		}
 		p.sleep(ctx, s.next, p.queue.wake)
 	}
 }
 
-// handle takes in one event: the core decides (leadEnded,
-// workReturned), the loop acts.
-func (s *loopState) handle(ctx context.Context, ev event) {
-	p := s.p
-	defer s.flushNotes()
+// input is the event as the core takes it in.
+func (ev event) input() input {
 	switch {
 	case ev.ended != nil:
-		ld := ev.ended
-		s.frequent()
-		term, act, ok := s.leadEnded(ld, context.Cause(ld.l.Context()))
-		if !ok {
-			return // taken in before
-		}
-		p.sess.noteEnded(ld.shard, term)
-		p.sess.drop(ld)
-		p.sess.renewSoon()
-		if act == actSettle {
-			p.stats.expired.Add(1)
-		}
-		s.act(ctx, ld, act)
+		return inEnded{ev.ended, context.Cause(ev.ended.l.Context())}
 	case ev.workDone != nil:
-		ld := ev.workDone
-		s.frequent()
-		s.act(ctx, ld, s.workReturned(ld))
-		s.forget(ld)
+		return inWorkDone{ev.workDone}
 	case ev.released != nil:
-		s.released(ev.released, ev.err)
+		return inReleased{ev.released, ev.err}
+	}
+	return inChanged{}
+}
+
+// perform does one effect, and returns the result of a call (nil for the
+// others).
+func (s *loopState) perform(e effect) input {
+	p, ctx := s.p, s.ctx
+	switch e := e.(type) {
+	case doNote:
+		p.log.Log(context.Background(), e.level, e.msg, e.args...)
+	case doNext:
+		s.setNext(e.at)
+	case doJoinLost:
+		s.next = p.now().Add(s.joinRetry())
+	case doJoined:
+		s.joinLosses = 0
+	case doCount:
+		p.stats.count(e.c)
+	case doView:
+		if e.rebalanced > 0 {
+			p.stats.rebalanced(e.rebalanced)
+		}
+		p.stats.setView(e.v, e.balanced)
+	case doNoteEnded:
+		p.sess.noteEnded(e.shard, e.term)
+	case doDrop:
+		p.sess.drop(e.ld)
+	case doRenewSoon:
+		p.sess.renewSoon()
+	case doClaimingNone:
+		p.sess.setClaiming(nil)
+	case doExit:
+		e.ld.c.Exit(e.err)
+	case doRelease:
+		s.release(ctx, e.ld)
+	case doEnd:
+		e.ld.c.End(e.cause)
+	case doExpectLive:
+		p.hub.expectLive(e.live, e.members, e.tag, e.at)
+
+	case getRecords:
+		r := inRecords{reads: make([]recordRead, len(e.shards))}
+		parallel(len(e.shards), func(i int) {
+			rr := &r.reads[i]
+			rr.data, rr.etag, rr.err = p.get(ctx, p.shardKey(e.shards[i]))
+		})
+		r.wall = time.Now()
+		return r
+	case putRecords:
+		r := inPuts{errs: make([]error, len(e.writes))}
+		parallel(len(e.writes), func(i int) {
+			w := e.writes[i]
+			_, r.errs[i] = p.put(ctx, p.shardKey(w.key), w.data, w.etag, w.over, time.Time{})
+		})
+		return r
+	case askHub:
+		var r inDigest
+		if e.self {
+			r.d, r.err = p.hub.collect(ctx, e.wait)
+		} else {
+			r.d, r.err = p.ask(ctx, e.id, e.addr, p.hub.ownSession(), e.members, e.wait)
+		}
+		if r.err == nil {
+			r.take = p.hub.takeMembers()
+		}
+		return r
+	case list:
+		lctx, cancel := context.WithTimeout(ctx, e.wait)
+		sent := p.now()
+		var r inListing
+		r.entries, r.err = p.calls.List(lctx, p.keySessions)
+		cancel()
+		r.took = p.now().Sub(sent)
+		r.timedOut = r.err != nil && errors.Is(lctx.Err(), context.DeadlineExceeded)
+		return r
+	case getMembers:
+		var r inMembers
+		r.read.data, r.read.etag, r.read.err = p.get(ctx, p.keyMembers)
+		return r
+	case putMembers:
+		_, err := p.put(ctx, p.keyMembers, e.write.data, e.write.etag, e.write.over, time.Time{})
+		return inPut{err}
+	case getSessions:
+		r := inSessions{reads: make([]sessRead, len(e.workers))}
+		parallel(len(e.workers), func(i int) {
+			rr := &r.reads[i]
+			rr.sent = p.now()
+			rr.data, rr.etag, rr.err = p.get(ctx, p.sessionKey(e.workers[i]))
+			rr.at = p.now()
+		})
+		return r
+	case getSession:
+		id, _ := p.sess.snapshot()
+		return inSession{id, p.sess.endedTerms()}
+	case announce:
+		return inAnnounce{p.announce(ctx, e.id, e.claiming)}
+	case sleepUntil:
+		return inSlept{p.sleep(ctx, e.t, nil)}
+	case bury:
+		s.bury(ctx, e.workers)
+		return inDone{}
+	case putClaims:
+		return inClaims{s.putClaims(ctx, e)}
+	case leadClaims:
+		r := inLed{leads: make([]*lead, len(e.claims))}
+		for i, w := range e.claims {
+			r.leads[i] = s.lead(ctx, w, e.id)
+		}
+		return r
 	default:
-		s.next = p.now() // the session changed: look again now
+		panic(fmt.Sprintf("pool: an effect the loop does not know: %T", e))
+	}
+	return nil
+}
+
+// setNext sets when to tick next.
+func (s *loopState) setNext(at nextAt) {
+	p := s.p
+	switch at.kind {
+	case nextSlot:
+		s.next = p.slot(at.t, p.watchOffset())
+	case nextSlotBy:
+		s.next = earliest(s.next, p.slot(at.t, p.watchOffset()))
+	case nextInfrequent:
+		s.next = p.slot(p.infrequentSlot(at.t), p.watchOffset())
+	case nextBy:
+		s.next = earliest(s.next, at.t)
+	case nextAtOnce:
+		s.next = at.t
 	}
 }
 
-// act does what the core decided for a leadership.
-func (s *loopState) act(ctx context.Context, ld *lead, act leadAct) {
-	switch act {
-	case actSettle, actExit:
-		s.exit(ld, nil)
-	case actRelease:
-		s.release(ctx, ld)
-	case actResign:
-		ld.c.End(s3lect.ErrResigned)
-	}
+// claim runs a claim of want (claimStart) to its end and returns how many
+// it won (the tests' way in).
+func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
+	s.ctx = ctx
+	s.observe()
+	s.tk = tick{id: id}
+	s.endedTerms = s.p.sess.endedTerms()
+	effs := s.claimStart(want, limit, id, s.p.now(), func(_ *core, n int, _ time.Time) []effect {
+		won = n
+		return nil
+	})
+	s.runEffects(effs)
+	return won
 }
 
-// exit marks a leadership over for its holder: Resign returns err from
-// now on. The shard's record may still wait for its release.
-func (s *loopState) exit(ld *lead, err error) {
-	if !ld.exited {
-		ld.exited = true
-		ld.c.Exit(err)
+// runEffects performs effs and runs the call among them to its end.
+func (s *loopState) runEffects(effs []effect) {
+	var in input
+	for _, e := range effs {
+		if r := s.perform(e); r != nil {
+			in = r
+		}
 	}
-	s.forget(ld)
+	if in != nil {
+		s.run(in)
+	}
 }
 
 // release writes the shard's record released, over this leadership's
@@ -160,7 +287,7 @@ func (s *loopState) release(ctx context.Context, ld *lead) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*p.fi+2*time.Second)
 	if mutSerialRelease {
 		defer cancel()
-		s.released(ld, s.writeRelease(rctx, ld))
+		s.run(inReleased{ld, s.writeRelease(rctx, ld)})
 		return
 	}
 	// A leadership not yet over for its holder (Resign, or Work returned
@@ -226,7 +353,7 @@ func (s *loopState) releaseAll(ctx context.Context) {
 	errs := make([]error, len(batch))
 	parallel(len(batch), func(i int) { errs[i] = s.writeRelease(rctx, batch[i]) })
 	for i, ld := range batch {
-		s.released(ld, errs[i])
+		s.run(inReleased{ld, errs[i]})
 	}
 }
 
@@ -236,227 +363,6 @@ func (s *loopState) writeRelease(ctx context.Context, ld *lead) error {
 	out := encode(shardRecord{Pool: formatVersion, Shard: ld.shard, Session: ld.session, Term: ld.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
 	_, err := p.put(ctx, p.shardKey(ld.shard), out, ld.etag, ld.sum, time.Time{})
 	return err
-}
-
-// released books the outcome of a release.
-func (s *loopState) released(ld *lead, err error) {
-	p := s.p
-	if err != nil {
-		p.log.Info("shard not released; the other workers wait for the lease to run out", "shard", ld.shard, "err", err)
-		// Its record names this worker's session, which no other worker
-		// can clear while it lives: this one looks at its next tick, and
-		// takes the shard back by the orphan rule if nobody else does, at
-		// the orphan wait whatever its rank (orphanRank).
-		s.lookAt = p.now()
-		s.shard(ld.shard).unreleased = true
-	} else {
-		p.stats.released.Add(1)
-		p.sess.noteEnded(ld.shard, 0) // the released record holds the term
-	}
-	ld.settled = true
-	s.exit(ld, err)
-}
-
-// tick watches the pool and, when something is to be done, looks at it
-// and acts: hands shards over when this worker holds more than its share
-// while another holds less, and claims shards nobody live owns while it
-// holds less (or any shard left unowned for the orphan wait). The
-// decisions are the core's; tick performs the store calls between them.
-//
-// On a store that lists (store.Lister), the watch is one listing of the
-// session objects and one read of the member list; the session objects
-// themselves are read only when a look is due (watch.go, lookDue).
-// Otherwise every tick is a look, reading every member's session object.
-func (s *loopState) tick(ctx context.Context) {
-	p := s.p
-	defer s.flushNotes()
-	s.tickAt = p.now()
-	s.next = p.slot(p.now().Add(p.fi/2), p.watchOffset()) // just after the renewals (waitRenewal)
-	id, _ := p.sess.snapshot()
-	if id == "" {
-		return
-	}
-	s.settleStrays(ctx)
-	listed, members := false, true
-	if p.hub != nil {
-		listed, members = s.watchPeers(ctx)
-	}
-	if !listed || s.storeDue(p.now()) {
-		// Without the hub, or every InfrequentInterval: a listing, or on a
-		// store that does not list, a look at every session.
-		listed, members = s.listSessions(ctx), true
-	}
-	var data []byte
-	var tag string
-	if members {
-		data, tag = s.readMembers(ctx)
-	}
-	now := p.now()
-	s.sync()
-	// A session that runs out within lookAhead: this tick looks as of
-	// then, and its claims wait for that moment before they read the
-	// sessions that must clear them (watch.go, lookAhead).
-	asOf := s.expiring(now, now.Add(s.lookAhead()))
-	look := !listed && !s.missedListing() || s.lookDue(asOf)
-	if !look && len(s.reread) > 0 {
-		s.readSessions(ctx, s.reread)
-		now = p.now()
-	}
-	s.reread = nil
-	if look && s.assembling(now) {
-		// Nothing to hand over and nothing to claim yet: read only the
-		// members never read (assembling).
-		look = false
-		if !members {
-			data, tag = s.readMembers(ctx)
-		}
-		s.readSessions(ctx, s.unread())
-		now = p.now()
-	}
-	if look {
-		p.stats.looks.Add(1)
-		if !members {
-			data, tag = s.readMembers(ctx)
-		}
-		s.readPeers(ctx, data, tag)
-		now = p.now()
-		asOf = later(s.expiring(now, now.Add(s.lookAhead())), asOf)
-	}
-	s.sync()
-	now = later(now, asOf)
-	s.asOf = asOf
-	defer func() { s.asOf = time.Time{} }()
-	v := s.view(now, true)
-	balanced, rebalanced := s.account(v, now)
-	if rebalanced > 0 {
-		p.stats.rebalanced(rebalanced)
-	}
-	p.stats.setView(v, balanced)
-	for _, shard := range s.superseded(v, p.sess.endedTerms()) {
-		p.sess.noteEnded(shard, 0)
-	}
-	if look {
-		s.looked(v, now)
-	}
-	need, ok, hold := s.share(v, now)
-	if !ok {
-		if look && !mutForgetLook {
-			// This look could take nothing in hand (its lookAt is spent):
-			// the first tick that may act looks again. (A worker whose
-			// release failed found itself off a member list put back
-			// just then, looked at nothing more while its view stayed
-			// stuck, and never took the shard back: the simulation's seed
-			// 1192.)
-			s.lookAt = later(hold, now)
-		}
-		if !hold.IsZero() {
-			s.next = earliest(s.next, hold)
-		}
-		return // not yet seen the others long enough to know its share
-	}
-	if look {
-		if need < 0 {
-			for _, ld := range s.handOver(v, -need) {
-				p.stats.handovers.Add(1)
-				ld.c.End(errHandedOver)
-			}
-		}
-		// Shards found taken, or not yet free, are set aside (notBefore), so
-		// every round tries others. A look claims up to the worker's whole
-		// deficit (8 store calls at a time: parallel), so that a joiner
-		// takes every shard handed over to it at its first look, before the
-		// orphan rule can give one to another worker.
-		//
-		// The rounds stop when the session the look began with has ended
-		// or changed: its claims could only fail at the intent, and the
-		// loop takes no event in during a look (Work's return, a lost
-		// session's leaderships).
-		//
-		// Each round after the first looks at a view of its own: the
-		// claims before it read every member's session object, and what
-		// they showed is newer than the look's first view. (Every round
-		// took the first view, and on a slow store, where a round lasts
-		// seconds, a worker below its share spent up to 16 rounds on
-		// shards that view showed unowned and others had claimed since,
-		// each set aside for a lease, while the shards still unowned
-		// waited for the orphan rule: TestSpreadOnASlowStore.) An
-		// orphan is taken in the first round only: one per look.
-		budget := max(need, 1)
-		for round := 0; round < 16 && budget > 0 && ctx.Err() == nil; round++ {
-			if cur, _ := p.sess.snapshot(); cur != id {
-				break
-			}
-			if round > 0 && !mutStaleRounds {
-				s.sync()
-				at := later(p.now(), s.asOf) // as of the lease's end the look was timed to, if still ahead
-				v = s.view(at, true)
-				if need, _, _ = s.share(v, at); need <= 0 {
-					break
-				}
-			}
-			want, limit := s.wanted(v, min(need, budget), p.now())
-			if len(want) == 0 {
-				break
-			}
-			won := s.claim(ctx, want, limit, id)
-			need, budget = need-won, budget-won
-			if need <= 0 {
-				break
-			}
-		}
-		s.compact()
-	}
-	// Wake when a worker live in this view could next be found dead, or a
-	// shard waited on may be taken. A session that ran out while this look
-	// went on (its reads and claims take time) is looked at again at once,
-	// not at the next interval.
-	now = p.now()
-	if look {
-		s.lookAt = s.pending(v, now)
-	}
-	if p.hub != nil {
-		p.hub.expectLive(v.live, s.members, s.membersTag, now)
-	}
-	if p.ii > p.fi && p.hub == nil && s.deferLive == nil && s.stable(v, listed, look) {
-		// Settled, and no look put off to the next tick (deferLook): the
-		// next tick on the next multiple of InfrequentInterval
-		// on the wall clock. A worker that dies now is found at that tick's
-		// listing (its session unchanged) by every survivor at once, and
-		// watched every FrequentInterval from then on.
-		s.next, s.slow = p.slot(p.infrequentSlot(now), p.watchOffset()), true
-		return
-	}
-	s.slow = false
-	if at := s.wake(v, now, s.lookAhead()); !at.IsZero() {
-		s.next = earliest(s.next, at)
-	}
-}
-
-// readMembers reads the member list and adds this worker to it if
-// missing. It returns the list as read (tag "" when absent or not read).
-func (s *loopState) readMembers(ctx context.Context) (data []byte, tag string) {
-	p := s.p
-	data, tag, err := p.get(ctx, p.keyMembers)
-	if err != nil {
-		p.log.Warn("cannot read the member list", "err", err)
-		return nil, ""
-	}
-	var m membersRecord
-	if tag != "" {
-		if m, err = parseMembers(data); err != nil {
-			p.log.Error("the member list is not a pool record; is Prefix shared with something else?", "key", p.keyMembers, "err", err)
-			return nil, ""
-		}
-	}
-	if join := s.membersRead(m, tag, p.now()); join != nil {
-		if _, err := p.put(ctx, p.keyMembers, encode(*join), tag, sha256.Sum256(data), time.Time{}); err != nil {
-			p.log.Info("cannot add this worker to the member list; trying again", "err", err)
-			s.next = p.now().Add(s.joinRetry())
-		} else {
-			s.joinLosses = 0
-		}
-	}
-	return data, tag
 }
 
 // joinRetry is how long a worker whose write of the member list lost to
@@ -477,77 +383,6 @@ func (s *loopState) joinRetry() time.Duration {
 	return time.Duration(rand.Int64N(int64(span))) + 1
 }
 
-// readPeers reads the session objects a look reads (lookSessions), then
-// takes members whose sessions are over off the list (data and tag: the
-// list as readMembers read it).
-func (s *loopState) readPeers(ctx context.Context, data []byte, tag string) {
-	sent := s.readSessions(ctx, s.lookSessions())
-	if s.p.lister == nil {
-		// Without a listing, a look's reads are the store's word
-		// (watchPeers).
-		s.storeAt = s.p.now().Add(s.p.ii - s.p.fi/2)
-	}
-	if tag != "" {
-		s.pruneMembers(ctx, data, tag, sent)
-	}
-}
-
-// pruneMembers writes the member list (data, tag: as read) without the
-// members the core finds over (prune).
-func (s *loopState) pruneMembers(ctx context.Context, data []byte, tag string, sent map[string]time.Time) {
-	p := s.p
-	gone := s.prune(sent, p.now())
-	if len(gone) == 0 {
-		return
-	}
-	m, err := parseMembers(data)
-	if err != nil {
-		return
-	}
-	m = withoutMembers(m, gone)
-	if _, err := p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{}); err != nil {
-		p.log.Info("cannot take members whose sessions are over off the member list", "members", gone, "err", err)
-		return
-	}
-	p.log.Info("took members whose sessions are over off the member list", "members", gone)
-	s.members = m.Workers
-}
-
-// readSessions reads the session objects of workers, in parallel, and
-// has the core take them in. It returns the local time each read that
-// succeeded was sent.
-func (s *loopState) readSessions(ctx context.Context, workers []string) map[string]time.Time {
-	p := s.p
-	type res struct {
-		data     []byte
-		etag     string
-		err      error
-		sent, at time.Time
-	}
-	out := make([]res, len(workers))
-	parallel(len(workers), func(i int) {
-		r := &out[i]
-		r.sent = p.now()
-		r.data, r.etag, r.err = p.get(ctx, p.sessionKey(workers[i]))
-		r.at = p.now()
-	})
-	sent := map[string]time.Time{}
-	for i, w := range workers {
-		r := &out[i]
-		ok, first := s.sessionRead(w, r.data, r.etag, r.err, r.at)
-		if first && ctx.Err() == nil {
-			p.log.Warn("cannot read a worker's session object; no shard can be claimed while it cannot be read", "of", w, "err", r.err)
-		}
-		if ok {
-			sent[w] = r.sent
-			if p.hub != nil {
-				s.doubt(s.peers[w], r.etag, r.at)
-			}
-		}
-	}
-	return sent
-}
-
 // parallel runs f(0..n-1), at most 8 at a time, and waits for them.
 func parallel(n int, f func(i int)) {
 	if n == 1 {
@@ -564,113 +399,6 @@ func parallel(n int, f func(i int)) {
 		})
 	}
 	wg.Wait()
-}
-
-// claim tries to take the shards in want, as the protocol allows
-// (docs/pool-protocol.md, "Claims and takeovers"): read each shard record;
-// list the claims in this worker's session object (its intent); read the
-// member list and every other worker's session object; write a claim only
-// where every session read shows that it cannot lead the shard
-// (clearance), with If-Match on the record read (If-None-Match where
-// absent) and a term above every term read. It returns how many it won.
-// It writes at most limit claims, in the order of want. The decisions
-// between the store calls are the core's (recordsRead, clearanceSet,
-// absent, cleared, claimRefused, won).
-func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
-	p := s.p
-	defer s.flushNotes()
-	at := make([]attempt, len(want))
-	parallel(len(want), func(i int) {
-		a := &at[i]
-		a.shard = want[i]
-		a.data, a.etag, a.result = p.get(ctx, p.shardKey(a.shard))
-	})
-	claiming := s.recordsRead(at, p.sess.endedTerms(), limit, p.now())
-	if len(claiming) == 0 {
-		return 0
-	}
-	if !mutNoIntent {
-		if err := p.announce(ctx, id, claiming); err != nil {
-			p.sess.setClaiming(nil) // the claims are not made: no renewal lists them from now on
-			p.log.Debug("cannot list the claims in the session", "err", err)
-			s.intentFailed(claiming, p.now())
-			return 0
-		}
-		// The claims' outcomes are known once claim returns: a renewal
-		// drops the intent at once, so that it holds no other worker off
-		// any longer than the claims took.
-		defer p.announce(ctx, id, nil)
-	}
-	// Clearance: every other worker's session, read after the records and
-	// the intent, by a member list read after them too.
-	var fresh *membersRecord
-	if !mutStaleMembers {
-		if data, tag, err := p.get(ctx, p.keyMembers); err == nil && tag != "" {
-			if m, err := parseMembers(data); err == nil {
-				fresh = &m
-			}
-		}
-	}
-	ws := s.clearanceSet(at, fresh, p.now())
-	if !s.asOf.IsZero() && !s.tickAt.IsZero() {
-		s.notePreLook(p.now().Sub(s.tickAt))
-		s.tickAt = time.Time{} // the tick's first claim only
-	}
-	// A look begun ahead of a session's end waits for it (watch.go,
-	// lookAhead) before the session reads, which are what may clear a
-	// takeover: they are sent at or after the lease's end, and after the
-	// member list read that named them, as every clearing read is.
-	if s.asOf.After(p.now()) && !p.sleep(ctx, s.asOf, nil) {
-		return 0
-	}
-	var sent map[string]time.Time
-	if mutNoReread {
-		sent = map[string]time.Time{}
-		for _, w := range ws {
-			if s.peers[w] != nil {
-				sent[w] = p.now()
-			}
-		}
-	} else {
-		sent = s.readSessions(ctx, ws)
-	}
-	s.bury(ctx, s.absent(ws, sent))
-	s.cleared(at, ws, sent, limit, p.now())
-	parallel(len(at), func(i int) {
-		a := &at[i]
-		if !a.ready {
-			return
-		}
-		a.out = encode(shardRecord{Pool: formatVersion, Shard: a.shard, Owner: p.cfg.ID, Session: id, Term: a.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
-		var over [32]byte
-		if a.etag != "" {
-			over = sha256.Sum256(a.data)
-		}
-		// Sent only while the session lives: by its lease as it stands
-		// now, renewed since the look began or not.
-		cur, deadline := p.sess.snapshot()
-		if cur != id {
-			a.result = fmt.Errorf("%w: the session ended", errLate)
-			return
-		}
-		a.sent = true
-		a.tag, a.result = p.put(ctx, p.shardKey(a.shard), a.out, a.etag, over, deadline)
-	})
-	for i := range at {
-		a := &at[i]
-		if a.result != nil || !a.ready {
-			continue
-		}
-		if s.lead(ctx, a, id) {
-			won++
-		}
-	}
-	for i := range at {
-		if a := &at[i]; a.ready && a.result != nil {
-			s.claimRefused(a, id, p.now())
-		}
-	}
-	return won
 }
 
 // bury writes a tombstone into each of the workers' session objects
@@ -694,18 +422,38 @@ func (s *loopState) bury(ctx context.Context, workers []string) {
 	})
 }
 
-// lead turns a successful claim into a leadership, if the session it
-// names is still this worker's live session now that the reply has come.
-func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
+// putClaims writes the claims, eight at a time, each only while the
+// session id lives: by its lease as it stands at the send, renewed since
+// the look began or not.
+func (s *loopState) putClaims(ctx context.Context, e putClaims) []claimPut {
 	p := s.p
-	sum := sha256.Sum256(a.out)
-	ld := p.sess.tie(a.shard, id, p.now, func(deadline time.Time) *lead {
-		ld := &lead{shard: a.shard, term: a.term, session: id, sum: sum, etag: a.tag}
+	out := make([]claimPut, len(e.claims))
+	parallel(len(e.claims), func(i int) {
+		w, r := e.claims[i], &out[i]
+		r.out = encode(shardRecord{Pool: formatVersion, Shard: w.shard, Owner: p.cfg.ID, Session: e.id, Term: w.term, TTL: ttlMillis(p.lt), LastUpdated: time.Now()})
+		cur, deadline := p.sess.snapshot()
+		if cur != e.id {
+			r.err = fmt.Errorf("%w: the session ended", errLate)
+			return
+		}
+		r.sent = true
+		r.tag, r.err = p.put(ctx, p.shardKey(w.shard), r.out, w.etag, w.over, deadline)
+	})
+	return out
+}
+
+// lead turns a claim that landed into a leadership and starts its Work,
+// if the session it names is still this worker's live session now that
+// the reply has come (nil: it is not).
+func (s *loopState) lead(ctx context.Context, w claimWon, id string) *lead {
+	p := s.p
+	ld := p.sess.tie(w.shard, id, p.now, func(deadline time.Time) *lead {
+		ld := &lead{shard: w.shard, term: w.term, session: id, sum: sha256.Sum256(w.out), etag: w.tag}
 		// Its end reaches the loop as an event, which the loop takes in
 		// after this tick, once ld is among its leaderships (won); ended
 		// by its session, it is over for its holder at once (exitOnce).
 		x := &exitOnce{}
-		l, c := p.leads(ctx, a.term, deadline, func() {
+		l, c := p.leads(ctx, w.term, deadline, func() {
 			p.queue.post(event{ended: ld})
 			x.ended()
 		})
@@ -713,21 +461,15 @@ func (s *loopState) lead(ctx context.Context, a *attempt, id string) bool {
 		return ld
 	})
 	if ld == nil {
-		p.log.Info("claimed a shard for a session that has ended; releasing it", "shard", a.shard)
-		s.stray(a.shard, id, a.term)
-		return false
+		return nil
 	}
-	s.won(ld)
-	p.sess.noteEnded(a.shard, 0) // the new leadership's listing holds the shard's terms now
-	p.stats.claims.Add(1)
-	p.sess.renewSoon()
 	p.works.Add(1)
 	go func() {
 		defer p.works.Done()
 		p.cfg.Work(ld.l.Context(), ld.shard, ld.l)
 		p.queue.post(event{workDone: ld})
 	}()
-	return true
+	return ld
 }
 
 // exitOnce is a leadership's control as the loop holds it: Exit takes
@@ -779,57 +521,5 @@ func (x *exitOnce) Exit(err error) {
 	if !x.exited {
 		x.exited = true
 		x.Control.Exit(err)
-	}
-}
-
-// settleStrays releases the records of claims this worker made but does
-// not lead (strays, see core.stray), at the tick after the claim: a record
-// that names a live session of this worker is one no other worker can
-// clear while the session lives (the session lists nothing there, yet the
-// record names it: see clearance), and this worker, once at its share,
-// never looks at the shard again, so the shard would stay unled for as
-// long as the session lives. The release goes over the record as read,
-// If-Match, and only while it still names the stray claim exactly
-// (strayRead). A read or write that fails is tried at the next tick.
-func (s *loopState) settleStrays(ctx context.Context) {
-	p := s.p
-	defer s.flushNotes()
-	shards := s.strayList()
-	if len(shards) == 0 {
-		return
-	}
-	type res struct {
-		data, out []byte // the record as read; the release to write over it
-		etag      string
-		err       error
-	}
-	rs := make([]res, len(shards))
-	parallel(len(shards), func(i int) {
-		r := &rs[i]
-		r.data, r.etag, r.err = p.get(ctx, p.shardKey(shards[i]))
-	})
-	var release []int
-	for i, shard := range shards {
-		r := &rs[i]
-		out, done := s.strayRead(shard, r.data, r.etag, r.err, time.Now())
-		switch {
-		case out != nil:
-			r.out = out
-			release = append(release, i)
-		case done:
-			s.straySettled(shard)
-		}
-	}
-	parallel(len(release), func(k int) {
-		r := &rs[release[k]]
-		if _, r.err = p.put(ctx, p.shardKey(shards[release[k]]), r.out, r.etag, sha256.Sum256(r.data), time.Time{}); r.err == nil {
-			r.out = nil
-		}
-	})
-	for _, i := range release {
-		if rs[i].out == nil {
-			p.log.Info("released a shard claimed without learning the outcome", "shard", shards[i], "strays", s.strays[shards[i]])
-			s.straySettled(shards[i])
-		}
 	}
 }

@@ -187,8 +187,7 @@ func TestReviewOlderSessionRestoredAndRecordDeleted(t *testing.T) {
 		// Its next look finds x listed by w2's live session and forgets
 		// it, as every worker forgets the shards that others lead.
 		time.Sleep(testFI)
-		data, tag := p1.st.readMembers(t.Context())
-		p1.st.readPeers(t.Context(), data, tag)
+		p1.st.readAround(t.Context())
 		p1.st.wanted(p1.st.view(time.Now(), true), 1, time.Now())
 		mem.Delete("p/shards/x.json")
 		mem.Set("p/sessions/w2.json", first) // an older version of w2's live session
@@ -740,4 +739,15 @@ func (tp *timedPool) stop() {
 	for _, d := range tp.dones {
 		<-d
 	}
+}
+
+// readAround reads the member list and the session objects a look reads
+// (lookSessions), as a look does before it decides.
+func (s *loopState) readAround(ctx context.Context) {
+	s.ctx = ctx
+	s.observe()
+	s.tk = tick{}
+	s.runEffects(s.readMembers(nil, true, s.p.now(), func(c *core, now time.Time) []effect {
+		return c.readSessions(nil, c.lookSessions(), now, func(*core, map[string]time.Time, time.Time) []effect { return nil })
+	}))
 }

@@ -80,6 +80,22 @@ func (r *recorder) call(op string, _ error) {
 	}
 }
 
+// count adds one to a counter.
+func (r *recorder) count(c counter) {
+	switch c {
+	case countLook:
+		r.looks.Add(1)
+	case countHandover:
+		r.handovers.Add(1)
+	case countClaim:
+		r.claims.Add(1)
+	case countReleased:
+		r.released.Add(1)
+	case countExpired:
+		r.expired.Add(1)
+	}
+}
+
 func (r *recorder) rebalanced(d time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

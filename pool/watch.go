@@ -21,41 +21,6 @@ import (
 // look, when one is due. A listing is a hint: what it shows ages a
 // sighting only once a fresh read returns the same ETag (peerView.update).
 
-// listSessions lists the session objects and takes the listed ETags in
-// (applyListing). It reports false when the store does not list, or the
-// listing failed: the tick is then a look, as on a store without Lister.
-func (s *loopState) listSessions(ctx context.Context) bool {
-	p := s.p
-	if p.lister == nil || mutNoList {
-		return false
-	}
-	// One listing within listWait: a listing that hangs must not hold the
-	// watch up for the whole retry schedule.
-	wait, sent := s.listWait(), p.now()
-	lctx, cancel := context.WithTimeout(ctx, wait)
-	entries, err := p.calls.List(lctx, p.keySessions)
-	cancel()
-	at := p.now() // the listing's return: every write it shows had landed by then
-	s.noteListTook(at.Sub(sent), err != nil && errors.Is(lctx.Err(), context.DeadlineExceeded), wait)
-	if err != nil {
-		s.reread = s.listFailed()
-		switch {
-		case ctx.Err() != nil:
-		case s.missedListing():
-			p.log.Debug("a listing of the session objects failed; going by the last one until the next", "err", err)
-		case !s.listWarned:
-			s.listWarned = true
-			p.log.Warn("cannot list the session objects; reading each member's instead", "err", err)
-		}
-		return false
-	}
-	s.listWarned = false
-	s.listFails = 0
-	s.applyListing(entries, at)
-	s.storeAt = at.Add(p.ii - p.fi/2)
-	return true
-}
-
 // listFailed takes in a listing that failed. It breaks every listed
 // sighting's age, as a failed read breaks a sighting's: the next listing's
 // count from its own return, and no read is aged from a listing before
@@ -426,24 +391,6 @@ func (p *Pool) watchOffset() time.Duration {
 	return min(p.fi/4, p.fi/16+2*time.Duration(p.rtt.Load()))
 }
 
-// lookAhead is how long before a watched session's lease runs out (by
-// this worker's first sight of its last write) the look that may take its
-// shards over begins: the look reads the member list, the sessions and the
-// shard records, and writes its intent first, then waits for that instant
-// to read the sessions it must clear (claim, asOf). So the claims are
-// written a few round trips after the lease's end instead of a whole look
-// later. It is the longest recent time from the start of a tick that
-// looked so to its intent written (preLook, a decaying maximum), or eight
-// of the store's recent round trips (the listing, the member list, the
-// sessions, the records in a few rounds, the intent) if longer, plus a
-// thirty-second of FrequentInterval, and at most half an interval. The
-// takeover rule is the same: the reads that clear a claim are sent at or
-// after the end.
-func (s *loopState) lookAhead() time.Duration {
-	p := s.p
-	return min(p.fi/2, p.fi/32+max(8*time.Duration(p.rtt.Load()), s.preLook))
-}
-
 // notePreLook takes in how long a look begun ahead of a session's end
 // took from its tick's start to its intent written, for lookAhead: the
 // largest recent one, shrinking by an eighth at each that was quicker.
@@ -494,16 +441,6 @@ func (c *core) stable(v view, listed, look bool) bool {
 	return sum == c.cp.n
 }
 
-// frequent brings a watch slowed to InfrequentInterval back to the next
-// FrequentInterval slot: one of this worker's leaderships ended, or its
-// Work returned (a shard of its own may be unled).
-func (s *loopState) frequent() {
-	if s.slow {
-		s.slow = false
-		s.next = earliest(s.next, s.p.slot(s.p.now(), s.p.watchOffset()))
-	}
-}
-
 // infrequentSlot returns the first local time at least half a
 // FrequentInterval after now at which the wall clock reads a multiple of
 // InfrequentInterval. A stable pool's workers all tick then (on the
@@ -525,76 +462,12 @@ func (p *Pool) infrequentSlot(now time.Time) time.Time {
 // Peer mode's watch (docs/pool-protocol.md, "Peer mode"; the wire is in
 // peer.go).
 
-// watchPeers reports this worker's session to the hub and asks it for the
-// session ETags reported this round; when its digest names every worker
-// this worker counts live, it takes it in as a listing (listed). It
-// reports false when the store must be listed instead: the hub doubted,
-// no hub known, the hub's answer failed or left a live worker out (a
-// death, a join, a hub with another view). members reports whether the
-// member list must be read: always, but when the hub's digest shows the
-// one this worker knows and nobody reported another. (The tick lists the
-// store every InfrequentInterval all the same: storeDue.)
-func (s *loopState) watchPeers(ctx context.Context) (listed, members bool) {
-	p := s.p
-	now := p.now()
-	v := s.view(now, true)
-	hubID, addr := s.hubOf(v)
-	if hubID == "" {
-		return false, true
-	}
-	var d digest
-	var err error
-	wait := p.fi / 8
-	if hubID == p.cfg.ID {
-		d, err = p.hub.collect(ctx, wait)
-	} else {
-		d, err = p.ask(ctx, hubID, addr, p.hub.ownSession(), s.membersTag, wait)
-	}
-	at := p.now()
-	if err != nil {
-		if ctx.Err() == nil {
-			if !s.peerWarned {
-				s.peerWarned = true
-				p.log.Info("cannot ask the hub of peer mode; listing the store instead", "hub", hubID, "err", err)
-			}
-			if !now.Before(s.hubReadAt) {
-				// Its address may have changed (a restart): read its
-				// session object, once a lease at most.
-				s.hubReadAt = now.Add(p.lt)
-				s.readSessions(ctx, []string{hubID})
-			}
-		}
-		return false, true
-	}
-	s.peerWarned = false
-	if !at.After(s.doubtUntil) || !s.covers(d, v) {
-		return false, true
-	}
-	s.applyDigest(d, at)
-	return true, !mutPeerMembers && (d.Members != s.membersTag || p.hub.takeMembers())
-}
-
 // storeDue reports whether a tick in peer mode must list the store even
 // when the hub's digest stands in for a listing: InfrequentInterval after
 // the last listing. A digest taken in first ages nothing the listing
 // shows the same.
 func (c *core) storeDue(now time.Time) bool {
 	return !now.Before(c.storeAt)
-}
-
-// hubOf returns the hub by v: the live worker with the lowest ID whose
-// session record names where it serves PeerHandler (this worker's own
-// address for itself).
-func (s *loopState) hubOf(v view) (id, addr string) {
-	for _, w := range v.live {
-		if w == s.cp.id {
-			return w, s.p.cfg.ServerAddr
-		}
-		if pv := s.peers[w]; pv != nil && pv.ok && pv.rec.Addr != "" {
-			return w, pv.rec.Addr
-		}
-	}
-	return "", ""
 }
 
 // covers reports whether d names every worker live in v but this one. A

@@ -1,0 +1,365 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
+)
+
+// The tick as the core runs it (tick.go): each row feeds next one input,
+// answers every call it asks for from a script of the store's replies,
+// and checks the calls in order and the other effects. Rows are named
+// after the sections of docs/pool-protocol.md, as the core's other rows.
+
+// isCall reports whether e is a call, whose result is the next input.
+func isCall(e effect) bool {
+	switch e.(type) {
+	case getRecords, putRecords, askHub, list, getMembers, putMembers, getSessions, getSession, announce, sleepUntil, bury, putClaims, leadClaims:
+		return true
+	}
+	return false
+}
+
+// callName is a call's name as a row writes it: the type and, for the
+// calls that name objects, which ("getSessions w2,w3").
+func callName(e effect) string {
+	name := strings.TrimPrefix(reflect.TypeOf(e).String(), "pool.")
+	switch e := e.(type) {
+	case getSessions:
+		return name + " " + strings.Join(e.workers, ",")
+	case getRecords:
+		return name + " " + strings.Join(e.shards, ",")
+	case announce:
+		if e.claiming == nil {
+			return name + " none"
+		}
+		return name + " " + fmt.Sprint(e.claiming)
+	case putClaims:
+		var s []string
+		for _, w := range e.claims {
+			s = append(s, fmt.Sprintf("%s@%d", w.shard, w.term))
+		}
+		return name + " " + strings.Join(s, ",")
+	}
+	return name
+}
+
+// drive feeds in to c at now and answers each call with reply, until an
+// input asks for none. It returns the calls' names in order and every
+// other effect.
+func drive(t *testing.T, c *core, in input, now time.Time, reply func(call effect) input) (calls []string, effs []effect) {
+	t.Helper()
+	for n := 0; in != nil; n++ {
+		if n > 100 {
+			t.Fatalf("more than 100 calls: %v", calls)
+		}
+		out := c.next(in, now)
+		in = nil
+		for i, e := range out {
+			if !isCall(e) {
+				effs = append(effs, e)
+				continue
+			}
+			if i != len(out)-1 {
+				t.Fatalf("a call (%s) before other effects: %#v", callName(e), out)
+			}
+			calls = append(calls, callName(e))
+			in = reply(e)
+		}
+	}
+	return calls, effs
+}
+
+// storeScript answers calls from a pool's objects: sessions by worker,
+// the member list, shard records by name; writes land unless failing
+// names the call.
+type storeScript struct {
+	sessions map[string][]byte
+	members  []byte
+	records  map[string][]byte
+	failing  map[string]error // by call name prefix ("list", "announce")
+	at       time.Time
+}
+
+func (s *storeScript) reply(e effect) input {
+	for prefix, err := range s.failing {
+		if strings.HasPrefix(callName(e), prefix) {
+			switch e.(type) {
+			case list:
+				return inListing{err: err}
+			case announce:
+				return inAnnounce{err}
+			}
+		}
+	}
+	switch e := e.(type) {
+	case list:
+		var r inListing
+		for w, obj := range s.sessions {
+			r.entries = append(r.entries, store.Entry{Key: "p/sessions/" + w + ".json", ETag: etagOf(obj)})
+		}
+		return r
+	case getMembers:
+		return inMembers{recordRead{data: s.members, etag: etagOf(s.members)}}
+	case putMembers:
+		s.members = e.write.data
+		return inPut{}
+	case getSessions:
+		r := inSessions{}
+		for _, w := range e.workers {
+			obj := s.sessions[w]
+			r.reads = append(r.reads, sessRead{recordRead{data: obj, etag: etagOf(obj)}, s.at, s.at})
+		}
+		return r
+	case getRecords:
+		r := inRecords{wall: s.at}
+		for _, sh := range e.shards {
+			obj := s.records[sh]
+			r.reads = append(r.reads, recordRead{data: obj, etag: etagOf(obj)})
+		}
+		return r
+	case getSession:
+		return inSession{"S1", nil}
+	case announce:
+		return inAnnounce{}
+	case sleepUntil:
+		return inSlept{true}
+	case bury:
+		return inDone{}
+	case putClaims:
+		r := inClaims{}
+		for _, w := range e.claims {
+			out := encode(shardRecord{Pool: formatVersion, Shard: w.shard, Owner: "w1", Session: e.id, Term: w.term, TTL: ttlMillis(testLT), LastUpdated: s.at})
+			s.records[w.shard] = out
+			r.puts = append(r.puts, claimPut{out: out, tag: etagOf(out), sent: true})
+		}
+		return r
+	case leadClaims:
+		r := inLed{}
+		for _, w := range e.claims {
+			r.leads = append(r.leads, &lead{shard: w.shard, term: w.term, session: e.id, etag: w.tag})
+		}
+		return r
+	}
+	panic(fmt.Sprintf("storeScript: no reply for %s", callName(e)))
+}
+
+func membersOf(ws ...string) []byte {
+	m := membersRecord{Pool: formatVersion, Workers: ws, TTL: map[string]int64{}}
+	for _, w := range ws {
+		m.TTL[w] = ttlMillis(testLT)
+	}
+	return encode(m)
+}
+
+// settledPool has c (w1, listing) hold s0-s2 and w2 hold s3-s5, both
+// read and listed, and both on the member list; it returns the script
+// of that store.
+func settledPool(c *core) *storeScript {
+	c.cp.lists = true
+	st := &storeScript{sessions: map[string][]byte{}, records: map[string][]byte{}, members: membersOf("w1", "w2")}
+	for _, sh := range []string{"s0", "s1", "s2"} {
+		c.mine[sh] = &lead{shard: sh, term: 1, session: "S1"}
+	}
+	w2 := func(seq uint64) []byte {
+		return ses("w2", "S2", seq, func(r *sessionRecord) { r.Shards = map[string]uint64{"s3": 1, "s4": 1, "s5": 1} })
+	}
+	// Two ticks a FrequentInterval apart, each seeing w2 renew: the pool
+	// has assembled, been looked at, and settled.
+	for i := range 3 {
+		now := at(time.Duration(i) * testFI)
+		st.sessions["w2"] = w2(uint64(i))
+		st.at = now
+		drive(&testing.T{}, c, inTick{"S1", nil}, now, st.reply)
+	}
+	return st
+}
+
+type tickRow struct {
+	name    string
+	catches string
+	check   func(t *testing.T, c *core)
+}
+
+var tickRows = []tickRow{
+	{
+		name: "The watch/a tick of a settled pool lists the sessions and reads the member list, nothing more",
+		check: func(t *testing.T, c *core) {
+			st := settledPool(c)
+			now := at(3 * testFI)
+			st.sessions["w2"] = ses("w2", "S2", 3, func(r *sessionRecord) { r.Shards = map[string]uint64{"s3": 1, "s4": 1, "s5": 1} })
+			st.at = now
+			calls, effs := drive(t, c, inTick{"S1", nil}, now, st.reply)
+			if want := []string{"list", "getMembers"}; !slices.Equal(calls, want) {
+				t.Errorf("calls = %v; want %v", calls, want)
+			}
+			for _, e := range effs {
+				if e, ok := e.(doCount); ok && e.c == countLook {
+					t.Errorf("the tick counted a look")
+				}
+			}
+		},
+	},
+	{
+		name:    "The watch/a failed listing after one that succeeded is no news: the tick reads nothing",
+		catches: "listfaillooks",
+		check: func(t *testing.T, c *core) {
+			st := settledPool(c)
+			now := at(3 * testFI)
+			st.failing = map[string]error{"list": errors.New("timeout")}
+			calls, _ := drive(t, c, inTick{"S1", nil}, now, st.reply)
+			if want := []string{"list", "getMembers"}; !slices.Equal(calls, want) {
+				t.Errorf("calls = %v; want %v", calls, want)
+			}
+			// A second failure in a row looks: every member's session.
+			calls, _ = drive(t, c, inTick{"S1", nil}, now.Add(testFI), st.reply)
+			// (Then getSession: whether the session the look began with
+			// lives, before its claims, none here.)
+			if want := []string{"list", "getMembers", "getSessions w2", "getSession"}; !slices.Equal(calls, want) {
+				t.Errorf("calls at the second failure in a row = %v; want %v", calls, want)
+			}
+		},
+	},
+	{
+		name: "Spreading the shards/a tick with no live session of its own calls nothing",
+		check: func(t *testing.T, c *core) {
+			st := settledPool(c)
+			calls, effs := drive(t, c, inTick{"", nil}, at(3*testFI), st.reply)
+			if len(calls) != 0 {
+				t.Errorf("calls = %v; want none", calls)
+			}
+			if len(effs) != 1 || effs[0] != (doNext{nextAt{nextSlot, at(3*testFI + testFI/2)}}) {
+				t.Errorf("effects = %#v; want only the next tick half an interval on", effs)
+			}
+		},
+	},
+	{
+		name:    "Claims and takeovers/a claim lists its intent before the sessions that clear it are read, and takes it out after",
+		catches: "nointent",
+		check: func(t *testing.T, c *core) {
+			c.cp.lists = true
+			st := &storeScript{sessions: map[string][]byte{"w2": ses("w2", "S2", 0)}, records: map[string][]byte{}, members: membersOf("w1", "w2"), at: t0}
+			drive(t, c, inTick{"S1", nil}, t0, st.reply) // assembles: reads w2
+			// A FrequentInterval later, w2 holding nothing, w1 claims its
+			// three (the shares of 6 over 2).
+			now := t0.Add(2 * testFI)
+			st.sessions["w2"], st.at = ses("w2", "S2", 2), now
+			calls, effs := drive(t, c, inTick{"S1", nil}, now, st.reply)
+			var claim []string
+			for i, n := range calls {
+				if strings.HasPrefix(n, "getRecords") {
+					claim = calls[i:]
+					break
+				}
+			}
+			want := []string{"getRecords", "announce", "getMembers", "getSessions w2", "putClaims", "leadClaims", "announce none"}
+			if len(claim) != len(want) {
+				t.Fatalf("the claim's calls = %v; want %v", claim, want)
+			}
+			for i := range want {
+				if !strings.HasPrefix(claim[i], want[i]) {
+					t.Errorf("the claim's call %d = %q; want %q (all: %v)", i, claim[i], want[i], claim)
+				}
+			}
+			if len(c.mine) != 3 {
+				t.Errorf("w1 leads %d shards after its claim; want 3", len(c.mine))
+			}
+			var claims int
+			for _, e := range effs {
+				if e, ok := e.(doCount); ok && e.c == countClaim {
+					claims++
+				}
+			}
+			if claims != 3 {
+				t.Errorf("%d claims counted; want 3", claims)
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/an intent that cannot be listed writes no claim, and the session lists no claim after it",
+		check: func(t *testing.T, c *core) {
+			c.cp.lists = true
+			st := &storeScript{sessions: map[string][]byte{"w2": ses("w2", "S2", 0)}, records: map[string][]byte{}, members: membersOf("w1", "w2"), at: t0}
+			drive(t, c, inTick{"S1", nil}, t0, st.reply)
+			now := t0.Add(2 * testFI)
+			st.sessions["w2"], st.at = ses("w2", "S2", 2), now
+			st.failing = map[string]error{"announce": errors.New("the heartbeat is not renewing")}
+			calls, effs := drive(t, c, inTick{"S1", nil}, now, st.reply)
+			for _, n := range calls {
+				if strings.HasPrefix(n, "putClaims") || n == "announce none" {
+					t.Errorf("calls after a failed intent: %v", calls)
+				}
+			}
+			if !slices.ContainsFunc(effs, func(e effect) bool { return e == doClaimingNone{} }) {
+				t.Errorf("no doClaimingNone after a failed intent: %#v", effs)
+			}
+		},
+	},
+	{
+		name:    "Claims and takeovers/a leadership handed over is over for its holder at once; its release waits for Work",
+		catches: "resignwaits",
+		check: func(t *testing.T, c *core) {
+			ld := &lead{shard: "s0", term: 3, session: "S1"}
+			c.mine["s0"] = ld
+			_, effs := drive(t, c, inEnded{ld, errHandedOver}, t0, nil)
+			want := []effect{doNoteEnded{"s0", 3}, doDrop{ld}, doRenewSoon{}, doExit{ld, nil}}
+			if !reflect.DeepEqual(effs, want) {
+				t.Errorf("effects of a handover = %#v; want %#v", effs, want)
+			}
+			_, effs = drive(t, c, inWorkDone{ld}, t0, nil)
+			if want := []effect{doRelease{ld}}; !reflect.DeepEqual(effs, want) {
+				t.Errorf("effects of its Work's return = %#v; want %#v", effs, want)
+			}
+			_, effs = drive(t, c, inReleased{ld, nil}, t0, nil)
+			if want := []effect{doCount{countReleased}, doNoteEnded{"s0", 0}}; !reflect.DeepEqual(effs, want) {
+				t.Errorf("effects of its release = %#v; want %#v", effs, want)
+			}
+			if c.mine["s0"] != nil {
+				t.Errorf("the leadership is still the worker's after its release")
+			}
+		},
+	},
+	{
+		name: "Claims and takeovers/Work that returns while leading ends the leadership as a Resign, and the release follows",
+		check: func(t *testing.T, c *core) {
+			ld := &lead{shard: "s0", term: 3, session: "S1"}
+			c.mine["s0"] = ld
+			_, effs := drive(t, c, inWorkDone{ld}, t0, nil)
+			if want := []effect{doEnd{ld, s3lect.ErrResigned}}; !reflect.DeepEqual(effs, want) {
+				t.Errorf("effects = %#v; want %#v", effs, want)
+			}
+			_, effs = drive(t, c, inEnded{ld, s3lect.ErrResigned}, t0, nil)
+			if want := []effect{doNoteEnded{"s0", 3}, doDrop{ld}, doRenewSoon{}, doRelease{ld}}; !reflect.DeepEqual(effs, want) {
+				t.Errorf("effects = %#v; want %#v", effs, want)
+			}
+		},
+	},
+	{
+		name: "The session's lease/a leadership whose lease ran out releases nothing and is over for its holder",
+		check: func(t *testing.T, c *core) {
+			ld := &lead{shard: "s0", term: 3, session: "S1"}
+			c.mine["s0"] = ld
+			_, effs := drive(t, c, inEnded{ld, s3lect.ErrLeaseExpired}, t0, nil)
+			want := []effect{doNoteEnded{"s0", 3}, doDrop{ld}, doRenewSoon{}, doCount{countExpired}, doExit{ld, nil}}
+			if !reflect.DeepEqual(effs, want) {
+				t.Errorf("effects = %#v; want %#v", effs, want)
+			}
+		},
+	},
+}
+
+func TestCoreTick(t *testing.T) {
+	defer setMutation(t)()
+	for _, r := range tickRows {
+		t.Run(r.name, func(t *testing.T) {
+			r.check(t, newTestCore("s0", "s1", "s2", "s3", "s4", "s5"))
+		})
+	}
+}

@@ -436,8 +436,11 @@ func TestReviewRestoredSightingAfterARenewal(t *testing.T) {
 		// restored bytes the ETag they had, and w1 cannot tell σ from σ
 		// restored. What holds: w1 waits a lease from its first sight of σ,
 		// so the overlap is at most the time from that sight to σ''s send
-		// (one renewal interval) less the margin.
-		restoreOverlap(t, leads, owner, testLT)
+		// (one renewal interval) less the margin. And w2, stalled, is dead
+		// to w1 after that lease: w1 takes the shard over.
+		if !restoreOverlap(t, leads, owner, 2*testLT) {
+			t.Errorf("w1 did not take %s over within 2 × LeaderTimeout of w2's stall", owner.shard)
+		}
 	})
 }
 

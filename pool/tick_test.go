@@ -1,8 +1,10 @@
 package pool
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -182,6 +184,18 @@ func settledPool(c *core) *storeScript {
 	return st
 }
 
+// listingNotes returns the levels of the log lines effs hold about a
+// failed listing.
+func listingNotes(effs []effect) []slog.Level {
+	var out []slog.Level
+	for _, e := range effs {
+		if n, ok := e.(doNote); ok && strings.Contains(n.msg, "list") && strings.Contains(n.msg, "session objects") {
+			out = append(out, n.level)
+		}
+	}
+	return out
+}
+
 type tickRow struct {
 	name    string
 	catches string
@@ -212,14 +226,25 @@ var tickRows = []tickRow{
 		catches: "listfaillooks",
 		check: func(t *testing.T, c *core) {
 			st := settledPool(c)
+			c.cp.debug = true
 			now := at(3 * testFI)
 			st.failing = map[string]error{"list": errors.New("timeout")}
-			calls, _ := drive(t, c, inTick{"S1", nil}, now, st.reply)
+			calls, effs := drive(t, c, inTick{"S1", nil}, now, st.reply)
 			if want := []string{"list", "getMembers"}; !slices.Equal(calls, want) {
 				t.Errorf("calls = %v; want %v", calls, want)
 			}
-			// A second failure in a row looks: every member's session.
-			calls, _ = drive(t, c, inTick{"S1", nil}, now.Add(testFI), st.reply)
+			if got := listingNotes(effs); !slices.Equal(got, []slog.Level{slog.LevelDebug}) {
+				t.Errorf("log lines of the first failed listing at levels %v; want one at Debug", got)
+			}
+			// A second failure in a row looks: every member's session; the
+			// operator is told once, at Warn.
+			calls, effs = drive(t, c, inTick{"S1", nil}, now.Add(testFI), st.reply)
+			if got := listingNotes(effs); !slices.Equal(got, []slog.Level{slog.LevelWarn}) {
+				t.Errorf("log lines of the second failed listing in a row at levels %v; want one at Warn", got)
+			}
+			if _, effs = drive(t, c, inTick{"S1", nil}, now.Add(2*testFI), st.reply); len(listingNotes(effs)) != 0 {
+				t.Errorf("the third failed listing in a row logged again: %v", listingNotes(effs))
+			}
 			// (Then getSession: whether the session the look began with
 			// lives, before its claims, none here.)
 			if want := []string{"list", "getMembers", "getSessions w2", "getSession"}; !slices.Equal(calls, want) {
@@ -350,6 +375,37 @@ var tickRows = []tickRow{
 			want := []effect{doNoteEnded{"s0", 3}, doDrop{ld}, doRenewSoon{}, doCount{countExpired}, doExit{ld, nil}}
 			if !reflect.DeepEqual(effs, want) {
 				t.Errorf("effects = %#v; want %#v", effs, want)
+			}
+		},
+	},
+	{
+		name:    "Peer mode/a digest that names every live worker stands for the listing, and the member list is not read while the hub shows the one this worker knows",
+		catches: "peermembers",
+		check: func(t *testing.T, c *core) {
+			c.cp.ii = 6 * testFI
+			st := settledPool(c)
+			c.cp.peer = true
+			now := at(3 * testFI)
+			w2 := ses("w2", "S2", 3, func(r *sessionRecord) { r.Shards = map[string]uint64{"s3": 1, "s4": 1, "s5": 1} })
+			answer := func(members string) func(effect) input {
+				return func(e effect) input {
+					if a, ok := e.(askHub); ok {
+						if !a.self || a.id != "w1" {
+							t.Errorf("asked %+v; want this worker's own hub (w1, the lowest live ID)", a)
+						}
+						sum := sha256.Sum256(w2)
+						return inDigest{d: digest{Members: members, Sessions: map[string]peerSession{"w2": {ETag: etagOf(w2), Sum: peerSum(sum)}}}}
+					}
+					return st.reply(e)
+				}
+			}
+			calls, _ := drive(t, c, inTick{"S1", nil}, now, answer(c.membersTag))
+			if want := []string{"askHub"}; !slices.Equal(calls, want) {
+				t.Errorf("calls with the hub's digest naming w2 and the known member list = %v; want %v", calls, want)
+			}
+			calls, _ = drive(t, c, inTick{"S1", nil}, now.Add(testFI), answer("another"))
+			if want := []string{"askHub", "getMembers"}; !slices.Equal(calls, want) {
+				t.Errorf("calls with the hub showing another member list = %v; want %v", calls, want)
 			}
 		},
 	},

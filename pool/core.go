@@ -357,6 +357,14 @@ type shardView struct {
 	candSince   time.Time // unowned in this worker's view, since
 	foreign     bool      // not a pool record: never touched
 	unreleased  bool      // this worker's release of it failed: its record names this worker's live session, which only this worker can free
+
+	// What proves a record older than another write of the shard (stale):
+	// the highest term of a claim known to have landed (a record read
+	// with it, or a leadership of this worker's), and the last release
+	// read (its session and term).
+	landed     uint64
+	relSession string
+	relTerm    uint64
 }
 
 // shard returns what this worker knows of a shard, made when it first
@@ -931,6 +939,7 @@ func (c *core) recordsRead(at []attempt, ended map[string]uint64, limit int, now
 		a := &at[i]
 		sv := c.shard(a.shard)
 		sv.highest = max(sv.highest, ended[a.shard])
+		sv.landed = max(sv.landed, ended[a.shard])
 		if a.result != nil {
 			sv.notBefore = now.Add(c.cp.fi)
 			continue
@@ -963,6 +972,10 @@ func (c *core) recordsRead(at []attempt, ended map[string]uint64, limit int, now
 		}
 		sv.seenRecord, sv.absentSince = true, time.Time{}
 		sv.highest = max(sv.highest, rec.Term)
+		sv.landed = max(sv.landed, rec.Term)
+		if rec.Owner == "" && rec.Session != "" && rec.Term >= sv.relTerm {
+			sv.relSession, sv.relTerm = rec.Session, rec.Term
+		}
 		a.rec, a.cand = rec, true
 		a.term = sv.highest + 1
 		// A record naming this very session is claimed anew, term + 1,
@@ -1232,7 +1245,7 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 	if pv.rec.Released {
 		return over, false, false
 	}
-	named := present && rec.Owner == w
+	named := present && rec.Owner == w && !c.stale(shard, rec)
 	if named && rec.Session != pv.session {
 		over = later(over, pv.runStart.Add(lt))
 	}
@@ -1252,6 +1265,41 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 	_, ended := pv.leading().ended.get(i)
 	unlisted = named && rec.Session == pv.session && !held && !claiming && !ended && live
 	return over, claiming && !leads && live, unlisted
+}
+
+// stale reports whether rec, the record of shard as read, is older than
+// another write of the shard this worker knows of: its term is below that
+// of a claim known to have landed (a record read, a leadership of this
+// worker's, a term a session lists as led or ended), or it names the
+// session of a release read since at its term or above. It is then an
+// older version put back (a restore): the leadership it began has ended,
+// for a claim is written only once every session read shows that no
+// other can lead the shard (clearance), and a leadership begins once, at
+// its claim's reply; no leadership begins from it again. Its naming of a
+// session then holds no claim off; the session's own listing still does.
+// (A record put back over the release of its own claim, with no later
+// claim: named by a live session that does not list it, it held every
+// claim off for as long as that session lived, and the worker that
+// released it never looks at it again: the simulation's seed 701773.)
+func (c *core) stale(shard string, rec shardRecord) bool {
+	if mutStaleNamed {
+		return false
+	}
+	sv := c.shards[shard]
+	if sv == nil {
+		return false
+	}
+	if rec.Session != "" && rec.Session == sv.relSession && rec.Term <= sv.relTerm && rec.Owner != "" {
+		return true
+	}
+	landed := max(sv.landed, c.endedTerms[shard])
+	if i, ok := c.index(shard); ok {
+		for _, pv := range c.peers {
+			t := pv.leading()
+			landed = max(landed, t.shards.term(i), t.ended.term(i))
+		}
+	}
+	return rec.Term < landed
 }
 
 // claimRefused takes in a claim of session id that failed (a.result): a
@@ -1342,6 +1390,7 @@ func (c *core) won(ld *lead) {
 	delete(c.strays, ld.shard)
 	sv := c.shard(ld.shard)
 	sv.highest = max(sv.highest, ld.term)
+	sv.landed = max(sv.landed, ld.term)
 	c.note(slog.LevelDebug, "won a shard", "shard", ld.shard, "term", ld.term)
 }
 

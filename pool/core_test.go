@@ -257,6 +257,31 @@ var claimRows = []claimRow{
 			reads: map[string][]byte{"w2": ses("w2", "S9", 3)}}},
 	},
 	{
+		name:    "Claims and takeovers/a record put back older than a claim known to have landed holds no claim off while the session it names lives",
+		catches: "stalenamed",
+		ended:   map[string]uint64{"x": 2}, // w1 led x at term 2; its release failed
+		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}, {at: time.Second, w: "w2", obj: ses("w2", "S2", 2)}},
+		claims: []claimAt{{at: 2 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"),
+			reads: map[string][]byte{"w2": ses("w2", "S2", 3)}}},
+		ready: true, term: 3,
+	},
+	{
+		name:    "Claims and takeovers/a record put back over the release of its own claim holds no claim off while the session it names lives",
+		catches: "stalenamed",
+		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}, {at: time.Second, w: "w2", obj: ses("w2", "S2", 2)}},
+		claims: []claimAt{
+			{at: 2 * time.Second, record: rec("", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
+			{at: 3 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 4)}},
+		},
+		ready: true, term: 2,
+	},
+	{
+		name: "Claims and takeovers/a record naming a live session that lists nothing there, at the highest term known, holds every claim off",
+		seen: []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}, {at: time.Second, w: "w2", obj: ses("w2", "S2", 2)}},
+		claims: []claimAt{{at: 2 * time.Second, record: rec("w2", "S2", 2, testLT), fresh: members("w1", "w2"),
+			reads: map[string][]byte{"w2": ses("w2", "S2", 3, endedTerm("x", 1))}}},
+	},
+	{
 		name: "Why two workers never lead a shard at once/a record that is not the pool's is left alone",
 		claims: []claimAt{{at: 0, record: []byte(`{"leaderId":"someone"}`), fresh: members("w1")},
 			{at: testLT, record: []byte(`{"leaderId":"someone"}`), fresh: members("w1")}},

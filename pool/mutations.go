@@ -44,4 +44,5 @@ const (
 	mutListFailLooks    = false // a failed listing forgets who the listings showed live, and makes its tick a look
 	mutFailedListUnread = false // a failed listing that is no news reads nothing, not even the objects whose last read no listing has moved past
 	mutUnreleasedWaits  = false // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
+	mutStaleNamed       = false // a record older than another write of its shard (a restore) still holds claims off while the session it names lives
 )

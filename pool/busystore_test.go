@@ -29,7 +29,22 @@ func TestColdStartOnABusyStore(t *testing.T) {
 		g, busy := busyPool(t, workers, shards)
 		defer g.stop()
 		lt, start := testLT/2, time.Now()
+		var joined, first time.Duration // when the member list named every worker; when a shard was first led
 		for !within(g.counts(), g.ids(nil), shards/workers, shards/workers, shards) {
+			if joined == 0 {
+				if data, tag, err := g.mem.Get(context.Background(), "pool/members.json"); err == nil && tag != "" {
+					if m, err := parseMembers(data); err == nil && len(m.Workers) == workers {
+						joined = time.Since(start)
+					}
+				}
+			}
+			if first == 0 && len(g.counts()) > 0 {
+				for _, n := range g.counts() {
+					if n > 0 {
+						first = time.Since(start)
+					}
+				}
+			}
 			if time.Since(start) > 8*lt {
 				led := 0
 				for _, n := range g.counts() {
@@ -40,7 +55,14 @@ func TestColdStartOnABusyStore(t *testing.T) {
 			time.Sleep(lt / 20)
 		}
 		took := time.Since(start)
-		t.Logf("spread %.2f × LeaderTimeout after the start; the store served %.0f calls a second", float64(took)/float64(lt), float64(busy.served.Load())/took.Seconds())
+		x := func(d time.Duration) float64 { return float64(d) / float64(lt) }
+		var gets, looks uint64
+		for _, w := range g.workers {
+			st := w.p.Stats()
+			gets, looks = gets+st.Gets, looks+st.Looks
+		}
+		t.Logf("every worker on the member list %.2f × LeaderTimeout after the start, the first shard led at %.2f, spread at %.2f; the store served %.0f calls a second; each worker made %.1f GETs (%.1f × the number of workers) and %.1f looks", x(joined), x(first), x(took), float64(busy.served.Load())/took.Seconds(),
+			float64(gets)/workers, float64(gets)/workers/workers, float64(looks)/workers)
 	})
 }
 

@@ -1242,11 +1242,26 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 		// then over).
 		over = pv.seenAt.Add(lt)
 	}
+	named := present && rec.Owner == w
+	if named && (rec.Session == pv.session || mutStaleAnySession) && c.stale(shard, rec) {
+		// An older record put back, naming the session w's object shows:
+		// that session's own listing says whether it leads the shard.
+		named = false
+	}
+	// A record naming an earlier session of w: that session's process
+	// may outlive the one that wrote w's object since (paused, cut off),
+	// and lead by its own lease: the run of sightings not naming it must
+	// stand for L, whatever w's object shows now, released included, and
+	// whatever terms are known to have landed (the regression of terms a
+	// restore can cause is no proof then: a review's core rows).
+	earlier := named && rec.Session != pv.session
+	if earlier && !mutReleasedFirst {
+		over = later(over, pv.runStart.Add(lt))
+	}
 	if pv.rec.Released {
 		return over, false, false
 	}
-	named := present && rec.Owner == w && !c.stale(shard, rec)
-	if named && rec.Session != pv.session {
+	if earlier && mutReleasedFirst {
 		over = later(over, pv.runStart.Add(lt))
 	}
 	if w == c.cp.id {
@@ -1275,8 +1290,12 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 // older version put back (a restore): the leadership it began has ended,
 // for a claim is written only once every session read shows that no
 // other can lead the shard (clearance), and a leadership begins once, at
-// its claim's reply; no leadership begins from it again. Its naming of a
-// session then holds no claim off; the session's own listing still does.
+// its claim's reply; no leadership begins from it again. Its naming of
+// the session the owner's object shows then holds no claim off; that
+// session's own listing still does (clearance). A record naming an
+// earlier session of the owner is waited out as before, stale or not: a
+// restore can make terms start again lower, and the earlier session's
+// process may still run by its own lease.
 // (A record put back over the release of its own claim, with no later
 // claim: named by a live session that does not list it, it held every
 // claim off for as long as that session lived, and the worker that

@@ -282,6 +282,43 @@ var claimRows = []claimRow{
 			reads: map[string][]byte{"w2": ses("w2", "S2", 3, endedTerm("x", 1))}}},
 	},
 	{
+		// A review's: w3 led x at term 5 (its last write read at 0); after
+		// a restore set the terms back, w2's process P1 claimed x at term
+		// 2 under session S1 (read at 20 s and 21 s), then stalled, still
+		// within its lease; w2 restarted as P2, whose session S2 (22 s on)
+		// lists x as ended. The record names S1, which may lead x until
+		// about 34.5 s by its own clock: term 5 known to have landed makes
+		// the record older than a claim, but not over.
+		name:    "Why two workers never lead a shard at once/a record naming an earlier session of a live worker is waited out, whatever term is known to have landed",
+		catches: "staleanysession",
+		members: []string{"w1", "w2"},
+		seen: []seen{{at: 0, w: "w3", obj: ses("w3", "SD", 4, leads("x", 5))},
+			{at: 20 * time.Second, w: "w2", obj: ses("w2", "S1", 1, leads("x", 2))}, {at: 21 * time.Second, w: "w2", obj: ses("w2", "S1", 2, leads("x", 2))},
+			{at: 22 * time.Second, w: "w2", obj: ses("w2", "S2", 0, endedTerm("x", 2))}},
+		claims: []claimAt{{at: 27 * time.Second, record: rec("w2", "S1", 2, testLT), fresh: members("w1", "w2"),
+			reads: map[string][]byte{"w2": ses("w2", "S2", 1, endedTerm("x", 2))}}},
+	},
+	{
+		// The same, with P2 stopped at once: S2 released. The earlier
+		// session S1 is waited out all the same.
+		name:    "Why two workers never lead a shard at once/a record naming an earlier session of a worker whose object shows a released session is waited out",
+		catches: "releasedfirst",
+		members: []string{"w1", "w2"},
+		seen: []seen{{at: 20 * time.Second, w: "w2", obj: ses("w2", "S1", 1, leads("x", 2))}, {at: 21 * time.Second, w: "w2", obj: ses("w2", "S1", 2, leads("x", 2))},
+			{at: 22 * time.Second, w: "w2", obj: ses("w2", "S2", 0, endedTerm("x", 2))}},
+		claims: []claimAt{{at: 27 * time.Second, record: rec("w2", "S1", 2, testLT), fresh: members("w1", "w2"),
+			reads: map[string][]byte{"w2": ses("w2", "S2", 1, endedTerm("x", 2), released)}}},
+	},
+	{
+		name:    "Why two workers never lead a shard at once/a record naming an earlier session is clear once sightings not naming it have stood a lease",
+		members: []string{"w1", "w2"},
+		seen: []seen{{at: 20 * time.Second, w: "w2", obj: ses("w2", "S1", 1, leads("x", 2))}, {at: 21 * time.Second, w: "w2", obj: ses("w2", "S1", 2, leads("x", 2))},
+			{at: 22 * time.Second, w: "w2", obj: ses("w2", "S2", 0, endedTerm("x", 2))}},
+		claims: []claimAt{{at: 22*time.Second + testLT, record: rec("w2", "S1", 2, testLT), fresh: members("w1", "w2"),
+			reads: map[string][]byte{"w2": ses("w2", "S2", 1, endedTerm("x", 2), released)}}},
+		ready: true, term: 3,
+	},
+	{
 		name: "Why two workers never lead a shard at once/a record that is not the pool's is left alone",
 		claims: []claimAt{{at: 0, record: []byte(`{"leaderId":"someone"}`), fresh: members("w1")},
 			{at: testLT, record: []byte(`{"leaderId":"someone"}`), fresh: members("w1")}},

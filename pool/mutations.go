@@ -45,4 +45,6 @@ const (
 	mutFailedListUnread = false // a failed listing that is no news reads nothing, not even the objects whose last read no listing has moved past
 	mutUnreleasedWaits  = false // a shard whose release failed waits for this worker's orphan rank like any other orphan, though only this worker can free it
 	mutStaleNamed       = false // a record older than another write of its shard (a restore) still holds claims off while the session it names lives
+	mutStaleAnySession  = false // a stale record holds no claim off even when it names an earlier session of its owner than the one its object shows
+	mutReleasedFirst    = false // a released session clears a record that names an earlier session of its worker at once, not after a lease of sightings not naming it
 )

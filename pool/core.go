@@ -365,6 +365,11 @@ type shardView struct {
 	landed     uint64
 	relSession string
 	relTerm    uint64
+	// The first read of a stale record (stale): its ETag, the session it
+	// names, and that session's seq as read then.
+	staleTag     string
+	staleSession string
+	staleSeq     uint64
 }
 
 // shard returns what this worker knows of a shard, made when it first
@@ -1131,7 +1136,7 @@ func (c *core) clear(a *attempt, ws []string, sent map[string]time.Time, now tim
 			c.note(slog.LevelDebug, "a claim waits: a session object was not read", "shard", a.shard, "of", w)
 			return false, later(retry, now.Add(c.cp.fi)), false
 		}
-		t, busy, unlisted := c.clearance(w, a.shard, a.rec, a.etag != "", now)
+		t, busy, unlisted := c.clearance(w, a.shard, a.rec, a.etag, now)
 		if mutAbsentAged && w == a.rec.Owner && c.peers[w].sight.ETag == "" {
 			sv := c.shard(a.shard)
 			if sv.ownerGone.IsZero() {
@@ -1223,8 +1228,9 @@ func (c *core) goesFirstBusy(w string) bool {
 // at now, is claiming the shard too; unlisted, that the record names w's
 // session, live at now, which lists neither the shard, nor a claim of it,
 // nor a term of it as ended (a claim just won, or a stray).
-func (c *core) clearance(w, shard string, rec shardRecord, present bool, now time.Time) (over time.Time, busy, unlisted bool) {
+func (c *core) clearance(w, shard string, rec shardRecord, etag string, now time.Time) (over time.Time, busy, unlisted bool) {
 	pv := c.peers[w]
+	present := etag != ""
 	lt := wait(c.cp.lt, max(pv.ttl, pv.rec.TTL, c.memberTTL[w]))
 	if present && rec.Owner == w {
 		lt = wait(lt, rec.TTL)
@@ -1243,7 +1249,7 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 		over = pv.seenAt.Add(lt)
 	}
 	named := present && rec.Owner == w
-	if named && (rec.Session == pv.session || mutStaleAnySession) && c.stale(shard, rec) {
+	if named && (rec.Session == pv.session || mutStaleAnySession) && c.stale(shard, rec, etag, pv) {
 		// An older record put back, naming the session w's object shows:
 		// that session's own listing says whether it leads the shard.
 		named = false
@@ -1282,43 +1288,60 @@ func (c *core) clearance(w, shard string, rec shardRecord, present bool, now tim
 	return over, claiming && !leads && live, unlisted
 }
 
-// stale reports whether rec, the record of shard as read, is older than
-// another write of the shard this worker knows of: its term is below that
-// of a claim known to have landed (a record read, a leadership of this
-// worker's, a term a session lists as led or ended), or it names the
-// session of a release read since at its term or above. It is then an
-// older version put back (a restore): the leadership it began has ended,
-// for a claim is written only once every session read shows that no
-// other can lead the shard (clearance), and a leadership begins once, at
-// its claim's reply; no leadership begins from it again. Its naming of
-// the session the owner's object shows then holds no claim off; that
-// session's own listing still does (clearance). A record naming an
-// earlier session of the owner is waited out as before, stale or not: a
-// restore can make terms start again lower, and the earlier session's
-// process may still run by its own lease.
-// (A record put back over the release of its own claim, with no later
-// claim: named by a live session that does not list it, it held every
-// claim off for as long as that session lived, and the worker that
-// released it never looks at it again: the simulation's seed 701773.)
-func (c *core) stale(shard string, rec shardRecord) bool {
-	if mutStaleNamed {
-		return false
-	}
+// stale reports whether rec, the record of shard as read (etag), is
+// older than another write of the shard this worker knows of, and the
+// object of the session it names (pv) shows that session's state after
+// the record landed.
+//
+// Older: its term is below that of a claim known to have landed (a
+// record read, a leadership of this worker's, a term a session lists as
+// led or ended), or it names, at its term or below, the session of a
+// release read since. It is then an older version put back (a restore):
+// the leadership it began has ended, for a claim is written only once
+// every session read shows that no other can lead the shard
+// (clearance), and a leadership begins once, at its claim's reply; no
+// leadership begins from it again.
+//
+// After: this worker has read a write of that session at a higher seq
+// than one it read after it first read this very record. The session
+// writes only over its own last write, so that write was written after
+// this worker's earlier read, after the record landed; its claim's
+// intent stays listed until it knows the claim's outcome, and a
+// leadership is listed from its start. The session's object as read now
+// says whether it leads or claims the shard (clearance goes on to check
+// it). Without it, an older write of a live session put back (which the
+// worker never saw superseded, "What is not covered") would clear a
+// record that a restore of terms made look older: a review's row.
+//
+// Such a record's naming of the session holds no claim off. (A record
+// put back over the release of its own claim, named by a live session
+// that lists nothing there, held every claim off for as long as that
+// session lived, and the worker that released it never looked at it
+// again: the simulation's seed 701773.)
+func (c *core) stale(shard string, rec shardRecord, etag string, pv *peerView) bool {
 	sv := c.shards[shard]
-	if sv == nil {
+	if mutStaleNamed || sv == nil || !pv.ok || pv.maxSession != rec.Session && !mutStaleAnySession {
 		return false
 	}
-	if rec.Session != "" && rec.Session == sv.relSession && rec.Term <= sv.relTerm && rec.Owner != "" {
-		return true
-	}
-	landed := max(sv.landed, c.endedTerms[shard])
-	if i, ok := c.index(shard); ok {
-		for _, pv := range c.peers {
-			t := pv.leading()
-			landed = max(landed, t.shards.term(i), t.ended.term(i))
+	older := rec.Session == sv.relSession && rec.Term <= sv.relTerm
+	if !older {
+		landed := max(sv.landed, c.endedTerms[shard])
+		if i, ok := c.index(shard); ok {
+			for _, v := range c.peers {
+				t := v.leading()
+				landed = max(landed, t.shards.term(i), t.ended.term(i))
+			}
 		}
+		older = rec.Term < landed
 	}
-	return rec.Term < landed
+	if !older {
+		return false
+	}
+	if sv.staleTag != etag || sv.staleSession != rec.Session {
+		sv.staleTag, sv.staleSession, sv.staleSeq = etag, rec.Session, pv.maxSeq
+		return mutStaleUnproven || mutStaleAnySession
+	}
+	return pv.maxSeq > sv.staleSeq || mutStaleUnproven
 }
 
 // claimRefused takes in a claim of session id that failed (a.result): a

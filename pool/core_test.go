@@ -261,9 +261,29 @@ var claimRows = []claimRow{
 		catches: "stalenamed",
 		ended:   map[string]uint64{"x": 2}, // w1 led x at term 2; its release failed
 		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}, {at: time.Second, w: "w2", obj: ses("w2", "S2", 2)}},
-		claims: []claimAt{{at: 2 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"),
-			reads: map[string][]byte{"w2": ses("w2", "S2", 3)}}},
+		claims: []claimAt{
+			{at: 2 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
+			// A later write of S2 than the one read after the record:
+			// written after the record landed, it lists nothing there.
+			{at: 3 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 4)}},
+		},
 		ready: true, term: 3,
+	},
+	{
+		// A review's: w1 knows term 8 landed (its own ended term); the
+		// record was deleted and S2 created x at term 1 and leads it
+		// (seq 4 lists x), but S2's object was put back to its seq 2
+		// (nothing of x), a write w1 never saw superseded. The record is
+		// older than term 8, yet S2 leads it: no later write of S2 than
+		// the one read after the record proves S2's state.
+		name:    "Claims and takeovers/a record found older than a landed claim holds claims off until a later write of the session it names is read",
+		catches: "staleunproven",
+		ended:   map[string]uint64{"x": 8},
+		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}},
+		claims: []claimAt{
+			{at: 10 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 2)}},
+			{at: 11 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 2)}},
+		},
 	},
 	{
 		name:    "Claims and takeovers/a record put back over the release of its own claim holds no claim off while the session it names lives",
@@ -272,6 +292,7 @@ var claimRows = []claimRow{
 		claims: []claimAt{
 			{at: 2 * time.Second, record: rec("", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
 			{at: 3 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 4)}},
+			{at: 4 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 5)}},
 		},
 		ready: true, term: 2,
 	},

@@ -21,5 +21,5 @@ func setMutation(t *testing.T) func() {
 		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays,
 		"peerpartial": &mutPeerPartial, "nodoubt": &mutNoDoubt, "peermembers": &mutPeerMembers,
 		"peernosum": &mutPeerNoSum, "joininstep": &mutJoinInStep, "peerthisround": &mutPeerThisRound,
-		"unlistedwaits": &mutUnlistedWaits, "settlewaits": &mutSettleWaits, "orphanherd": &mutOrphanHerd, "stalerounds": &mutStaleRounds, "unreleasedwaits": &mutUnreleasedWaits, "fixedlistwait": &mutFixedListWait, "joinrush": &mutJoinRush, "eagerlooks": &mutEagerLooks, "forgetlook": &mutForgetLook, "listfaillooks": &mutListFailLooks, "failedlistunread": &mutFailedListUnread, "stalenamed": &mutStaleNamed, "staleanysession": &mutStaleAnySession, "releasedfirst": &mutReleasedFirst}, "")
+		"unlistedwaits": &mutUnlistedWaits, "settlewaits": &mutSettleWaits, "orphanherd": &mutOrphanHerd, "stalerounds": &mutStaleRounds, "unreleasedwaits": &mutUnreleasedWaits, "fixedlistwait": &mutFixedListWait, "joinrush": &mutJoinRush, "eagerlooks": &mutEagerLooks, "forgetlook": &mutForgetLook, "listfaillooks": &mutListFailLooks, "failedlistunread": &mutFailedListUnread, "stalenamed": &mutStaleNamed, "staleanysession": &mutStaleAnySession, "releasedfirst": &mutReleasedFirst, "staleunproven": &mutStaleUnproven}, "")
 }

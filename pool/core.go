@@ -366,10 +366,11 @@ type shardView struct {
 	relSession string
 	relTerm    uint64
 	// The first read of a stale record (stale): its ETag, the session it
-	// names, and that session's seq as read then.
+	// names, and when this worker found it stale (after reading that
+	// session's object).
 	staleTag     string
 	staleSession string
-	staleSeq     uint64
+	staleAt      time.Time
 }
 
 // shard returns what this worker knows of a shard, made when it first
@@ -1249,7 +1250,7 @@ func (c *core) clearance(w, shard string, rec shardRecord, etag string, now time
 		over = pv.seenAt.Add(lt)
 	}
 	named := present && rec.Owner == w
-	if named && (rec.Session == pv.session || mutStaleAnySession) && c.stale(shard, rec, etag, pv) {
+	if named && (rec.Session == pv.session || mutStaleAnySession) && c.stale(shard, rec, etag, pv, lt, now) {
 		// An older record put back, naming the session w's object shows:
 		// that session's own listing says whether it leads the shard.
 		named = false
@@ -1289,9 +1290,9 @@ func (c *core) clearance(w, shard string, rec shardRecord, etag string, now time
 }
 
 // stale reports whether rec, the record of shard as read (etag), is
-// older than another write of the shard this worker knows of, and the
-// object of the session it names (pv) shows that session's state after
-// the record landed.
+// older than another write of the shard this worker knows of, and a lease
+// (lt) has run since this worker first found it so, after reading the
+// object of the session it names (pv), by now.
 //
 // Older: its term is below that of a claim known to have landed (a
 // record read, a leadership of this worker's, a term a session lists as
@@ -1302,23 +1303,21 @@ func (c *core) clearance(w, shard string, rec shardRecord, etag string, now time
 // (clearance), and a leadership begins once, at its claim's reply; no
 // leadership begins from it again.
 //
-// After: this worker has read a write of that session at a higher seq
-// than one it read after it first read this very record. The session
-// writes only over its own last write, so that write was written after
-// this worker's earlier read, after the record landed; its claim's
-// intent stays listed until it knows the claim's outcome, and a
-// leadership is listed from its start. The session's object as read now
-// says whether it leads or claims the shard (clearance goes on to check
-// it). Without it, an older write of a live session put back (which the
-// worker never saw superseded, "What is not covered") would clear a
-// record that a restore of terms made look older: a review's row.
+// A lease since: the session's object as read after the record is either
+// its latest write, which lists its intent from before its claim was
+// sent and a leadership from its start, so says whether it claims or
+// leads the shard (clearance goes by it as for any session); or an older
+// write put back, over which the session can write no renewal (each is
+// If-Match on its last write), so that whatever it leads ends within a
+// lease of the read. No sequence of reads tells the two apart (older
+// writes can be put back in order: a review's rows), time does.
 //
-// Such a record's naming of the session holds no claim off. (A record
-// put back over the release of its own claim, named by a live session
-// that lists nothing there, held every claim off for as long as that
-// session lived, and the worker that released it never looked at it
+// Such a record's naming of the session then holds no claim off. (A
+// record put back over the release of its own claim, named by a live
+// session that lists nothing there, held every claim off for as long as
+// that session lived, and the worker that released it never looked at it
 // again: the simulation's seed 701773.)
-func (c *core) stale(shard string, rec shardRecord, etag string, pv *peerView) bool {
+func (c *core) stale(shard string, rec shardRecord, etag string, pv *peerView, lt time.Duration, now time.Time) bool {
 	sv := c.shards[shard]
 	if mutStaleNamed || sv == nil || !pv.ok || pv.maxSession != rec.Session && !mutStaleAnySession {
 		return false
@@ -1338,10 +1337,9 @@ func (c *core) stale(shard string, rec shardRecord, etag string, pv *peerView) b
 		return false
 	}
 	if sv.staleTag != etag || sv.staleSession != rec.Session {
-		sv.staleTag, sv.staleSession, sv.staleSeq = etag, rec.Session, pv.maxSeq
-		return mutStaleUnproven || mutStaleAnySession
+		sv.staleTag, sv.staleSession, sv.staleAt = etag, rec.Session, now
 	}
-	return pv.maxSeq > sv.staleSeq || mutStaleUnproven
+	return !now.Before(sv.staleAt.Add(lt)) || mutStaleUnproven || mutStaleAnySession
 }
 
 // claimRefused takes in a claim of session id that failed (a.result): a

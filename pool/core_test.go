@@ -257,42 +257,44 @@ var claimRows = []claimRow{
 			reads: map[string][]byte{"w2": ses("w2", "S9", 3)}}},
 	},
 	{
-		name:    "Claims and takeovers/a record put back older than a claim known to have landed holds no claim off while the session it names lives",
+		name:    "Claims and takeovers/a record put back older than a claim known to have landed holds no claim off a lease after it was found so",
 		catches: "stalenamed",
 		ended:   map[string]uint64{"x": 2}, // w1 led x at term 2; its release failed
 		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}, {at: time.Second, w: "w2", obj: ses("w2", "S2", 2)}},
 		claims: []claimAt{
 			{at: 2 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
-			// A later write of S2 than the one read after the record:
-			// written after the record landed, it lists nothing there.
-			{at: 3 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 4)}},
+			// S2, renewing, lists nothing there: a lease on, whatever S2's
+			// object was, S2 does not lead x by the record.
+			{at: 2*time.Second + testLT, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 6)}},
 		},
 		ready: true, term: 3,
 	},
 	{
-		// A review's: w1 knows term 8 landed (its own ended term); the
+		// Reviews': w1 knows term 8 landed (its own ended term); the
 		// record was deleted and S2 created x at term 1 and leads it
-		// (seq 4 lists x), but S2's object was put back to its seq 2
-		// (nothing of x), a write w1 never saw superseded. The record is
-		// older than term 8, yet S2 leads it: no later write of S2 than
-		// the one read after the record proves S2's state.
-		name:    "Claims and takeovers/a record found older than a landed claim holds claims off until a later write of the session it names is read",
+		// (its later writes list x), but S2's object was put back to
+		// older writes, in order (seq 2, then 3: neither lists x), which
+		// w1 never saw superseded. The record is older than term 8, yet
+		// S2 leads x until its next renewal fails on the object put back:
+		// no read tells, a lease does.
+		name:    "Claims and takeovers/a record found older than a landed claim holds claims off for a lease after it was found so",
 		catches: "staleunproven",
 		ended:   map[string]uint64{"x": 8},
 		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}},
 		claims: []claimAt{
-			{at: 10 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 2)}},
-			{at: 11 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 2)}},
+			{at: 8500 * time.Millisecond, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 2)}},
+			{at: 11 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
+			{at: 8500*time.Millisecond + testLT - time.Millisecond, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
 		},
 	},
 	{
-		name:    "Claims and takeovers/a record put back over the release of its own claim holds no claim off while the session it names lives",
+		name:    "Claims and takeovers/a record put back over the release of its own claim holds no claim off a lease after it was found so",
 		catches: "stalenamed",
 		seen:    []seen{{at: 0, w: "w2", obj: ses("w2", "S2", 1)}, {at: time.Second, w: "w2", obj: ses("w2", "S2", 2)}},
 		claims: []claimAt{
 			{at: 2 * time.Second, record: rec("", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 3)}},
 			{at: 3 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 4)}},
-			{at: 4 * time.Second, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 5)}},
+			{at: 3*time.Second + testLT, record: rec("w2", "S2", 1, testLT), fresh: members("w1", "w2"), reads: map[string][]byte{"w2": ses("w2", "S2", 7)}},
 		},
 		ready: true, term: 2,
 	},

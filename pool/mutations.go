@@ -47,5 +47,5 @@ const (
 	mutStaleNamed       = false // a record older than another write of its shard (a restore) still holds claims off while the session it names lives
 	mutStaleAnySession  = false // a stale record holds no claim off even when it names an earlier session of its owner than the one its object shows
 	mutReleasedFirst    = false // a released session clears a record that names an earlier session of its worker at once, not after a lease of sightings not naming it
-	mutStaleUnproven    = false // a stale record holds no claim off as soon as it is found stale, before a later write of the session it names is read
+	mutStaleUnproven    = false // a stale record holds no claim off as soon as it is found stale, not a lease after
 )

@@ -43,5 +43,5 @@ var (
 	mutStaleNamed       bool // a record older than another write of its shard (a restore) still holds claims off while the session it names lives
 	mutStaleAnySession  bool // a stale record holds no claim off even when it names an earlier session of its owner than the one its object shows
 	mutReleasedFirst    bool // a released session clears a record that names an earlier session of its worker at once, not after a lease of sightings not naming it
-	mutStaleUnproven    bool // a stale record holds no claim off as soon as it is found stale, before a later write of the session it names is read
+	mutStaleUnproven    bool // a stale record holds no claim off as soon as it is found stale, not a lease after
 )

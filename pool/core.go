@@ -1310,7 +1310,10 @@ func (c *core) clearance(w, shard string, rec shardRecord, etag string, now time
 // write put back, over which the session can write no renewal (each is
 // If-Match on its last write), so that whatever it leads ends within a
 // lease of the read. No sequence of reads tells the two apart (older
-// writes can be put back in order: a review's rows), time does.
+// writes can be put back in order: a review's rows), time does. (Unless
+// the session's latest write is put back exactly in between, so that it
+// renews on: restores of a live session's object are not covered,
+// docs/pool-protocol.md, "What is not covered".)
 //
 // Such a record's naming of the session then holds no claim off. (A
 // record put back over the release of its own claim, named by a live

@@ -40,8 +40,11 @@
 //     it never saw looks current): that worker may take a shard the
 //     session leads until the session's next renewal fails on the
 //     restored object (at most its lease; a FrequentInterval less a tenth
-//     of LeaderTimeout when the copy is of a write it had seen). Restore
-//     a session object only while its worker is stopped. And the member
+//     of LeaderTimeout when the copy is of a write it had seen), and,
+//     when the shard's record was put back too or a restore set its terms
+//     back, a shard whose record names that session, at a term that may
+//     repeat the one the session leads. Restore a session object only
+//     while its worker is stopped. And the member
 //     list and a shard record both deleted, and a worker started since
 //     (that has never read the owner's session) creating that record
 //     before the owner's next look has put it back in the list.

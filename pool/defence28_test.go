@@ -233,10 +233,7 @@ func TestInfrequentExactRestore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); p.Run(ctx) }()
-			return func() { cancel(); <-done }
+			return runUntilStopped(p)
 		}
 		reads := &lastRead{Store: mem, key: "pool/sessions/w2.json"}
 		w2st := &crashStore{Store: mem}

@@ -297,3 +297,12 @@ func (g *group) ledBy(shards []string, except string) int {
 	}
 	return n
 }
+
+// runUntilStopped runs p until the returned stop is called; stop ends Run's
+// context and waits for Run to return.
+func runUntilStopped(p *Pool) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(ctx) }()
+	return func() { cancel(); <-done }
+}

@@ -489,10 +489,7 @@ func runPairWorker(t *testing.T, id string, st store.Store, leads chan<- restore
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); p.Run(ctx) }()
-	return func() { cancel(); <-done }
+	return runUntilStopped(p)
 }
 
 // restoreOverlap watches leads for up to d for w1 taking owner's shard,

@@ -306,3 +306,31 @@ func runUntilStopped(p *Pool) (stop func()) {
 	go func() { defer close(done); p.Run(ctx) }()
 	return func() { cancel(); <-done }
 }
+
+// claim runs a claim of want (claimStart) to its end and returns how many
+// it won (the tests' way in).
+func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
+	s.ctx = ctx
+	s.observe()
+	s.tk = tick{id: id}
+	s.endedTerms = s.p.sess.endedTerms()
+	effs := s.claimStart(want, limit, id, s.p.now(), func(_ *core, n int, _ time.Time) []effect {
+		won = n
+		return nil
+	})
+	s.runEffects(effs)
+	return won
+}
+
+// runEffects performs effs and runs the call among them to its end.
+func (s *loopState) runEffects(effs []effect) {
+	var in input
+	for _, e := range effs {
+		if r := s.perform(e); r != nil {
+			in = r
+		}
+	}
+	if in != nil {
+		s.run(in)
+	}
+}

@@ -238,34 +238,6 @@ func (s *loopState) setNext(at nextAt) {
 	}
 }
 
-// claim runs a claim of want (claimStart) to its end and returns how many
-// it won (the tests' way in).
-func (s *loopState) claim(ctx context.Context, want []string, limit int, id string) (won int) {
-	s.ctx = ctx
-	s.observe()
-	s.tk = tick{id: id}
-	s.endedTerms = s.p.sess.endedTerms()
-	effs := s.claimStart(want, limit, id, s.p.now(), func(_ *core, n int, _ time.Time) []effect {
-		won = n
-		return nil
-	})
-	s.runEffects(effs)
-	return won
-}
-
-// runEffects performs effs and runs the call among them to its end.
-func (s *loopState) runEffects(effs []effect) {
-	var in input
-	for _, e := range effs {
-		if r := s.perform(e); r != nil {
-			in = r
-		}
-	}
-	if in != nil {
-		s.run(in)
-	}
-}
-
 // release writes the shard's record released, over this leadership's
 // claim, and ends the leadership for its holder if it had not ended.
 // Once Run's context has ended, the release joins the others that wait

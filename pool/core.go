@@ -229,6 +229,10 @@ type peerView struct {
 	stag    string
 	peerNew bool
 	lsum    string
+	// distrusted: a listing showed a digest wrong about this worker
+	// (doubt); digests are not taken in for it until a listing shows its
+	// object changed.
+	distrusted bool
 }
 
 func (v *peerView) update(worker string, data []byte, etag string, now time.Time, index func(string) (uint32, bool)) {

@@ -29,6 +29,7 @@ const (
 	mutKeepStrays       = false // a claim whose outcome stayed unknown, or that landed for an ended session, is left standing: the worker neither leads nor releases it
 	mutPeerPartial      = false // peer mode: a hub's digest that leaves a live worker out stands in for a listing all the same
 	mutNoDoubt          = false // peer mode: a listing that shows a session unchanged which the hub said renewed is not acted on
+	mutPeerTrusted      = false // peer mode: digests are taken in again for a worker a listing showed one wrong about (doubt)
 	mutPeerMembers      = false // peer mode: the member list is read only every InfrequentInterval, whatever the digests say of it
 	mutPeerNoSum        = false // peer mode: a digest's content is ignored: a read is aged from the digest that first named its ETag, whatever content it gave
 	mutJoinInStep       = false // a worker whose write of the member list lost retries a quarter interval later, as every other loser does

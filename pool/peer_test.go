@@ -188,6 +188,58 @@ func TestPeerDoubt(t *testing.T) {
 	}
 }
 
+// TestPeerDistrust checks that a worker a listing showed a digest wrong
+// about is not made live by digests again until a listing shows its
+// object changed. Something answering at a dead worker's address with an
+// old digest that names the worker (a process of another time) kept it
+// live for ever before, a lease at each time the doubt ran out, and its
+// shards unled (seed 889456 of the shard simulation); a hub that makes up
+// a new ETag each round, likewise. -sim.mutate=peertrusted breaks both
+// rows; a worker whose renewal a listing showed since is trusted again.
+func TestPeerDistrust(t *testing.T) {
+	defer setMutation(t)()
+	t0 := time.Unix(1e9, 0)
+	entry := func(etag string) []store.Entry {
+		return []store.Entry{{Key: "p/sessions/w2.json", ETag: etag}}
+	}
+	named := func(etag string) digest {
+		return digest{Sessions: map[string]peerSession{"w2": {ETag: etag}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		renewed bool   // a listing during the doubt shows w2's object changed
+		again   string // what the digest after the doubt names
+		live    bool
+	}{
+		{"the same old digest again", false, "stale", false},
+		{"another made-up ETag", false, "made-up", false},
+		{"after a listing showed a renewal", true, "e3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCore("x")
+			c.members = []string{"w1", "w2"}
+			c.applyListing(entry("e1"), t0)
+			c.applyDigest(named("stale"), t0.Add(testFI))
+			doubted := t0.Add(2 * testFI)
+			c.applyListing(entry("e1"), doubted)
+			if !doubted.Before(c.doubtUntil) {
+				t.Fatalf("the listing after the digest doubted nothing")
+			}
+			if tc.renewed {
+				c.applyListing(entry("e2"), doubted.Add(testFI))
+			}
+			now := c.doubtUntil.Add(testFI)
+			if slices.Contains(c.view(now, true).live, "w2") {
+				t.Fatalf("w2 counts live at %v, before the digest after the doubt", now.Sub(t0))
+			}
+			c.applyDigest(named(tc.again), now)
+			if got := slices.Contains(c.view(now, true).live, "w2"); got != tc.live {
+				t.Errorf("w2 counts live after the digest named %q: %v; want %v", tc.again, got, tc.live)
+			}
+		})
+	}
+}
+
 // TestPeerWorkerCutOffFromTheHub cuts one worker of 4 off from the hub
 // (its requests are refused) while it keeps renewing: the hub's digests
 // leave it out, so the others list the store at every tick instead of

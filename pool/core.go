@@ -229,9 +229,9 @@ type peerView struct {
 	stag    string
 	peerNew bool
 	lsum    string
-	// distrusted: a listing showed a digest wrong about this worker
-	// (doubt); digests are not taken in for it until a listing shows its
-	// object changed.
+	// distrusted: the store showed a digest wrong about this worker
+	// (doubt); digests are not taken in for it until the store shows its
+	// object changed (not gone).
 	distrusted bool
 }
 

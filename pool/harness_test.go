@@ -90,6 +90,7 @@ type group struct {
 	logger  func(id string) *slog.Logger // nil: quiet
 	net     *simworld.PeerNet            // set: the workers run in peer mode over it, each at "<ID>:443"
 	ii      time.Duration                // Config.InfrequentInterval before speed divides it
+	lts     map[string]time.Duration     // a worker's LeaderTimeout before speed divides it, when not the default
 	// peerClient, when set, gives each worker's peer client (else one over net).
 	peerClient func(id string) *http.Client
 	shards     []string
@@ -162,6 +163,9 @@ func (g *group) add(id string) *worker {
 			<-ctx.Done()
 			g.ended(shard, ctx)
 		},
+	}
+	if lt, ok := g.lts[id]; ok {
+		cfg.LeaderTimeout = lt / g.speed
 	}
 	if g.net != nil {
 		cfg.PeerMode, cfg.ServerAddr, cfg.PeerClient = true, id+":443", &http.Client{Transport: g.net}

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -194,8 +195,10 @@ func TestPeerDoubt(t *testing.T) {
 // old digest that names the worker (a process of another time) kept it
 // live for ever before, a lease at each time the doubt ran out, and its
 // shards unled (seed 889456 of the shard simulation); a hub that makes up
-// a new ETag each round, likewise. -sim.mutate=peertrusted breaks both
-// rows; a worker whose renewal a listing showed since is trusted again.
+// a new ETag each round, likewise, and a read that finds the worker's
+// object gone does not make it trusted. -sim.mutate=peertrusted breaks
+// those rows; a worker whose renewal a listing showed since is trusted
+// again.
 func TestPeerDistrust(t *testing.T) {
 	defer setMutation(t)()
 	t0 := time.Unix(1e9, 0)
@@ -208,12 +211,14 @@ func TestPeerDistrust(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		renewed bool   // a listing during the doubt shows w2's object changed
+		gone    bool   // a read during the doubt finds w2's object gone
 		again   string // what the digest after the doubt names
 		live    bool
 	}{
-		{"the same old digest again", false, "stale", false},
-		{"another made-up ETag", false, "made-up", false},
-		{"after a listing showed a renewal", true, "e3", true},
+		{"the same old digest again", false, false, "stale", false},
+		{"another made-up ETag", false, false, "made-up", false},
+		{"after a read found the object gone", false, true, "made-up", false},
+		{"after a listing showed a renewal", true, false, "e3", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newTestCore("x")
@@ -228,6 +233,10 @@ func TestPeerDistrust(t *testing.T) {
 			if tc.renewed {
 				c.applyListing(entry("e2"), doubted.Add(testFI))
 			}
+			if tc.gone {
+				c.sessionRead("w2", nil, "", nil, doubted.Add(testFI))
+				c.doubt(c.peers["w2"], "", doubted.Add(testFI)) // as readSessions does
+			}
 			now := c.doubtUntil.Add(testFI)
 			if slices.Contains(c.view(now, true).live, "w2") {
 				t.Fatalf("w2 counts live at %v, before the digest after the doubt", now.Sub(t0))
@@ -238,6 +247,53 @@ func TestPeerDistrust(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPeerOldDigestAtADeadHubsAddress kills the hub, w1, whose
+// LeaderTimeout is six times the others', and leaves something answering
+// at its address with a digest of another time: w1 with an ETag it never
+// wrote, the others with the ETags they had. Every shard is led again by
+// the survivors within the bound of a hub that says a dead worker renewed
+// (docs/pool-protocol.md, "Peer mode"): 2 × InfrequentInterval + w1's
+// LeaderTimeout, plus a look. With -sim.mutate=peertrusted the old
+// digest brings w1 back to life each time the survivors' doubt (four of
+// their leases, shorter than w1's) runs out, and its shards stay unled
+// (the shard simulation's seed 889456, here in a pool of four; a
+// reviewer's case).
+func TestPeerOldDigestAtADeadHubsAddress(t *testing.T) {
+	defer setMutation(t)()
+	synctest.Test(t, func(t *testing.T) {
+		const victimLT = 6 * testLT
+		g := newGroup(t, 0, 40)
+		g.net, g.lts = simworld.NewCalmPeerNet(), map[string]time.Duration{"w1": victimLT}
+		ids := []string{"w1", "w2", "w3", "w4"}
+		for _, id := range ids {
+			g.add(id)
+		}
+		defer g.stop()
+		time.Sleep(6 * testLT)
+		if c := g.counts(); !within(c, ids, 10, 10, 40) {
+			t.Fatalf("before the kill: %s; want 10 each", spread(c))
+		}
+		synctest.Wait()
+		old := digest{Pool: formatVersion, Prefix: "pool/", Worker: "w1", Sessions: map[string]peerSession{}}
+		for _, id := range ids[1:] {
+			data, etag, err := g.mem.Get(t.Context(), "pool/sessions/"+id+".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			old.Sessions[id] = peerSession{ETag: etag, Sum: peerSum(sha256.Sum256(data))}
+		}
+		old.Sessions["w1"] = peerSession{ETag: "of-another-time", Sum: peerSum([32]byte{})}
+		g.workers[0].st.dead.Store(true)
+		g.net.Crash("w1:443", encode(old))
+		ii := time.Duration(peerIIFactor) * testFI
+		time.Sleep(2*ii + victimLT + testLT)
+		if c := g.counts(); !within(c, ids[1:], 13, 14, 40) {
+			t.Errorf("2 × InfrequentInterval + w1's LeaderTimeout + a lease after w1 was killed: %s; want 13 or 14 on each of %v", spread(c), ids[1:])
+		}
+		g.check(t)
+	})
 }
 
 // TestPeerWorkerCutOffFromTheHub cuts one worker of 4 off from the hub

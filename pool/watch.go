@@ -517,9 +517,10 @@ func (c *core) applyDigest(d digest, at time.Time) {
 // hubs' digests are then not used for four leases: the store is listed
 // every interval.
 //
-// The digests are not taken in for that worker either, until a listing
-// of the store shows its object changed: that a hub was wrong about it
-// once is reason enough, and its renewals show in the store. Without
+// The digests are not taken in for that worker either, until the store
+// (a listing, or a read in a look) shows its object changed, not gone:
+// that a hub was wrong about it once is reason enough, and its renewals
+// show in the store. Without
 // that, something that answers at a dead worker's address with an old
 // digest naming the worker (a process of another time, a proxy's cache),
 // or a hub that keeps making up renewals for it, kept the worker live
@@ -527,9 +528,10 @@ func (c *core) applyDigest(d digest, at time.Time) {
 // against the listing's and counted as a renewal for a lease, the dead
 // worker counted live with the shards its last record listed, and nobody
 // claimed them (seed 889456 of the shard simulation: 64 shards unled for
-// 90 s; TestPeerDistrust, -sim.mutate=peertrusted). A live worker the
-// hub was right about, behind a listing that lagged, is trusted again at
-// the next listing that shows its renewal.
+// 90 s; TestPeerDistrust and TestPeerOldDigestAtADeadHubsAddress,
+// -sim.mutate=peertrusted). A live worker the hub was right about, behind
+// a listing that lagged, is trusted again at the next listing that shows
+// its renewal.
 func (c *core) doubt(pv *peerView, etag string, at time.Time) {
 	if pv == nil {
 		return
@@ -539,7 +541,7 @@ func (c *core) doubt(pv *peerView, etag string, at time.Time) {
 		c.doubtUntil = at.Add(4 * c.cp.lt)
 		pv.distrusted = true
 		c.note(slog.LevelWarn, "the hub of peer mode said a worker renewed its session, but the store shows it unchanged; listing the store every interval for four leases")
-	case pv.stag != etag:
+	case pv.stag != etag && etag != "":
 		pv.distrusted = false
 	}
 	pv.stag, pv.peerNew = etag, false

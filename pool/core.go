@@ -757,10 +757,18 @@ func later(a, b time.Time) time.Time {
 // bad: not a pool record). It returns the list to write over it when this
 // worker does not find itself there with its own lease (nil: nothing to
 // write), and the members as they will stand.
-func (c *core) membersRead(m membersRecord, tag string, now time.Time) (join *membersRecord) {
-	// Listed means named, with a ttl as long as this worker's lease.
+func (c *core) membersRead(m membersRecord, tag, session string, now time.Time) (join *membersRecord) {
+	// Listed means named, with a ttl as long as this worker's lease, and
+	// with the session this tick began with: a worker whose session is new
+	// to the list writes it there before it claims anything, so that a
+	// prune decided on a read of its object from before that session (a
+	// restart, a session lost and opened again) cannot land after its
+	// claims and forget the terms its session lists (the shard
+	// simulation's seed 904209: a repeated term, once the worker had died
+	// and a record it led was deleted).
 	id := c.cp.id
-	listed := slices.Contains(m.Workers, id) && (m.TTL[id] >= ttlMillis(c.cp.lt) || mutNoMemberTTL) && m.Left[id] == ""
+	listed := slices.Contains(m.Workers, id) && (m.TTL[id] >= ttlMillis(c.cp.lt) || mutNoMemberTTL) && m.Left[id] == "" &&
+		(m.Sessions[id] == session || mutNoSessionMark)
 	c.membersTag = tag
 	for _, w := range m.Workers {
 		if !slices.Contains(c.members, w) {
@@ -788,6 +796,11 @@ func (c *core) membersRead(m membersRecord, tag string, now time.Time) (join *me
 			m.Left = maps.Clone(m.Left)
 			delete(m.Left, id)
 		}
+		m.Sessions = maps.Clone(m.Sessions)
+		if m.Sessions == nil {
+			m.Sessions = map[string]string{}
+		}
+		m.Sessions[id] = session
 		join = &m
 	}
 	c.members = m.Workers
@@ -915,10 +928,11 @@ func (c *core) prune(sent map[string]time.Time, now time.Time) []string {
 // withoutMembers returns the member list m without the workers gone.
 func withoutMembers(m membersRecord, gone []string) membersRecord {
 	m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return slices.Contains(gone, w) })
-	m.TTL, m.Left = maps.Clone(m.TTL), maps.Clone(m.Left)
+	m.TTL, m.Left, m.Sessions = maps.Clone(m.TTL), maps.Clone(m.Left), maps.Clone(m.Sessions)
 	for _, w := range gone {
 		delete(m.TTL, w)
 		delete(m.Left, w)
+		delete(m.Sessions, w)
 	}
 	return m
 }

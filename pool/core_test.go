@@ -109,9 +109,10 @@ type claimRow struct {
 }
 
 func members(ws ...string) *membersRecord {
-	m := &membersRecord{Pool: formatVersion, Workers: ws, TTL: map[string]int64{}}
+	m := &membersRecord{Pool: formatVersion, Workers: ws, TTL: map[string]int64{}, Sessions: map[string]string{}}
 	for _, w := range ws {
 		m.TTL[w] = ttlMillis(testLT)
+		m.Sessions[w] = "S" + strings.TrimPrefix(w, "w") // w1's is S1, as the rows' sessions
 	}
 	return m
 }
@@ -528,7 +529,7 @@ var coreRows = []coreRow{
 	{
 		name: "Objects/a worker not on the member list adds itself, with its lease",
 		check: func(t *testing.T, c *core) {
-			join := c.membersRead(*members("w2"), "e1", at(0))
+			join := c.membersRead(*members("w2"), "e1", "S1", at(0))
 			if join == nil || !slices.Equal(join.Workers, []string{"w1", "w2"}) || join.TTL["w1"] != ttlMillis(testLT) {
 				t.Errorf("membersRead of a list without w1 = %+v; want w1 added with ttl %d", join, ttlMillis(testLT))
 			}
@@ -538,12 +539,35 @@ var coreRows = []coreRow{
 		},
 	},
 	{
+		name:    "Objects/a worker whose session the member list does not name writes it there before it claims",
+		catches: "nosessionmark",
+		check: func(t *testing.T, c *core) {
+			// The list names w1 with an earlier session's ID (a restart),
+			// as read before a prune decided on that session's object
+			// lands: w1 must change the list before it claims, so that the
+			// prune, written over the list as read, is refused.
+			m := *members("w1", "w2")
+			m.Sessions["w1"] = "S0"
+			join := c.membersRead(m, "e1", "S1", at(0))
+			if join == nil || join.Sessions["w1"] != "S1" || !slices.Equal(join.Workers, []string{"w1", "w2"}) || join.Sessions["w2"] != "S2" {
+				t.Fatalf("membersRead of a list naming w1 with session S0, in session S1 = %+v; want the list written with w1's session S1, the rest as read", join)
+			}
+			v := c.view(at(0), true)
+			if _, ok, _ := c.share(v, at(testLT)); ok {
+				t.Errorf("share before the list names w1's session: may act; want not (it claims nothing before the list names its session)")
+			}
+			if join := c.membersRead(*join, "e2", "S1", at(time.Second)); join != nil {
+				t.Errorf("membersRead of the list as written = %+v; want nothing written", join)
+			}
+		},
+	},
+	{
 		name:    "Objects/a member listed with a shorter lease than its own raises its ttl",
 		catches: "nomemberttl",
 		check: func(t *testing.T, c *core) {
 			m := *members("w1", "w2")
 			m.TTL["w1"] = ttlMillis(testLT / 2)
-			if join := c.membersRead(m, "e1", at(0)); join == nil || join.TTL["w1"] != ttlMillis(testLT) {
+			if join := c.membersRead(m, "e1", "S1", at(0)); join == nil || join.TTL["w1"] != ttlMillis(testLT) {
 				t.Errorf("membersRead of a list stating w1's ttl %d = %+v; want w1's ttl raised to %d", m.TTL["w1"], join, ttlMillis(testLT))
 			}
 		},
@@ -551,7 +575,7 @@ var coreRows = []coreRow{
 	{
 		name: "Objects/a worker on the member list claims nothing before a FrequentInterval after it found itself there",
 		check: func(t *testing.T, c *core) {
-			if join := c.membersRead(*members("w1", "w2"), "e1", at(time.Second)); join != nil {
+			if join := c.membersRead(*members("w1", "w2"), "e1", "S1", at(time.Second)); join != nil {
 				t.Errorf("membersRead of a list naming w1 with its lease = %+v; want nothing written", join)
 			}
 			v := c.view(at(time.Second), true)
@@ -950,12 +974,12 @@ var coreRows = []coreRow{
 	{
 		name: "The watch/a changed member list makes a look due",
 		check: func(t *testing.T, c *core) {
-			c.membersRead(*members("w1", "w2"), "e1", at(0))
+			c.membersRead(*members("w1", "w2"), "e1", "S1", at(0))
 			c.looked(c.view(at(0), true), at(0))
 			if c.lookDue(at(time.Second)) {
 				t.Errorf("lookDue with nothing changed = true; want false")
 			}
-			c.membersRead(*members("w1", "w2", "w3"), "e2", at(2*time.Second))
+			c.membersRead(*members("w1", "w2", "w3"), "e2", "S1", at(2*time.Second))
 			if !c.lookDue(at(2 * time.Second)) {
 				t.Errorf("lookDue after a join = false; want true")
 			}
@@ -977,8 +1001,8 @@ var coreRows = []coreRow{
 		name:    "Objects/a worker that leads nothing claims nothing until a FrequentInterval after the member list last grew, at most a LeaderTimeout after it was listed",
 		catches: "joinrush",
 		check: func(t *testing.T, c *core) {
-			c.membersRead(*members("w1", "w2"), "e1", at(0)) // listed at 0
-			c.membersRead(*members("w1", "w2", "w3"), "e2", at(2*time.Second))
+			c.membersRead(*members("w1", "w2"), "e1", "S1", at(0)) // listed at 0
+			c.membersRead(*members("w1", "w2", "w3"), "e2", "S1", at(2*time.Second))
 			v := c.view(at(testFI), true)
 			if _, ok, hold := c.share(v, at(testFI)); ok || !hold.Equal(at(2*time.Second+testFI)) {
 				t.Errorf("share a FrequentInterval after it was listed, the list grown at 2s = %v, %v; want false, %v", ok, hold, at(2*time.Second+testFI))
@@ -991,12 +1015,12 @@ var coreRows = []coreRow{
 				t.Errorf("unread after w2's object was read = %v; want [w3]", c.unread())
 			}
 			// The list grows until just before a lease: the wait ends at the lease.
-			c.membersRead(*members("w1", "w2", "w3", "w4"), "e3", at(testLT-time.Second))
+			c.membersRead(*members("w1", "w2", "w3", "w4"), "e3", "S1", at(testLT-time.Second))
 			if _, ok, hold := c.share(v, at(testLT)); !ok || !hold.Equal(at(testLT)) {
 				t.Errorf("share a LeaderTimeout after it was listed = %v, %v; want true, %v", ok, hold, at(testLT))
 			}
 			// A worker that leads a shard waits only its FrequentInterval.
-			c.membersRead(*members("w1", "w2", "w3", "w4", "w5"), "e4", at(2*testFI))
+			c.membersRead(*members("w1", "w2", "w3", "w4", "w5"), "e4", "S1", at(2*testFI))
 			c.mine["s0"] = &lead{shard: "s0", term: 1}
 			if _, ok, _ := c.share(v, at(2*testFI)); !ok || c.assembling(at(2*testFI)) {
 				t.Errorf("share of a worker that leads a shard, the list grown just now = %v (assembling %v); want true, false", ok, c.assembling(at(2*testFI)))

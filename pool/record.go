@@ -107,6 +107,13 @@ type membersRecord struct {
 	// each interval: the others look, and find the session released,
 	// instead of waiting for its object to stand still for a lease.
 	Left map[string]string `json:"left,omitempty"`
+	// Sessions names, for each member, the session it last wrote the list
+	// with. A worker writes the list when a session of its opens, before
+	// it claims anything in it (membersRead), so the list changes whenever
+	// a session opens: a prune decided on a read of an earlier session's
+	// object, written over the list as read before that read, is refused
+	// (docs/pool-protocol.md, "The member list").
+	Sessions map[string]string `json:"sessions,omitempty"`
 }
 
 var errNotPool = errors.New("not a pool record")

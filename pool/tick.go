@@ -636,7 +636,7 @@ func (c *core) membersAnswered(in input, now time.Time) []effect {
 		}
 	}
 	c.tk.data, c.tk.tag = r.data, r.etag
-	join := c.membersRead(m, r.etag, now)
+	join := c.membersRead(m, r.etag, c.tk.id, now)
 	if join == nil {
 		return then(c, now)
 	}

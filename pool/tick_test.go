@@ -154,9 +154,10 @@ func (s *storeScript) reply(e effect) input {
 }
 
 func membersOf(ws ...string) []byte {
-	m := membersRecord{Pool: formatVersion, Workers: ws, TTL: map[string]int64{}}
+	m := membersRecord{Pool: formatVersion, Workers: ws, TTL: map[string]int64{}, Sessions: map[string]string{}}
 	for _, w := range ws {
 		m.TTL[w] = ttlMillis(testLT)
+		m.Sessions[w] = "S" + strings.TrimPrefix(w, "w")
 	}
 	return encode(m)
 }

@@ -343,9 +343,10 @@ func (p *Pool) leaveMembers(released []byte, clean bool) {
 		}
 		if clean {
 			m.Workers = slices.DeleteFunc(slices.Clone(m.Workers), func(w string) bool { return w == p.cfg.ID })
-			m.TTL, m.Left = maps.Clone(m.TTL), maps.Clone(m.Left)
+			m.TTL, m.Left, m.Sessions = maps.Clone(m.TTL), maps.Clone(m.Left), maps.Clone(m.Sessions)
 			delete(m.TTL, p.cfg.ID)
 			delete(m.Left, p.cfg.ID)
+			delete(m.Sessions, p.cfg.ID)
 		} else {
 			m.Left = maps.Clone(m.Left)
 			if m.Left == nil {

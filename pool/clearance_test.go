@@ -18,7 +18,7 @@ func TestClaimReadsAFreshMemberList(t *testing.T) {
 		p, mem, sess, stop := claimer(t, "w3", []string{"w1", "w3"}, "s")
 		defer stop()
 		set := func(key string, v any) { mem.Set("p/"+key, encode(v)) }
-		set("members.json", membersRecord{Pool: formatVersion, Workers: []string{"w1", "w2", "w3"}})
+		set("members.json", membersRecord{Pool: formatVersion, Workers: []string{"w1", "w2", "w3"}, Sessions: map[string]string{"w3": sess}})
 		set("sessions/w1.json", sessionRecord{Pool: formatVersion, Worker: "w1", Session: "S1", TTL: ttlMillis(testLT)})
 		set("sessions/w2.json", sessionRecord{Pool: formatVersion, Worker: "w2", Session: "S2", Seq: 3, TTL: ttlMillis(testLT),
 			Shards: map[string]uint64{"s": 4}})
@@ -49,7 +49,7 @@ func TestClaimListsItsIntentAndHonoursOthers(t *testing.T) {
 		p, mem, sess, stop := claimer(t, "w3", []string{"w2", "w3"}, "s")
 		defer stop()
 		set := func(key string, v any) { mem.Set("p/"+key, encode(v)) }
-		set("members.json", membersRecord{Pool: formatVersion, Workers: []string{"w2", "w3"}})
+		set("members.json", membersRecord{Pool: formatVersion, Workers: []string{"w2", "w3"}, Sessions: map[string]string{"w3": sess}})
 		renew := func(seq uint64) {
 			set("sessions/w2.json", sessionRecord{Pool: formatVersion, Worker: "w2", Session: "S2", Seq: seq, TTL: ttlMillis(testLT),
 				Claiming: map[string]uint64{"s": 1}})

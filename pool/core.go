@@ -118,6 +118,10 @@ type core struct {
 	// a read of the list last found a member the read before did not (see
 	// share: a worker that leads nothing waits for the pool to assemble).
 	listedAt, grewAt time.Time
+	// listedSession is the session listedAt was found with: a tick of
+	// another session (one lost and opened again) counts this worker
+	// unlisted until a read of the list names the new one (tickStart).
+	listedSession string
 
 	// endedTerms is the terms of leaderships that ended unreleased that
 	// this worker's session lists (sessionRecord.Ended), as the session
@@ -777,7 +781,7 @@ func (c *core) membersRead(m membersRecord, tag, session string, now time.Time) 
 		}
 	}
 	if listed && c.listedAt.IsZero() {
-		c.listedAt = now
+		c.listedAt, c.listedSession = now, session
 	}
 	c.noteMemberTTL(m)
 	if !listed {

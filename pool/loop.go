@@ -186,7 +186,7 @@ func (s *loopState) perform(e effect) input {
 		r.read.data, r.read.etag, r.read.err = p.get(ctx, p.keyMembers)
 		return r
 	case putMembers:
-		_, err := p.put(ctx, p.keyMembers, e.write.data, e.write.etag, e.write.over, time.Time{})
+		_, err := p.put(ctx, p.keyMembers, stampMembers(e.write.data), e.write.etag, e.write.over, time.Time{})
 		return inPut{err}
 	case getSessions:
 		r := inSessions{reads: make([]sessRead, len(e.workers))}

@@ -114,6 +114,25 @@ type membersRecord struct {
 	// object, written over the list as read before that read, is refused
 	// (docs/pool-protocol.md, "The member list").
 	Sessions map[string]string `json:"sessions,omitempty"`
+	// Write is drawn at random for every write of the list (stampMembers),
+	// so that no two writes have the same bytes: on a store whose ETags
+	// hash the content, a list put back to earlier bytes (a paused
+	// worker's join, a prune's undoing) would otherwise bring back an
+	// earlier ETag, and a write decided on that earlier list, If-Match,
+	// would land over it.
+	Write string `json:"write,omitempty"`
+}
+
+// stampMembers returns the member list data with a new random Write: the
+// executor's, since the core draws no random numbers. Data that is not
+// a member list is returned as it is.
+func stampMembers(data []byte) []byte {
+	m, err := parseMembers(data)
+	if err != nil || mutNoMemberStamp {
+		return data
+	}
+	m.Write = lease.NewID()
+	return encode(m)
 }
 
 var errNotPool = errors.New("not a pool record")

@@ -3,6 +3,7 @@ package pool
 import (
 	"crypto/sha256"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -447,6 +448,11 @@ func (c *core) frequent(now time.Time) []effect {
 // (waitRenewal), then the strays.
 func (c *core) tickStart(id string, now time.Time) []effect {
 	c.tk = tick{id: id, start: now}
+	if id != c.listedSession && !mutNoSessionMark {
+		// A new session: listed only once a read of the list names it
+		// (membersRead), even when this tick's read of the list fails.
+		c.listedAt = time.Time{}
+	}
 	effs := []effect{doNext{nextAt{nextSlot, now.Add(c.cp.fi / 2)}}}
 	if id == "" {
 		return effs
@@ -957,6 +963,15 @@ func (c *core) claimMembers(now time.Time) []effect {
 			if m, err := parseMembers(r.data); err == nil {
 				fresh = &m
 			}
+		}
+		if fresh != nil && !mutNoSessionMark && (!slices.Contains(fresh.Workers, c.cp.id) || fresh.Sessions[c.cp.id] != c.tk.id) {
+			// The list no longer names this session (a prune, a list put
+			// back, deleted or written by a process of this ID): it
+			// claims nothing until it is listed again.
+			c.note(slog.LevelInfo, "the member list no longer names this worker's session; claiming nothing until it is listed again")
+			c.listedAt = time.Time{}
+			c.tk.budget = 0
+			return c.claimOver(now)
 		}
 		return c.claimClear(fresh, now)
 	})

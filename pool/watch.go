@@ -354,7 +354,7 @@ func (p *Pool) leaveMembers(released []byte, clean bool) {
 			}
 			m.Left[p.cfg.ID] = rec.Session
 		}
-		_, err = p.put(ctx, p.keyMembers, encode(m), tag, sha256.Sum256(data), time.Time{})
+		_, err = p.put(ctx, p.keyMembers, stampMembers(encode(m)), tag, sha256.Sum256(data), time.Time{})
 		if err == nil {
 			return
 		}

@@ -34,6 +34,10 @@ func claimer(t *testing.T, id string, members []string, shards ...string) (p *Po
 	if sess == "" {
 		t.Fatal("the claimer's session did not open")
 	}
+	// The member list names the claimer's session, as its tick's join
+	// would have written it (a claim writes nothing while the list does
+	// not: claimMembers).
+	mem.Set("p/members.json", encode(membersRecord{Pool: formatVersion, Workers: members, Sessions: map[string]string{id: sess}}))
 	return p, mem, sess, func() {
 		for _, ld := range p.st.mine {
 			ld.c.End(s3lect.ErrResigned)

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"iter"
@@ -69,7 +70,13 @@ type core struct {
 	// pruneAt and pruneWait pace the looks that only prune.
 	lookLive, lookMembers []string
 	deferLive             []string // the live set whose look waited a tick (deferLook)
-	membersTag, lookTag   string   // the member list's ETag as last read, and as the last look read it
+	membersTag            string   // the member list's ETag as last read
+	// membersSum and lookSum are what the member list says of who is a
+	// member (workers, ttl, left: membershipSum) as last read, and as the
+	// last look read it. A list that only names a new session of a member
+	// (a restart) is no reason to look: every worker would read every
+	// session object at each restart.
+	membersSum, lookSum   string
 	lookAt                time.Time
 	pruneAt, settleAt     time.Time
 	pruneWait, settleWait time.Duration
@@ -773,7 +780,10 @@ func (c *core) membersRead(m membersRecord, tag, session string, now time.Time) 
 	id := c.cp.id
 	listed := slices.Contains(m.Workers, id) && (m.TTL[id] >= ttlMillis(c.cp.lt) || mutNoMemberTTL) && m.Left[id] == "" &&
 		(m.Sessions[id] == session || mutNoSessionMark)
-	c.membersTag = tag
+	c.membersTag, c.membersSum = tag, membershipSum(m)
+	if mutRestartLooks {
+		c.membersSum = tag
+	}
 	for _, w := range m.Workers {
 		if !slices.Contains(c.members, w) {
 			c.grewAt = now
@@ -809,6 +819,14 @@ func (c *core) membersRead(m membersRecord, tag, session string, now time.Time) 
 	}
 	c.members = m.Workers
 	return join
+}
+
+// membershipSum is what m says of who is a member: its workers, their
+// ttls and who left, without the sessions they wrote it with or the
+// write's random value.
+func membershipSum(m membersRecord) string {
+	sum := sha256.Sum256(encode(membersRecord{Workers: m.Workers, TTL: m.TTL, Left: m.Left}))
+	return string(sum[:])
 }
 
 // noteMemberTTL takes in the ttls a member list states. They only grow:

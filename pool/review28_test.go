@@ -127,13 +127,13 @@ func (r *recordingStore) PutIfMatch(ctx context.Context, key string, data []byte
 // term 1, the term w2 leads: two live owners and a repeated term, until
 // w2's next renewal fails. The package doc's one uncovered case needs the
 // member list deleted too and a worker started since; here the list is
-// intact and w1 has read w2's session and x's record before. (A deleted
+// intact and w3 has read w2's session and x's record before. (A deleted
 // record is watched for LeaderTimeout only by a worker that remembers
 // having seen it, and every worker forgets the shards others list.)
 func TestReviewOlderSessionRestoredAndRecordDeleted(t *testing.T) {
 	defer setMutation(t)()
 	synctest.Test(t, func(t *testing.T) {
-		p1, mem, sess1, stop1 := claimer(t, "w1", []string{"w1", "w2"}, "x")
+		p1, mem, sess1, stop1 := claimer(t, "w3", []string{"w2", "w3"}, "x")
 		defer stop1()
 		rec := &recordingStore{Store: mem, writes: map[string][][]byte{}}
 		type lead2 struct {
@@ -179,10 +179,10 @@ func TestReviewOlderSessionRestoredAndRecordDeleted(t *testing.T) {
 			t.Fatal("no first write of w2's session recorded")
 		}
 
-		// w1 has looked at x and read w2's session before: it is no worker
+		// w3 has looked at x and read w2's session before: it is no worker
 		// started since.
 		if won := p1.st.claim(t.Context(), []string{"x"}, 1, sess1); won != 0 {
-			t.Fatalf("w1 claimed x while w2 led it, before any deletion or restore")
+			t.Fatalf("w3 claimed x while w2 led it, before any deletion or restore")
 		}
 		// Its next look finds x listed by w2's live session and forgets
 		// it, as every worker forgets the shards that others lead.
@@ -194,7 +194,7 @@ func TestReviewOlderSessionRestoredAndRecordDeleted(t *testing.T) {
 
 		won := p1.st.claim(t.Context(), []string{"x"}, 1, sess1)
 		if won > 0 && owner.ctx.Err() == nil {
-			t.Errorf("w1 claimed x at term %d while w2's leadership of x (term %d) was live", p1.st.mine["x"].term, owner.term)
+			t.Errorf("w3 claimed x at term %d while w2's leadership of x (term %d) was live", p1.st.mine["x"].term, owner.term)
 		}
 	})
 }

@@ -959,15 +959,19 @@ func (c *core) claimMembers(now time.Time) []effect {
 	}
 	return c.call(nil, getMembers{}, func(c *core, in input, now time.Time) []effect {
 		var fresh *membersRecord
-		if r := in.(inMembers).read; r.err == nil && r.etag != "" {
+		r := in.(inMembers).read
+		if r.err == nil && r.etag != "" {
 			if m, err := parseMembers(r.data); err == nil {
 				fresh = &m
 			}
 		}
-		if fresh != nil && !mutNoSessionMark && (!slices.Contains(fresh.Workers, c.cp.id) || fresh.Sessions[c.cp.id] != c.tk.id) {
+		gone := r.err == nil && r.etag == "" || fresh != nil && (!slices.Contains(fresh.Workers, c.cp.id) || fresh.Sessions[c.cp.id] != c.tk.id)
+		if gone && !mutNoSessionMark {
 			// The list no longer names this session (a prune, a list put
 			// back, deleted or written by a process of this ID): it
-			// claims nothing until it is listed again.
+			// claims nothing until it is listed again. (A list that is
+			// not a pool record, or a failed read, leaves the claim to
+			// the list as last read.)
 			c.note(slog.LevelInfo, "the member list no longer names this worker's session; claiming nothing until it is listed again")
 			c.listedAt = time.Time{}
 			c.tk.budget = 0

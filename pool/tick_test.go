@@ -485,3 +485,56 @@ func TestStampMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestCoreTickClaimStopsWhenTheListDropsTheSession: the claim's own read
+// of the member list (after the intent) must name this worker's session;
+// when it names another, none (a list written before lists named
+// sessions), or the list is gone (deleted), the claim writes nothing, as
+// the list read at the tick's start may have been pruned since (a
+// reviewer found the deleted list let the claims through). -sim.mutate=
+// nosessionmark breaks the rows that stop.
+func TestCoreTickClaimStopsWhenTheListDropsTheSession(t *testing.T) {
+	defer setMutation(t)()
+	for _, row := range []struct {
+		name   string
+		fresh  func(listed []byte) []byte
+		claims bool
+	}{
+		{"it names the session", func(listed []byte) []byte { return listed }, true},
+		{"it names another session", func([]byte) []byte {
+			m, _ := parseMembers(membersOf("w1", "w2"))
+			m.Sessions["w1"] = "S7"
+			return encode(m)
+		}, false},
+		{"it names no session", func([]byte) []byte {
+			m, _ := parseMembers(membersOf("w1", "w2"))
+			m.Sessions = nil
+			return encode(m)
+		}, false},
+		{"it is deleted", func([]byte) []byte { return nil }, false},
+	} {
+		t.Run(row.name, func(t *testing.T) {
+			c := newTestCore("s0", "s1", "s2", "s3", "s4", "s5")
+			c.cp.lists = true
+			st := &storeScript{sessions: map[string][]byte{"w2": ses("w2", "S2", 0)}, records: map[string][]byte{}, members: membersOf("w1", "w2"), at: t0}
+			drive(t, c, inTick{"S1", nil}, t0, st.reply) // S1 listed; the pool assembles
+			now := t0.Add(2 * testFI)
+			st.sessions["w2"], st.at = ses("w2", "S2", 2), now
+			reads := 0
+			reply := func(e effect) input {
+				if _, ok := e.(getMembers); ok {
+					if reads++; reads > 1 {
+						d := row.fresh(st.members)
+						return inMembers{recordRead{data: d, etag: etagOf(d)}}
+					}
+				}
+				return st.reply(e)
+			}
+			calls, _ := drive(t, c, inTick{"S1", nil}, now, reply)
+			claimed := slices.ContainsFunc(calls, func(n string) bool { return strings.HasPrefix(n, "putClaims") })
+			if claimed != row.claims {
+				t.Errorf("claims written: %v; want %v (calls %v)", claimed, row.claims, calls)
+			}
+		})
+	}
+}

@@ -182,7 +182,7 @@ func (c *core) lookDue(now time.Time) bool {
 // lookReason is lookDue's reason to look ("": none), for the Debug log.
 func (c *core) lookReason(now time.Time) string {
 	switch {
-	case !slices.Equal(c.members, c.lookMembers) || c.membersTag != c.lookTag:
+	case !slices.Equal(c.members, c.lookMembers) || c.membersSum != c.lookSum:
 		return "the member list changed"
 	case !c.lookAt.IsZero() && !now.Before(c.lookAt):
 		return "a shard set aside is due"
@@ -248,7 +248,7 @@ func settled(v view, n int) bool {
 
 // looked notes what a look saw, for lookDue.
 func (c *core) looked(v view, now time.Time) {
-	c.lookLive, c.lookMembers, c.lookAt, c.lookTag = slices.Clone(v.live), slices.Clone(c.members), time.Time{}, c.membersTag
+	c.lookLive, c.lookMembers, c.lookAt, c.lookSum = slices.Clone(v.live), slices.Clone(c.members), time.Time{}, c.membersSum
 	c.deferLive = nil
 	// A pool not settled is looked at again at the next tick, then after
 	// one interval, two, four... up to four leases while it stays so; and

@@ -61,7 +61,10 @@
 //     a worker can find lists its last term: the record was released;
 //     or the session object listing it is deleted too; or it is the
 //     session object of a worker that has left, and the member list,
-//     deleted since, no longer names it.
+//     deleted or put back to an older version since, no longer names it
+//     (with content-hash ETags, a list put back to bytes a prune was
+//     decided on also lets that prune land over a member that restarted
+//     since; each write of the list is otherwise unique).
 //   - Two workers given the same ID are found out: the one whose session
 //     the other's overwrite a second time returns an error matching
 //     ErrDuplicateID from Run, and the other goes on alone.

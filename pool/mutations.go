@@ -33,6 +33,7 @@ const (
 	mutNoSessionMark    = false // a worker counts itself listed whatever session the member list names for it
 	mutNoMemberStamp    = false // the member list is written without a random value: its earlier bytes, and ETag, can come back
 	mutRestartLooks     = false // a member list that only names a new session of a member makes every worker look
+	mutPeerUnlisted     = false // peer mode: a worker not listed in its session skips reading the member list when the hub names the one it knows
 	mutPeerMembers      = false // peer mode: the member list is read only every InfrequentInterval, whatever the digests say of it
 	mutPeerNoSum        = false // peer mode: a digest's content is ignored: a read is aged from the digest that first named its ETag, whatever content it gave
 	mutJoinInStep       = false // a worker whose write of the member list lost retries a quarter interval later, as every other loser does

@@ -19,7 +19,7 @@ func setMutation(t *testing.T) func() {
 		"keepmembers":    &mutKeepMembers,
 		"norestorecheck": &mutNoRestoreCheck, "nomemberttl": &mutNoMemberTTL,
 		"nolist": &mutNoList, "stalelist": &mutStaleList, "keepstrays": &mutKeepStrays,
-		"peerpartial": &mutPeerPartial, "nodoubt": &mutNoDoubt, "peertrusted": &mutPeerTrusted, "nosessionmark": &mutNoSessionMark, "nomemberstamp": &mutNoMemberStamp, "restartlooks": &mutRestartLooks, "peermembers": &mutPeerMembers,
+		"peerpartial": &mutPeerPartial, "nodoubt": &mutNoDoubt, "peertrusted": &mutPeerTrusted, "nosessionmark": &mutNoSessionMark, "nomemberstamp": &mutNoMemberStamp, "restartlooks": &mutRestartLooks, "peerunlisted": &mutPeerUnlisted, "peermembers": &mutPeerMembers,
 		"peernosum": &mutPeerNoSum, "joininstep": &mutJoinInStep, "peerthisround": &mutPeerThisRound,
 		"unlistedwaits": &mutUnlistedWaits, "settlewaits": &mutSettleWaits, "orphanherd": &mutOrphanHerd, "stalerounds": &mutStaleRounds, "unreleasedwaits": &mutUnreleasedWaits, "fixedlistwait": &mutFixedListWait, "joinrush": &mutJoinRush, "eagerlooks": &mutEagerLooks, "forgetlook": &mutForgetLook, "listfaillooks": &mutListFailLooks, "failedlistunread": &mutFailedListUnread, "stalenamed": &mutStaleNamed, "staleanysession": &mutStaleAnySession, "releasedfirst": &mutReleasedFirst, "staleunproven": &mutStaleUnproven}, "")
 }

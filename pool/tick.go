@@ -561,7 +561,13 @@ func (c *core) hubAnswered(in input, at time.Time) []effect {
 	c.peerWarned = false
 	if at.After(c.doubtUntil) && c.covers(r.d, c.view(asked, true)) {
 		c.applyDigest(r.d, at)
-		c.tk.listed, c.tk.members = true, !mutPeerMembers && (r.d.Members != c.membersTag || r.take)
+		// The member list is read all the same while this worker is not
+		// listed in its session (a join, a session opened again): the
+		// hub's digest may name the list as this worker last read it,
+		// from before its own write, and waiting for the store's turn
+		// (storeDue) left a reopened session's shards unled for two
+		// InfrequentIntervals (a reviewer's case).
+		c.tk.listed, c.tk.members = true, !mutPeerMembers && (r.d.Members != c.membersTag || r.take || c.listedAt.IsZero() && !mutPeerUnlisted)
 	}
 	return c.watchStore(nil, at)
 }

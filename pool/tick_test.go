@@ -538,3 +538,87 @@ func TestCoreTickClaimStopsWhenTheListDropsTheSession(t *testing.T) {
 		})
 	}
 }
+
+// stuckPool: w1 (this core) leads s0 and s1, w2 leads s2 to s5, w3 is
+// live and leads nothing (a worker that cannot claim). The targets are 2
+// each: the pool is not settled, and two looks that find the same counts
+// leave it stuck (settleStuck). w1 ticks every FrequentInterval from 0 to
+// 4; then its session S1 is lost and S9 opens in the same process. It
+// returns the script's step for tick k (the hub's digest names the member
+// list w1 last read).
+func stuckPool(t *testing.T, c *core, peer bool) (*storeScript, func(k int) ([]string, func(effect) input)) {
+	c.cp.lists = true
+	c.cp.ii = 6 * testFI
+	st := &storeScript{sessions: map[string][]byte{}, records: map[string][]byte{}, members: membersOf("w1", "w2", "w3")}
+	for _, sh := range []string{"s0", "s1"} {
+		c.mine[sh] = &lead{shard: sh, term: 1, session: "S1"}
+	}
+	session := "S1"
+	step := func(k int) ([]string, func(effect) input) {
+		now := at(time.Duration(k) * testFI)
+		w2 := ses("w2", "S2", uint64(k), func(r *sessionRecord) { r.Shards = map[string]uint64{"s2": 1, "s3": 1, "s4": 1, "s5": 1} })
+		w3 := ses("w3", "S3", uint64(k))
+		st.sessions["w2"], st.sessions["w3"], st.at = w2, w3, now
+		reply := func(e effect) input {
+			switch e.(type) {
+			case askHub:
+				s2, s3 := sha256.Sum256(w2), sha256.Sum256(w3)
+				return inDigest{d: digest{Members: c.membersTag, Sessions: map[string]peerSession{
+					"w2": {ETag: etagOf(w2), Sum: peerSum(s2)}, "w3": {ETag: etagOf(w3), Sum: peerSum(s3)}}}}
+			case getSession:
+				return inSession{session, nil}
+			}
+			return st.reply(e)
+		}
+		return nil, reply
+	}
+	for k := 0; k < 4; k++ {
+		_, reply := step(k)
+		calls, _ := drive(t, c, inTick{"S1", nil}, at(time.Duration(k)*testFI), reply)
+		t.Logf("S1 tick %d: stuck=%v calls=%v", k, c.settleStuck, calls)
+	}
+	c.cp.peer = peer
+	// S1 is lost at 4.5 FI; S9 opens in the same process. Its leaderships
+	// end (lease expired) and their Work returns.
+	for _, sh := range []string{"s0", "s1"} {
+		ld := c.mine[sh]
+		drive(t, c, inEnded{ld, s3lect.ErrLeaseExpired}, at(4*testFI+testFI/2), nil)
+		drive(t, c, inWorkDone{ld}, at(4*testFI+testFI/2), nil)
+	}
+	session = "S9"
+	return st, step
+}
+
+// TestCoreTickReopenedSessionInPeerMode: a session reopened in one
+// process while its view of the pool is stuck claims its shards back
+// within a few intervals, in peer mode as with listings: a worker not
+// listed in its session reads the member list at every tick, though the
+// hub's digest names the list it knows. Before, it waited for the store's
+// turn (InfrequentInterval) to read the list, and again after its join
+// (the digest named the list from before its own write): its two shards
+// were unled for about two InfrequentIntervals, the first claim at tick
+// 16 (a reviewer's case; -sim.mutate=peerunlisted).
+func TestCoreTickReopenedSessionInPeerMode(t *testing.T) {
+	defer setMutation(t)()
+	for _, peer := range []bool{false, true} {
+		t.Run(map[bool]string{false: "listing", true: "peer"}[peer], func(t *testing.T) {
+			c := newTestCore("s0", "s1", "s2", "s3", "s4", "s5")
+			_, step := stuckPool(t, c, peer)
+			claimedAt := -1
+			for k := 5; k < 25 && claimedAt < 0; k++ {
+				_, reply := step(k)
+				calls, _ := drive(t, c, inTick{"S9", nil}, at(time.Duration(k)*testFI), reply)
+				for _, n := range calls {
+					if strings.HasPrefix(n, "putClaims") {
+						claimedAt = k
+					}
+				}
+				t.Logf("S9 tick %d: listedAt=%v stuck=%v mine=%d calls=%v", k, c.listedAt.Sub(t0), c.settleStuck, len(c.mine), calls)
+			}
+			t.Logf("S9 first claims at tick %d (session lost at 4.5 FI)", claimedAt)
+			if claimedAt < 0 || claimedAt > 8 {
+				t.Errorf("the reopened session claims at tick %d; its shards are unled meanwhile", claimedAt)
+			}
+		})
+	}
+}

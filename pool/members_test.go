@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -46,7 +47,8 @@ func TestDeadMembersLeaveTheList(t *testing.T) {
 	})
 }
 
-// TestARestartCostsNoLooks: a worker of 10 (100 shards) killed and a new
+// TestARestartCostsNoLooks: a worker of 10 (100 shards: the pruner with
+// the lowest ID, a middle one, the last) killed and a new
 // process of its ID started at once writes its new session into the
 // member list; the others read the list, but it names the same members,
 // so none of them looks (reads every session object): over the 3 leases
@@ -57,40 +59,46 @@ func TestDeadMembersLeaveTheList(t *testing.T) {
 // again all the same.
 func TestARestartCostsNoLooks(t *testing.T) {
 	defer setMutation(t)()
-	synctest.Test(t, func(t *testing.T) {
-		const workers = 10
-		g := newGroup(t, workers, 10*workers)
-		defer g.stop()
-		g.settle(t)
-		others := func() (gets, looks uint64) {
-			for _, w := range g.workers[:workers-1] {
-				s := w.p.Stats()
-				gets, looks = gets+s.Gets, looks+s.Looks
-			}
-			return gets, looks
-		}
-		g0, l0 := others()
-		time.Sleep(3 * testLT)
-		g1, l1 := others()
-		old := g.workers[workers-1]
-		old.st.dead.Store(true)
-		g.add(old.id)
-		time.Sleep(3 * testLT)
-		g2, l2 := others()
-		t.Logf("the 9 others over 3 leases: %d GETs and %d looks before the restart, %d and %d after", g1-g0, l1-l0, g2-g1, l2-l1)
-		if l2 != l1 || g2-g1 > (g1-g0)+uint64(workers) {
-			t.Errorf("after a restart the others looked %d times and made %d GETs in 3 leases (%d before); want no look and the steady GETs (one more each: the list)", l2-l1, g2-g1, g1-g0)
-		}
-		data, _, err := g.mem.Get(t.Context(), "pool/members.json")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m, err := parseMembers(data); err != nil || m.Sessions[old.id] == "" || m.Sessions[old.id] != g.workers[len(g.workers)-1].p.st.listedSession {
-			t.Errorf("the member list %s; want it to name the new process's session for %s", data, old.id)
-		}
-		if c := g.counts(); !within(c, g.ids(old), 10, 10, 10*workers) {
-			t.Errorf("3 leases after the restart: %s; want 10 each", spread(c))
-		}
-		g.check(t)
-	})
+	const workers = 10
+	for _, victim := range []int{0, 4, workers - 1} { // the pruner (lowest ID), a middle one, the last
+		t.Run(fmt.Sprintf("victim=w%d", victim+1), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := newGroup(t, workers, 10*workers)
+				defer g.stop()
+				g.settle(t)
+				others := func() (gets, looks uint64) {
+					for i, w := range g.workers[:workers] {
+						if i != victim {
+							s := w.p.Stats()
+							gets, looks = gets+s.Gets, looks+s.Looks
+						}
+					}
+					return gets, looks
+				}
+				g0, l0 := others()
+				time.Sleep(3 * testLT)
+				g1, l1 := others()
+				old := g.workers[victim]
+				old.st.dead.Store(true)
+				g.add(old.id)
+				time.Sleep(3 * testLT)
+				g2, l2 := others()
+				t.Logf("the 9 others over 3 leases: %d GETs and %d looks before the restart, %d and %d after", g1-g0, l1-l0, g2-g1, l2-l1)
+				if l2 != l1 || g2-g1 > (g1-g0)+uint64(workers) {
+					t.Errorf("after a restart the others looked %d times and made %d GETs in 3 leases (%d before); want no look and the steady GETs (one more each: the list)", l2-l1, g2-g1, g1-g0)
+				}
+				data, _, err := g.mem.Get(t.Context(), "pool/members.json")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m, err := parseMembers(data); err != nil || m.Sessions[old.id] == "" || m.Sessions[old.id] != g.workers[len(g.workers)-1].p.st.listedSession {
+					t.Errorf("the member list %s; want it to name the new process's session for %s", data, old.id)
+				}
+				if c := g.counts(); !within(c, g.ids(old), 10, 10, 10*workers) {
+					t.Errorf("3 leases after the restart: %s; want 10 each", spread(c))
+				}
+				g.check(t)
+			})
+		})
+	}
 }

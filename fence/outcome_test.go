@@ -13,8 +13,9 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// Tests from the adversarial review of issue 27. Each fails on the code
-// it was written against; the comment says why that is a bug.
+// Tests of how the fence reports what a store told it: an object cut at
+// the size limit, a lost reply over a key already at the writer's term,
+// and a read back that fails after a write landed.
 
 // truncating reads as s3store, gcsstore, azblobstore and natskv do: at
 // most store.MaxObjectSize+1 bytes of an object (store.go allows it).
@@ -28,7 +29,7 @@ func (s truncating) Get(ctx context.Context, key string) ([]byte, string, error)
 	return data, etag, err
 }
 
-// TestReviewReadRefusesTruncatedFencedObject: an object larger than
+// TestReadRefusesATruncatedFencedObject: an object larger than
 // store.MaxObjectSize that carries a valid fence header (written by another
 // tool: a copy, a concatenation, a newer s3lect with a larger limit) is cut
 // by every real backend at MaxObjectSize+1 bytes. The fence never writes
@@ -38,7 +39,7 @@ func (s truncating) Get(ctx context.Context, key string) ([]byte, string, error)
 // looking one skips the check because it is made on the data after the
 // header). Fix: in read or decode, refuse any body longer than
 // MaxObjectSize, header or not.
-func TestReviewReadRefusesTruncatedFencedObject(t *testing.T) {
+func TestReadRefusesATruncatedFencedObject(t *testing.T) {
 	mem := memstore.New()
 	st := truncating{mem}
 	w, _ := fence.New(mem, 3)
@@ -56,7 +57,7 @@ func TestReviewReadRefusesTruncatedFencedObject(t *testing.T) {
 	}
 }
 
-// TestReviewSealLostReplyKeyAtOwnTerm: a Seal whose write landed with its
+// TestSealWithALostReplySucceedsOnAKeyAtItsTerm: a Seal whose write landed with its
 // reply lost, after which two writes of the same term (the same leader's
 // other worker, or `s3lect put` run beside `s3lect seal` in one job) land
 // before the read back. The key holds the sealer's term, which is all a
@@ -66,7 +67,7 @@ func TestReviewReadRefusesTruncatedFencedObject(t *testing.T) {
 // landed there; Seal does not need to. Fix: in update's resolution, for
 // seal, a key found at the writer's term (or after a fresh read, any
 // version of the writer's term) is success.
-func TestReviewSealLostReplyKeyAtOwnTerm(t *testing.T) {
+func TestSealWithALostReplySucceedsOnAKeyAtItsTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		old, _ := fence.New(st, 3)
@@ -118,7 +119,7 @@ func (f *failGets) PutIfMatch(ctx context.Context, key string, data []byte, etag
 	return "", errors.New("connection reset")
 }
 
-// TestReviewUnresolvedReplySaysOutcomeUnknown: a Put whose write landed
+// TestPutWithAnUnresolvedReplySaysOutcomeUnknown: a Put whose write landed
 // with its reply lost, and whose read back then fails through the fixed
 // retries, returns the read's error alone ("fence: put "k": read
 // timeout"), which reads as "the put failed" although its data is in the
@@ -127,7 +128,7 @@ func (f *failGets) PutIfMatch(ctx context.Context, key string, data []byte, etag
 // "not written" from "may be written"). Fix: when unsure != nil, wrap the
 // read's error as the other unknown outcomes are (and export a sentinel,
 // e.g. ErrOutcomeUnknown, with its own exit status in the command).
-func TestReviewUnresolvedReplySaysOutcomeUnknown(t *testing.T) {
+func TestPutWithAnUnresolvedReplySaysOutcomeUnknown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		w, _ := fence.New(&failGets{Store: st, n: 10}, 2)

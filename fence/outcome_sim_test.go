@@ -16,7 +16,7 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// A review of issue 27: a simulation that checks what TestFenceSimulation
+// TestCallOutcomes is a simulation that checks what TestFenceSimulation
 // does not, the outcome each call reports, besides the order of landed
 // terms. Per call (its data unique):
 //
@@ -91,7 +91,7 @@ type flaky struct {
 	wg    *sync.WaitGroup
 }
 
-var errFlaky = errors.New("review: connection reset")
+var errFlaky = errors.New("outcomes: connection reset")
 
 func (f *flaky) roll(n int) int {
 	f.mu.Lock()
@@ -139,14 +139,14 @@ func (f *flaky) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 	return f.st.PutIfMatch(ctx, key, data, etag)
 }
 
-func TestReviewOutcomes(t *testing.T) {
+func TestCallOutcomes(t *testing.T) {
 	for _, variant := range []string{"fresh", "stale"} {
 		t.Run(variant, func(t *testing.T) {
-			var total reviewStats
+			var total outcomeStats
 			_, n := simworld.SeedRange()
 			for seed := range uint64(n / 4) {
 				synctest.Test(t, func(t *testing.T) {
-					st := reviewWorld(t, seed, variant == "stale")
+					st := outcomeWorld(t, seed, variant == "stale")
 					total.calls += st.calls
 					total.ok += st.ok
 					total.fenced += st.fenced
@@ -163,9 +163,9 @@ func TestReviewOutcomes(t *testing.T) {
 	}
 }
 
-type reviewStats struct{ calls, ok, fenced, failed, landed, dups int }
+type outcomeStats struct{ calls, ok, fenced, failed, landed, dups int }
 
-func reviewWorld(t *testing.T, seed uint64, stale bool) (st reviewStats) {
+func outcomeWorld(t *testing.T, seed uint64, stale bool) (st outcomeStats) {
 	rng := rand.New(rand.NewPCG(seed, 27))
 	var mu sync.Mutex
 	var base store.Store = memstore.New()

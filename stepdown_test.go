@@ -8,8 +8,8 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// TestReviewTwoOperatorsStepDown (adversarial review of issue 29): two
-// operators run s3lect release at about the same time. The first request
+// TestStepDownSecondOperatorsRequestIsReleasedOver: two operators run
+// s3lect release at about the same time. The first request
 // q1 makes the leader's renewal fail; the leader's step read finds q1 and
 // it waits for its holder (s3lect run: until its command's process group
 // is gone, often most of a second). Meanwhile the second operator's
@@ -18,14 +18,14 @@ import (
 // holder resigns; the release over q1 is refused. The leader then
 // forgets everything (releaseDone: "another holder wrote since") and
 // follows: nothing releases q2, so followers wait the whole lease out
-// (the 15 s gap issue 29 is about), both release commands say the leader
+// (a 15 s gap at the defaults), both release commands say the leader
 // "did not answer within its lease", -to is lost, and the ex-leader has
 // no hold-off on its own record. Not a safety problem: a liveness one.
 //
 // Wanted: a release refused over a request is read again; a record of the
 // same leadership carrying another step-down request is released over in
 // the same way (the holder is already done).
-func TestReviewTwoOperatorsStepDown(t *testing.T) {
+func TestStepDownSecondOperatorsRequestIsReleasedOver(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
 	m := newMachine(t, p)
@@ -58,18 +58,17 @@ func TestReviewTwoOperatorsStepDown(t *testing.T) {
 	}
 }
 
-// TestReviewLostReleaseReplyHandsBackToItself (review of issue 29): the
-// resigner's release lands but its reply is lost and the retries fail (a
+// TestResignerHoldsOffAfterALostReleaseReply: the resigner's release lands but its reply is lost and the retries fail (a
 // store that errs for a second): releaseDone takes the "release failed"
 // branch, which sets no hold-off. The README's loop campaigns again at
 // once; its first read finds its own released record (vacant, T2) and it
 // takes it back at once: the handover lands on itself although other
-// members are live (issue 29 wants all of them on another member). The
+// members are live, where it must land on another member. The
 // same holds for the PreconditionFailed branch. Suggested fix: holdOff(l)
 // in every branch of releaseDone (the hold only delays a takeover of a
 // record with this leadership's key, so it is harmless when nothing
 // landed).
-func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
+func TestResignerHoldsOffAfterALostReleaseReply(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
 	m := newMachine(t, p)
@@ -91,8 +90,7 @@ func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
 	}
 }
 
-// TestReviewResignRacesStepDownRequest (review of issue 29): the holder
-// resigns (s3lect run on SIGTERM, a maintenance script) just as an
+// TestResignRacingAStepDownRequestReleasesOverIt: the holder resigns (s3lect run on SIGTERM, a maintenance script) just as an
 // operator's step-down request q lands over the leader's record k. The
 // release is written If-Match k's ETag and refused; releaseDone takes it
 // as "another holder wrote since" and follows, writing nothing. q is a
@@ -101,7 +99,7 @@ func TestReviewLostReleaseReplyHandsBackToItself(t *testing.T) {
 // handover. Suggested fix: a release refused by the store reads the
 // lockfile, as a refused renewal does (finishLost), and a step-down
 // request over the same leadership is released over.
-func TestReviewResignRacesStepDownRequest(t *testing.T) {
+func TestResignRacingAStepDownRequestReleasesOverIt(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
 	m := newMachine(t, p)

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/detsim"
 	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
@@ -82,61 +84,68 @@ func (l *ledger) snapshot(key string) []landing {
 	return append([]landing(nil), l.landed[key]...)
 }
 
-// flaky is one writer's link.
+// flaky is one writer's link: its own random source, and a step of the
+// scheduler for each call that reaches the shared ledger.
 type flaky struct {
 	st    *ledger
-	rng   *rand.Rand
-	mu    *sync.Mutex
+	rng   *rand.Rand // the writer's own
+	sched *detsim.Sched
+	name  string
 	stale bool
-	wg    *sync.WaitGroup
+	gs    *sync.WaitGroup
+	late  int
 }
 
 var errFlaky = errors.New("outcomes: connection reset")
 
-func (f *flaky) roll(n int) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.rng.IntN(n)
-}
+func (f *flaky) roll(n int) int { return f.rng.IntN(n) }
 
-func (f *flaky) Get(ctx context.Context, key string) ([]byte, string, error) {
-	switch r := f.roll(20); {
-	case r == 0:
+func (f *flaky) Get(ctx context.Context, key string) (data []byte, etag string, err error) {
+	r := f.roll(20)
+	if r == 0 {
 		return nil, "", errFlaky
-	case r < 4 && f.stale:
-		f.st.mu.Lock()
-		vs := f.st.versions[key]
-		f.st.mu.Unlock()
-		if len(vs) == 0 {
-			return nil, "", store.ErrNotFound
-		}
-		v := vs[f.roll(len(vs))]
-		return []byte(v[0]), v[1], nil
 	}
-	return f.st.Get(ctx, key)
+	pick := f.rng.Uint64()
+	f.sched.Step(f.name, func() {
+		if r < 4 && f.stale {
+			vs := f.st.versions[key]
+			if len(vs) == 0 {
+				err = store.ErrNotFound
+				return
+			}
+			v := vs[pick%uint64(len(vs))]
+			data, etag = []byte(v[0]), v[1]
+			return
+		}
+		data, etag, err = f.st.Get(ctx, key)
+	})
+	return data, etag, err
 }
 
-func (f *flaky) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+func (f *flaky) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (tag string, err error) {
 	switch r := f.roll(20); {
 	case r == 0:
 		return "", errFlaky // before the store
 	case r == 1:
-		_, err := f.st.PutIfMatch(ctx, key, data, etag)
+		f.sched.Step(f.name, func() { _, err = f.st.PutIfMatch(ctx, key, data, etag) })
 		if err != nil {
 			return "", err
 		}
 		return "", errFlaky // landed, reply lost
 	case r == 2:
 		d := time.Duration(f.roll(10_000)) * time.Millisecond
-		f.wg.Add(1)
+		f.late++
+		name := fmt.Sprintf("%s/late-%d", f.name, f.late)
+		f.gs.Add(1)
 		go func() {
-			defer f.wg.Done()
+			defer f.gs.Done()
 			time.Sleep(d)
-			_, _ = f.st.PutIfMatch(context.Background(), key, data, etag)
+			f.sched.Step(name, func() { _, _ = f.st.PutIfMatch(context.Background(), key, data, etag) })
 		}()
 		return "", errFlaky // on its way
 	}
-	return f.st.PutIfMatch(ctx, key, data, etag)
+	f.sched.Step(f.name, func() { tag, err = f.st.PutIfMatch(ctx, key, data, etag) })
+	return tag, err
 }
 
 func TestCallOutcomes(t *testing.T) {
@@ -154,42 +163,58 @@ func TestCallOutcomes(t *testing.T) {
 					total.landed += st.landed
 					total.dups += st.dups
 				})
-				if t.Failed() {
-					t.Fatalf("seed %d", seed)
-				}
 			}
 			t.Logf("%s: %+v", variant, total)
 		})
 	}
 }
 
-type outcomeStats struct{ calls, ok, fenced, failed, landed, dups int }
+// TestCallOutcomesReplay runs one seed of each variant 20 times and wants
+// one ledger hash.
+func TestCallOutcomesReplay(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		hashes := map[uint64]int{}
+		for range 20 {
+			synctest.Test(t, func(t *testing.T) { hashes[outcomeWorld(t, 5, stale).hash]++ })
+		}
+		if len(hashes) != 1 {
+			t.Errorf("stale=%v seed 5, 20 runs: %d different ledger hashes %v; want 1", stale, len(hashes), hashes)
+		}
+	}
+}
+
+type outcomeStats struct {
+	calls, ok, fenced, failed, landed, dups int
+	hash                                    uint64
+}
 
 func outcomeWorld(t *testing.T, seed uint64, stale bool) (st outcomeStats) {
 	rng := rand.New(rand.NewPCG(seed, 27))
-	var mu sync.Mutex
+	sched := detsim.New(seed)
 	var base store.Store = memstore.New()
 	if seed%2 == 1 {
 		base = &simStore{objs: map[string][]byte{}, tags: map[string]string{}, revisions: true}
 	}
 	l := &ledger{Store: base, t: t, landed: map[string][]landing{}, versions: map[string][][2]string{}, ids: map[string]bool{}, allowDups: stale}
-	var late, writers sync.WaitGroup
-	var n int
+	var gs sync.WaitGroup
+	var n int // in steps only
 	keys := []string{"a", "b"}
 	for w := range 8 {
 		term := uint64(1 + w/2 + rng.IntN(2)) // pairs share a term; successors start later
-		link := &flaky{st: l, rng: rand.New(rand.NewPCG(seed, uint64(w))), mu: &mu, stale: stale, wg: &late}
+		name := fmt.Sprintf("writer-%d", w)
+		link := &flaky{st: l, rng: rand.New(rand.NewPCG(seed, uint64(w))), sched: sched, name: name, stale: stale, gs: &gs}
 		fw, _ := New(link, term)
-		writers.Add(1)
+		gs.Add(1)
 		go func() {
-			defer writers.Done()
+			defer gs.Done()
 			time.Sleep(time.Duration(w*700+link.roll(2000)) * time.Millisecond)
 			for range 12 {
 				key := keys[link.roll(len(keys))]
-				mu.Lock()
-				n++
-				data := fmt.Appendf(nil, "call %d term %d", n, term)
-				mu.Unlock()
+				var data []byte
+				sched.Step(name, func() {
+					n++
+					data = fmt.Appendf(nil, "call %d term %d", n, term)
+				})
 				op := link.roll(6)
 				var err error
 				switch op {
@@ -200,50 +225,63 @@ func outcomeWorld(t *testing.T, seed uint64, stale bool) (st outcomeStats) {
 				default:
 					err = fw.Put(t.Context(), key, data)
 				}
-				mu.Lock()
-				st.calls++
-				switch {
-				case err == nil:
-					st.ok++
-				case errors.Is(err, ErrFenced):
-					st.fenced++
-				default:
-					st.failed++
-				}
-				mu.Unlock()
-				h := l.snapshot(key)
-				top := uint64(0)
-				if len(h) > 0 {
-					top = h[len(h)-1].term
-				}
-				switch {
-				case errors.Is(err, ErrFenced):
-					if top <= term {
-						t.Errorf("term %d op %d on %q: ErrFenced (%v) but the key's last landed term is %d", term, op, key, err, top)
-					}
-				case err != nil:
-				case op == 0:
-					if top < term {
-						t.Errorf("term %d: Seal(%q) returned nil but the key's last landed term is %d", term, key, top)
-					}
-				case op >= 2:
-					found := false
-					for _, x := range h {
-						found = found || (x.term == term && !x.deleted && bytes.Equal(x.data, data))
-					}
-					if !found {
-						t.Errorf("term %d: Put(%q, %q) returned nil but never landed", term, key, data)
-					}
-				}
+				sched.Step(name, func() { st.check(t, sched, l, term, op, key, data, err) })
 				time.Sleep(time.Duration(link.roll(1500)) * time.Millisecond)
 			}
 		}()
 	}
-	writers.Wait()
-	late.Wait()
+	done := make(chan struct{})
+	go func() {
+		gs.Wait()
+		close(done)
+	}()
+	sched.Run(done)
 	for _, h := range l.landed {
 		st.landed += len(h)
 	}
 	st.dups = l.dups
+	st.hash = sched.Hash()
+	if t.Failed() {
+		t.Logf("seed %d failed (replay: go test -run TestCallOutcomes ./fence -sim.seeds=%d); the ledger's last 60 lines:\n%s",
+			seed, 4*(seed+1), strings.Join(sched.Ledger(60), "\n"))
+	}
 	return st
+}
+
+// check counts one call's outcome and checks it against what landed.
+func (st *outcomeStats) check(t *testing.T, sched *detsim.Sched, l *ledger, term uint64, op int, key string, data []byte, err error) {
+	st.calls++
+	switch {
+	case err == nil:
+		st.ok++
+	case errors.Is(err, ErrFenced):
+		st.fenced++
+	default:
+		st.failed++
+	}
+	sched.Record("term %d op %d %s %q: %v", term, op, key, data, err == nil)
+	h := l.snapshot(key)
+	top := uint64(0)
+	if len(h) > 0 {
+		top = h[len(h)-1].term
+	}
+	switch {
+	case errors.Is(err, ErrFenced):
+		if top <= term {
+			t.Errorf("term %d op %d on %q: ErrFenced (%v) but the key's last landed term is %d", term, op, key, err, top)
+		}
+	case err != nil:
+	case op == 0:
+		if top < term {
+			t.Errorf("term %d: Seal(%q) returned nil but the key's last landed term is %d", term, key, top)
+		}
+	case op >= 2:
+		found := false
+		for _, x := range h {
+			found = found || (x.term == term && !x.deleted && bytes.Equal(x.data, data))
+		}
+		if !found {
+			t.Errorf("term %d: Put(%q, %q) returned nil but never landed", term, key, data)
+		}
+	}
 }

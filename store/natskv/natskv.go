@@ -143,44 +143,51 @@ func (s *Store) Get(ctx context.Context, path string) ([]byte, string, error) {
 // one token, so the watch goes over every key in the bucket and List keeps
 // those under prefix: its cost grows with the keys of the whole bucket,
 // not only those listed.
+//
+// A watch that delivers nothing for listStall (10 s) before it has every key
+// (seen once in CI: a listing that never ended) is abandoned and started
+// again once on a fresh consumer; a second stall is returned as an error
+// that says so. So List never waits longer than about twice listStall
+// without news, whatever ctx allows.
 func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	list, err := s.watchList(ctx, prefix)
+	if errors.Is(err, errStalled) && ctx.Err() == nil {
+		list, err = s.watchList(ctx, prefix)
+	}
+	if err != nil {
+		return nil, s.mapError("list", prefix, err)
+	}
+	return list, nil
+}
+
+// listStall is how long List waits for the next key of a watch before it
+// gives that watch up (see List). A variable so that tests can shorten it.
+var listStall = 10 * time.Second
+
+var errStalled = errors.New("the watch delivered nothing for a while before it had every key (the server overloaded, or its consumer stuck): try again")
+
+// watchList is one watch of List.
+func (s *Store) watchList(ctx context.Context, prefix string) ([]store.Entry, error) {
 	s.status.RLock()
 	w, err := s.kv.WatchAll(ctx, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
 	s.status.RUnlock()
 	if err != nil {
-		return nil, s.mapError("list", prefix, err)
+		return nil, err
 	}
-	defer func() {
-		// Stop, then take what the watch still delivers, so that its
-		// callback, which blocks on a full channel, returns. The channel
-		// is closed once the subscription is, but not always (seen in CI:
-		// a drain that waited for ever), so the drain also ends after a
-		// second with nothing delivered: nothing is sent after the stop
-		// but what was already under way.
-		w.Stop()
-		quiet := time.NewTimer(time.Second)
-		defer quiet.Stop()
-		for {
-			select {
-			case _, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				quiet.Reset(time.Second)
-			case <-quiet.C:
-				return
-			}
-		}
-	}()
+	defer stopWatch(w)
 	want := Key(prefix)
 	latest := map[string]uint64{}
+	stall := time.NewTimer(listStall)
+	defer stall.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("natskv: list %q in bucket %s: %w", prefix, s.kv.Bucket(), ctx.Err())
+			return nil, ctx.Err()
+		case <-stall.C:
+			return nil, fmt.Errorf("%w (%d keys after %v)", errStalled, len(latest), listStall)
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("natskv: list %q in bucket %s: the watch ended before it had every key (connection closed?)", prefix, s.kv.Bucket())
+				return nil, errors.New("the watch ended before it had every key (connection closed?)")
 			}
 			if e == nil { // every key present at the start has arrived
 				return entries(latest), nil
@@ -188,6 +195,30 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 			if strings.HasPrefix(e.Key(), want) {
 				latest[e.Key()] = max(latest[e.Key()], e.Revision())
 			}
+			stall.Reset(listStall)
+		}
+	}
+}
+
+// stopWatch stops w, then takes what the watch still delivers, so that its
+// callback, which blocks on a full channel, returns. The channel is closed
+// once the subscription is, but not always (seen in CI: a drain that
+// waited for ever), so the drain also ends after a second with nothing
+// delivered: nothing is sent after the stop but what was already under
+// way.
+func stopWatch(w jetstream.KeyWatcher) {
+	w.Stop()
+	quiet := time.NewTimer(time.Second)
+	defer quiet.Stop()
+	for {
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			quiet.Reset(time.Second)
+		case <-quiet.C:
+			return
 		}
 	}
 }

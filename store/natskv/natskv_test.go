@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -567,5 +568,74 @@ func BenchmarkListOnNATS(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// stuckWatches is a bucket whose first n watches never say that every key
+// has arrived: the end-of-keys marker (a nil entry) is swallowed, as when
+// a consumer stops delivering before its last key.
+type stuckWatches struct {
+	jetstream.KeyValue
+	mu sync.Mutex
+	n  int
+}
+
+func (s *stuckWatches) WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	w, err := s.KeyValue.WatchAll(ctx, opts...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || s.n == 0 {
+		return w, err
+	}
+	s.n--
+	out := make(chan jetstream.KeyValueEntry)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for e := range w.Updates() {
+			if e == nil {
+				continue
+			}
+			select {
+			case out <- e:
+			case <-done:
+			}
+		}
+	}()
+	return &swallowing{KeyWatcher: w, out: out, done: done}, nil
+}
+
+type swallowing struct {
+	jetstream.KeyWatcher
+	out  chan jetstream.KeyValueEntry
+	done chan struct{}
+	once sync.Once
+}
+
+func (w *swallowing) Updates() <-chan jetstream.KeyValueEntry { return w.out }
+
+func (w *swallowing) Stop() error {
+	w.once.Do(func() { close(w.done) })
+	return w.KeyWatcher.Stop()
+}
+
+func TestListGivesUpAStalledWatch(t *testing.T) {
+	natskv.SetListStall(t.Cleanup, 300*time.Millisecond)
+	ns := startNATS(t)
+	kv, _ := ns.bucket(t)
+	for _, path := range []string{"stall/a", "stall/b"} {
+		if _, err := natskv.New(kv).PutIfMatch(t.Context(), path, []byte(`{}`), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	once := natskv.New(&stuckWatches{KeyValue: kv, n: 1})
+	got, err := once.List(t.Context(), "stall/")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("List() over one stalled watch = %v, %v; want both keys from the second watch", got, err)
+	}
+	twice := natskv.New(&stuckWatches{KeyValue: kv, n: 2})
+	got, err = twice.List(t.Context(), "stall/")
+	if err == nil || !strings.Contains(err.Error(), "delivered nothing") || !strings.Contains(err.Error(), `list "stall/"`) {
+		t.Fatalf("List() over two stalled watches = %v, %v; want an error saying the watch delivered nothing, naming the listing", got, err)
 	}
 }

@@ -38,7 +38,7 @@ const (
 // the store as run was given it, credentials of a nats:// URL included:
 // the command must reach the store run elects on, and its environment is
 // no more exposed than run's own command line.
-func childEnv(o runOptions, term uint64) []string {
+func childEnv(o runConfig, term uint64) []string {
 	url := o.sf.url
 	if url == "" {
 		url = "s3://" + o.sf.bucket + "/" + o.sf.key

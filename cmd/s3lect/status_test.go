@@ -87,3 +87,25 @@ func TestStatusAndWatch(t *testing.T) {
 }
 
 var syscallTERM = syscall.SIGTERM
+
+// TestStatusWaitSaysWhatItSaw: -wait's verdict speaks of the lockfile's
+// state; a released lockfile is not "a leader gone or cut off".
+func TestStatusWaitSaysWhatItSaw(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		rep           statusReport
+		want, wantNot string
+	}{
+		{statusReport{State: "held", Leader: "a", Renewing: &yes, Watched: "5s"}, "yes (a new write within 5s)", ""},
+		{statusReport{State: "held", Leader: "a", Renewing: &no, Watched: "15s"}, "the leader is gone or cut off", ""},
+		{statusReport{State: "released", Leader: "a", Renewing: &no, Watched: "15s"}, "nobody leads (a released the lockfile) and nobody took over in 15s", "gone or cut off"},
+		{statusReport{State: "absent", Renewing: &no, Watched: "15s"}, "there is no lockfile", "gone or cut off"},
+		{statusReport{State: "unreadable", Renewing: &no, Watched: "15s"}, "not a record", "gone or cut off"},
+	} {
+		var out strings.Builder
+		tc.rep.print(&out)
+		if got := out.String(); !strings.Contains(got, "renewing: ") || !strings.Contains(got, tc.want) || tc.wantNot != "" && strings.Contains(got, tc.wantNot) {
+			t.Errorf("status -wait of a %s lockfile printed\n%s\nwant %q, not %q", tc.rep.State, got, tc.want, tc.wantNot)
+		}
+	}
+}

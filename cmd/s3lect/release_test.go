@@ -401,3 +401,26 @@ func TestTransferToAMemberThatJustJoined(t *testing.T) {
 		t.Errorf("nobody took over within 8 s of release -to C")
 	})
 }
+
+// TestParseRelease: release's flags, and what it refuses before acting.
+func TestParseRelease(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the usage error, or "" for accepted
+		to   string
+	}{
+		{[]string{"-store", "s3://b/k"}, "", ""},
+		{[]string{"-store", "s3://b/k", "-to", "db-2", "-wait", "0s"}, "", "db-2"},
+		{[]string{"-store", "s3://b/k", "-wait", "-1s"}, "-wait not negative", ""},
+		{[]string{"-store", "s3://b/k", "db-2"}, `unexpected argument "db-2"`, ""},
+	} {
+		var stderr strings.Builder
+		c, code, ok := parseRelease(tc.args, &stderr)
+		switch {
+		case tc.want == "" && (!ok || c.to != tc.to):
+			t.Errorf("parseRelease(%q) = %+v, %v, %q; want accepted, -to %q", tc.args, c, ok, stderr.String(), tc.to)
+		case tc.want != "" && (ok || code != exitUsage || !strings.Contains(stderr.String(), tc.want)):
+			t.Errorf("parseRelease(%q) = %v, %d, %q; want a usage error with %q", tc.args, ok, code, stderr.String(), tc.want)
+		}
+	}
+}

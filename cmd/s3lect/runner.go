@@ -79,23 +79,8 @@ func (r *runner) loop() int {
 // derives from the campaign's.
 func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var timedOut atomic.Bool
-	timer := &time.Timer{}
-	if r.o.try > 0 {
-		timer = time.AfterFunc(r.o.try, func() { timedOut.Store(true); cancel() })
-	}
-	if r.o.connectTimeout > 0 && !r.answered.Load() {
-		// A store that has not answered once since start is almost always
-		// a misconfiguration: give up after -connect-timeout, with a
-		// status of its own. Once it has answered, outages are waited out.
-		silent := time.AfterFunc(r.o.connectTimeout, func() {
-			if !r.answered.Load() {
-				r.noAnswer.Store(true)
-				cancel()
-			}
-		})
-		defer silent.Stop()
-	}
+	timedOut, stopTimers := r.campaignTimers(cancel)
+	defer stopTimers()
 	r.event(slog.LevelInfo, "campaigning", []any{"lockfile", r.where}, "%s campaigning for %s", r.o.id, r.where)
 	obsCtx, obsStop := context.WithCancel(context.Background())
 	watched := make(chan struct{})
@@ -123,7 +108,7 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 		<-won // Campaign gives back anything it had won
 		return nil, nil, exitOK, false
 	}
-	if r.o.try > 0 && !timer.Stop() && res.err == nil {
+	if res.err == nil && timedOut() {
 		// -try ran out just as this instance won: the leadership is
 		// cancelled already; give it back.
 		r.release(res.lead)
@@ -131,28 +116,59 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 	}
 	obsStop()
 	<-watched // no narration after the outcome's line
-	switch {
-	case res.err == nil:
+	if res.err == nil {
 		r.changes.Add(1)
 		r.event(slog.LevelInfo, "leading", []any{"term", res.lead.Term()}, "%s leads %s (term %d); starting %s", r.o.id, r.where, res.lead.Term(), r.command[0])
 		return res.lead, cancel, 0, true
-	case r.noAnswer.Load() && res.err != nil:
-		cancel()
+	}
+	cancel()
+	return nil, nil, r.campaignFailed(res.err, timedOut()), false
+}
+
+// campaignTimers cancels a campaign, through cancel, when -try runs out
+// and when -connect-timeout does before the store has answered once.
+// timedOut reports whether -try ran out; stop stops both timers.
+func (r *runner) campaignTimers(cancel func()) (timedOut func() bool, stop func()) {
+	var tried atomic.Bool
+	stops := []func() bool{}
+	if r.o.try > 0 {
+		stops = append(stops, time.AfterFunc(r.o.try, func() { tried.Store(true); cancel() }).Stop)
+	}
+	if r.o.connectTimeout > 0 && !r.answered.Load() {
+		// A store that has not answered once since start is almost always
+		// a misconfiguration: give up after -connect-timeout, with a
+		// status of its own. Once it has answered, outages are waited out.
+		stops = append(stops, time.AfterFunc(r.o.connectTimeout, func() {
+			if !r.answered.Load() {
+				r.noAnswer.Store(true)
+				cancel()
+			}
+		}).Stop)
+	}
+	return tried.Load, func() {
+		for _, s := range stops {
+			s()
+		}
+	}
+}
+
+// campaignFailed says why a campaign ended without a leadership, with
+// err, and returns the exit status.
+func (r *runner) campaignFailed(err error, timedOut bool) int {
+	switch {
+	case r.noAnswer.Load():
 		r.event(slog.LevelError, "no_answer", nil, "the store at %s has not answered since start, for -connect-timeout %v; giving up. %s",
 			r.endpoint, r.o.connectTimeout, noAnswerFix(r.endpoint))
-		return nil, nil, exitNoAnswer, false
-	case timedOut.Load():
-		cancel()
+		return exitNoAnswer
+	case timedOut:
 		who := "nobody leads"
 		if rec, ok := r.e.Leader(); ok {
 			who = fmt.Sprintf("%s leads (term %d)", rec.LeaderID, rec.Term)
 		}
 		r.event(slog.LevelWarn, "try_expired", nil, "not leader of %s within -try %v; %s", r.where, r.o.try, who)
-		return nil, nil, exitTry, false
-	default:
-		cancel()
-		return nil, nil, reportErr(r.log.writer(slog.LevelError), "s3lect run", res.err), false
+		return exitTry
 	}
+	return reportErr(r.log.writer(slog.LevelError), "s3lect run", err)
 }
 
 // narrate prints who leads, at once and at every change, and every store
@@ -161,12 +177,7 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 func (r *runner) narrate(changes <-chan s3lect.Change) {
 	tick := time.NewTicker(errRepeat)
 	defer tick.Stop()
-	var (
-		last      s3lect.Change
-		seen      bool
-		lastErr   string // the last store error printed
-		lastCause string // and its cause (errorCause)
-	)
+	var n narration
 	for {
 		select {
 		case c, ok := <-changes:
@@ -174,50 +185,70 @@ func (r *runner) narrate(changes <-chan s3lect.Change) {
 				return
 			}
 			if c.Err != nil {
-				if store.IsPermanent(c.Err) {
-					continue // Campaign returns it; the run ends saying so
-				}
-				if r.noAnswer.Load() {
-					continue // giving up: campaign says so
-				}
-				if cause := errorCause(c.Err); cause != lastCause {
-					if !r.answered.Load() && lastCause == "" {
-						r.event(slog.LevelWarn, "store_error", nil, "WARNING: the store at %s has not answered since start: %v. %s "+
-							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, withoutNeverAnswered(c.Err), noAnswerFix(r.endpoint), r.o.connectTimeout)
-					} else {
-						r.event(slog.LevelWarn, "store_error", nil, "store error: %v%s (retrying)", c.Err, hint(c.Err))
-					}
-					lastErr, lastCause = c.Err.Error(), cause
-				}
+				r.storeError(&n, c.Err)
 				continue
 			}
 			r.answered.Store(true)
-			if lastErr != "" {
+			if n.lastErr != "" {
 				r.printf("store reachable again")
-				lastErr, lastCause = "", ""
+				n.lastErr, n.lastCause = "", ""
 			}
-			if seen && c.Leader.LeaderID == last.Leader.LeaderID && c.Leader.Term == last.Leader.Term && c.IsLeader == last.IsLeader {
-				continue
-			}
-			if seen && c.Leader.LeaderID != "" && (c.Leader.LeaderID != last.Leader.LeaderID || c.Leader.Term != last.Leader.Term) {
-				r.changes.Add(1)
-			}
-			last, seen = c, true
-			if c.IsLeader {
-				continue // campaign says so
-			}
-			msg := describe(c.Leader, time.Now())
-			if until := time.Unix(0, r.holdOff.Load()); c.Leader.LeaderID == "" && time.Now().Before(until) {
-				msg = fmt.Sprintf("nobody leads (released by this member's step-down); holding off until about %s so that another member takes over",
-					until.UTC().Format("15:04:05"))
-			}
-			r.event(slog.LevelInfo, "waiting", []any{"leader", c.Leader.LeaderID, "term", c.Leader.Term}, "waiting: %s", msg)
+			r.leaderSeen(&n, c)
 		case <-tick.C:
-			if lastErr != "" && !r.noAnswer.Load() {
-				r.event(slog.LevelWarn, "store_error", nil, "store error persists: %s%s (retrying)", lastErr, hint(errors.New(lastErr)))
+			if n.lastErr != "" && !r.noAnswer.Load() {
+				r.event(slog.LevelWarn, "store_error", nil, "store error persists: %s%s (retrying)", n.lastErr, hint(errors.New(n.lastErr)))
 			}
 		}
 	}
+}
+
+// narration is what narrate has printed.
+type narration struct {
+	last      s3lect.Change
+	seen      bool
+	lastErr   string // the last store error printed
+	lastCause string // and its cause (errorCause)
+}
+
+// storeError prints a store error the elector saw, once per cause.
+func (r *runner) storeError(n *narration, err error) {
+	switch {
+	case store.IsPermanent(err):
+		return // Campaign returns it; the run ends saying so
+	case r.noAnswer.Load():
+		return // giving up: campaign says so
+	}
+	cause := errorCause(err)
+	if cause == n.lastCause {
+		return
+	}
+	if !r.answered.Load() && n.lastCause == "" {
+		r.event(slog.LevelWarn, "store_error", nil, "WARNING: the store at %s has not answered since start: %v. %s "+
+			"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, withoutNeverAnswered(err), noAnswerFix(r.endpoint), r.o.connectTimeout)
+	} else {
+		r.event(slog.LevelWarn, "store_error", nil, "store error: %v%s (retrying)", err, hint(err))
+	}
+	n.lastErr, n.lastCause = err.Error(), cause
+}
+
+// leaderSeen prints who leads when it changed, and counts the change.
+func (r *runner) leaderSeen(n *narration, c s3lect.Change) {
+	if n.seen && c.Leader.LeaderID == n.last.Leader.LeaderID && c.Leader.Term == n.last.Leader.Term && c.IsLeader == n.last.IsLeader {
+		return
+	}
+	if n.seen && c.Leader.LeaderID != "" && (c.Leader.LeaderID != n.last.Leader.LeaderID || c.Leader.Term != n.last.Leader.Term) {
+		r.changes.Add(1)
+	}
+	n.last, n.seen = c, true
+	if c.IsLeader {
+		return // campaign says so
+	}
+	msg := describe(c.Leader, time.Now())
+	if until := time.Unix(0, r.holdOff.Load()); c.Leader.LeaderID == "" && time.Now().Before(until) {
+		msg = fmt.Sprintf("nobody leads (released by this member's step-down); holding off until about %s so that another member takes over",
+			until.UTC().Format("15:04:05"))
+	}
+	r.event(slog.LevelInfo, "waiting", []any{"leader", c.Leader.LeaderID, "term", c.Leader.Term}, "waiting: %s", msg)
 }
 
 // describe says who leads, as a waiting instance sees it at now. The
@@ -275,8 +306,8 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 		return g.status, false
 
 	case <-lead.Context().Done():
-		r.lost(lead, g)
-		r.handBack(lead)
+		req, asked := r.lost(lead, g)
+		r.handBack(lead, req, asked)
 		return exitLost, true
 	}
 }
@@ -285,8 +316,8 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 // under it: a leader asked to step down (s3lect release) releases the
 // lockfile now, and stays out of the next election for a while
 // (docs/protocol.md, section 11). After any other end it does nothing.
-func (r *runner) handBack(lead *s3lect.Leadership) {
-	req, asked := r.stepRequest(lead.Term()) // before Resign replaces the request with the release
+// req and asked are the step-down request lost found, if it found one.
+func (r *runner) handBack(lead *s3lect.Leadership, req s3lect.Record, asked bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := lead.Resign(ctx); err != nil {
@@ -307,8 +338,10 @@ func (r *runner) handBack(lead *s3lect.Leadership) {
 // once, SIGKILL after killAfter, and returns once no process of the group
 // runs any more. A leadership lost to another writer may have been an
 // operator's step-down request (s3lect release): the lockfile is read once,
-// after SIGTERM is sent, to say which.
-func (r *runner) lost(lead *s3lect.Leadership, g *group) {
+// after SIGTERM is sent, to say which; the request found is returned for
+// handBack, which must not read again (Resign may have replaced it by
+// then, and a second read under load may time out).
+func (r *runner) lost(lead *s3lect.Leadership, g *group) (req s3lect.Record, asked bool) {
 	ended := time.Now()
 	g.signal(syscall.SIGTERM) // first: nothing below delays the stop
 	t := time.NewTimer(r.killAfter)
@@ -316,7 +349,7 @@ func (r *runner) lost(lead *s3lect.Leadership, g *group) {
 	cause := context.Cause(lead.Context())
 	why := unprefixed(fmt.Sprint(cause))
 	if errors.Is(cause, s3lect.ErrLeadershipLost) {
-		if req, ok := r.stepRequest(lead.Term()); ok {
+		if req, asked = r.stepRequest(lead.Term()); asked {
 			why = "asked to step down by s3lect release, to hand over to " + cmp.Or(req.To, "another member")
 		}
 	}
@@ -329,6 +362,7 @@ func (r *runner) lost(lead *s3lect.Leadership, g *group) {
 		r.printf("%v", err)
 	}
 	r.event(slog.LevelInfo, "command_stopped", []any{"status", g.status}, "command stopped (status %d) %v after the leadership ended", g.status, time.Since(ended).Round(time.Millisecond))
+	return req, asked
 }
 
 // stepRequest reads the lockfile once, for at most half the time to

@@ -47,7 +47,10 @@ What is guaranteed:
   - SIGTERM or SIGINT to s3lect is a voluntary stop: it is forwarded to the
     group, s3lect keeps renewing for up to -grace while the command drains,
     then kills what is left and releases the lockfile, so that a follower
-    starts at once. A second signal kills at once.
+    starts at its next read rather than a lease later: within
+    InfrequentInterval (30s by default) in storage mode, well under a
+    second in peer mode once followers are stable. A second signal kills
+    at once.
   - When the command exits, s3lect kills what is left of its group, releases
     the lockfile and exits with the command's status (128+N if signal N
     killed it).

@@ -403,7 +403,8 @@ func (r *runner) reap(g *group) {
 	}
 }
 
-// release gives the lockfile back so that a follower starts at once.
+// release gives the lockfile back so that a follower starts at its next
+// read instead of a lease later.
 func (r *runner) release(lead *s3lect.Leadership) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

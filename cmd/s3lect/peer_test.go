@@ -58,7 +58,7 @@ func TestPeerMode(t *testing.T) {
 		return []string{"-peer-addr", "127.0.0.1:" + port, "-peer-cert", cert, "-peer-key", pkey, "-peer-ca", cert}
 	}
 	a := start(t, runArgs(endpoint, bucket, key, "a", peer("19341"), childScript(dir, "a", false))...)
-	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") }, a)
 	b := start(t, runArgs(endpoint, bucket, key, "b", peer("19342"), childScript(dir, "b", false))...)
 	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:19341 leads (term")
 

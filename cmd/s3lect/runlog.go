@@ -75,13 +75,18 @@ func (l *runLog) handler() slog.Handler {
 // log's own says it.
 func (l *runLog) writer(level slog.Level) io.Writer { return &lineWriter{l: l, level: level} }
 
+// lineWriter is safe for concurrent use: the store's retry hook may call
+// it from the elector's goroutines.
 type lineWriter struct {
 	l     *runLog
 	level slog.Level
+	mu    sync.Mutex
 	buf   bytes.Buffer
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.buf.Write(p)
 	for {
 		i := bytes.IndexByte(w.buf.Bytes(), '\n')

@@ -119,12 +119,7 @@ func parseFence(name string, args []string, stdin io.Reader, stderr io.Writer, g
 	c := fenceConfig{name: name}
 	var termArg string
 	who := "s3lect " + name
-	fs := flag.NewFlagSet(who, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), fenceUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet(who, fenceUsage, stderr)
 	c.sf.register(fs)
 	fs.StringVar(&termArg, "term", "", "the writer's term, a decimal number (default: $"+envTerm+", set by 's3lect run')")
 	if err := fs.Parse(args); err != nil {

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -75,12 +74,7 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 // status, when release must not run.
 func parseRelease(args []string, stderr io.Writer) (releaseConfig, int, bool) {
 	var c releaseConfig
-	fs := flag.NewFlagSet("s3lect release", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), releaseUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("s3lect release", releaseUsage, stderr)
 	c.sf.register(fs)
 	fs.StringVar(&c.to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
 	fs.DurationVar(&c.timeout, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")

@@ -103,12 +103,7 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	host, _ := os.Hostname()
 	var c runConfig
-	fs := flag.NewFlagSet("s3lect run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), runUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("s3lect run", runUsage, stderr)
 	c.sf.register(fs)
 	fs.StringVar(&c.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's ID, unique in the group")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT to s3lect: how long the command may drain before SIGKILL")

@@ -70,12 +70,7 @@ func statusCmd(args []string, stdout, stderr io.Writer) int {
 // status, when status must not run.
 func parseStatus(args []string, stderr io.Writer) (statusConfig, int, bool) {
 	var c statusConfig
-	fs := flag.NewFlagSet("s3lect status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), statusUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("s3lect status", statusUsage, stderr)
 	c.sf.register(fs)
 	fs.BoolVar(&c.asJSON, "json", false, "print one JSON object instead of text")
 	fs.BoolVar(&c.wait, "wait", false, "watch the lockfile for -timeout and say whether the leader renews")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -91,12 +90,7 @@ func parseWatch(args []string, stderr io.Writer) (watchConfig, int, bool) {
 		c          watchConfig
 		infrequent time.Duration
 	)
-	fs := flag.NewFlagSet("s3lect watch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), watchUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("s3lect watch", watchUsage, stderr)
 	c.sf.register(fs)
 	fs.BoolVar(&c.asJSON, "json", false, "print JSON lines instead of text")
 	fs.DurationVar(&c.frequent, "frequent", 0, "how often to read the lockfile: the group's FrequentInterval (0: 5s)")

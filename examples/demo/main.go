@@ -189,6 +189,31 @@ type win struct {
 	at   time.Time
 }
 
+// demo is one run of the demo: its candidates, the channels their
+// campaigns report on, and the timeline it prints.
+type demo struct {
+	o   options
+	cfg s3lect.ElectorConfig // every candidate's, less Store, ServerID and the peer settings
+	lt  time.Duration        // LeaderTimeout
+	tl  *timeline
+	pki *devtls.PKI // peer mode's certificates
+
+	wins  chan win
+	fatal chan error // a store failure retrying will not fix, from a Campaign or the watcher; the demo stops and says what to fix
+	// A candidate that resigned stands aside until the handover is over,
+	// so that the handover shows another candidate taking the lease.
+	handedOver chan struct{}
+	handOnce   sync.Once
+	wg         sync.WaitGroup // the candidates' campaigns and the watcher
+	cands      []*candidate
+	cleanups   []func() // run last first when the demo ends
+
+	lastErr struct {
+		sync.Mutex
+		err error
+	}
+}
+
 func run(ctx context.Context, o options, w io.Writer) error {
 	if o.n < 2 {
 		return errors.New("-n must be at least 2 so that someone can take over")
@@ -206,6 +231,53 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	defer closeStore()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d := newDemo(o, w)
+	defer d.wg.Wait()
+	defer d.endHandover()
+	defer func() {
+		for i := len(d.cleanups) - 1; i >= 0; i-- {
+			d.cleanups[i]()
+		}
+	}()
+	mode := "storage mode"
+	if o.peer {
+		mode = "peer mode (HTTPS on loopback)"
+		if d.pki, err = devtls.New(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n", o.n, where, mode, d.lt)
+	fmt.Fprintf(w, "A crash here is a killed process: its store calls fail, its connections are reset, its listener is gone, and it says no goodbye. Failover is timed from the crash to the next leader.\n\n")
+	for i := range o.n {
+		c, err := d.newCandidate(ctx, i, base)
+		if err != nil {
+			return err
+		}
+		d.cands = append(d.cands, c)
+		d.wg.Go(func() { d.campaign(ctx, c) })
+	}
+	we, err := d.watchGroup(ctx, base)
+	if err != nil {
+		return err
+	}
+	stopMetrics, err := serveMetrics(o.metrics, w, append(electorsOf(d.cands), we))
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if err := d.story(ctx); err != nil {
+		return err
+	}
+	d.tl.add("demo", "", 0, "done; closing every elector")
+	for _, c := range d.cands {
+		c.e.Close()
+	}
+	we.Close()
+	d.wg.Wait()
+	return d.writeSVG(w)
+}
+
+func newDemo(o options, w io.Writer) *demo {
 	speed := time.Duration(o.speed)
 	cfg := s3lect.ElectorConfig{
 		LockfilePath:       o.key,
@@ -215,209 +287,187 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		PeerMode:           o.peer,
 		Logger:             slog.New(slog.DiscardHandler),
 	}
-	lt := cfg.LeaderTimeout
-	tl := &timeline{w: w, start: time.Now()}
-	mode := "storage mode"
-	if o.peer {
-		mode = "peer mode (HTTPS on loopback)"
-	}
-	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n", o.n, where, mode, lt)
-	fmt.Fprintf(w, "A crash here is a killed process: its store calls fail, its connections are reset, its listener is gone, and it says no goodbye. Failover is timed from the crash to the next leader.\n\n")
+	return &demo{o: o, cfg: cfg, lt: cfg.LeaderTimeout, tl: &timeline{w: w, start: time.Now()},
+		wins: make(chan win, o.n), fatal: make(chan error, o.n+1), handedOver: make(chan struct{})}
+}
 
-	var pki *devtls.PKI
-	if o.peer {
-		if pki, err = devtls.New(); err != nil {
-			return err
-		}
-	}
-	wins := make(chan win, o.n)
-	// fatal carries a store failure that retrying will not fix, from a
-	// Campaign or the watcher; the demo stops and says what to fix.
-	fatal := make(chan error, o.n+1)
-	var cands []*candidate
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	// A candidate that resigned stands aside until the handover is over,
-	// so that the handover shows another candidate taking the lease.
-	handedOver := make(chan struct{})
-	var handOnce sync.Once
-	endHandover := func() { handOnce.Do(func() { close(handedOver) }) }
-	defer endHandover()
-	for i := range o.n {
-		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: faultstore.New(base), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-		ccfg := cfg
-		ccfg.Store, ccfg.ServerID, ccfg.ServerAddr = c.conn, c.id, "127.0.0.1:0"
-		if o.peer {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return err
-			}
-			c.ln = trackedListener{ln, c}
-			c.tr = &http.Transport{
-				TLSClientConfig:     pki.ClientTLS(),
-				TLSHandshakeTimeout: lt / 2,
-				MaxIdleConnsPerHost: 1,
-				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-					conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-					if err != nil {
-						return nil, err
-					}
-					return c.track(conn)
-				},
-			}
-			defer c.tr.CloseIdleConnections()
-			ccfg.ServerAddr = ln.Addr().String()
-			ccfg.PeerClient = &http.Client{
-				Transport:     c.tr,
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
-		}
-		e, err := s3lect.New(ccfg)
+func (d *demo) endHandover() { d.handOnce.Do(func() { close(d.handedOver) }) }
+
+// newCandidate builds candidate i on base: its elector and, in peer mode,
+// its peer server and client, every connection of which it tracks so
+// that kill can reset it.
+func (d *demo) newCandidate(ctx context.Context, i int, base store.Store) (*candidate, error) {
+	c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: faultstore.New(base), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	ccfg := d.cfg
+	ccfg.Store, ccfg.ServerID, ccfg.ServerAddr = c.conn, c.id, "127.0.0.1:0"
+	if d.o.peer {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		c.e = e
-		defer e.Close()
-		sctx, stop := context.WithCancel(ctx)
-		c.stop = stop
-		if c.ln != nil {
-			go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, s3lect.PeerHandler(e), pki.ServerTLS()) }()
-		} else {
-			close(c.served)
-		}
-		defer func() { stop(); <-c.served }()
-		cands = append(cands, c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				lead, err := e.Campaign(ctx)
+		c.ln = trackedListener{ln, c}
+		c.tr = &http.Transport{
+			TLSClientConfig:     d.pki.ClientTLS(),
+			TLSHandshakeTimeout: d.lt / 2,
+			MaxIdleConnsPerHost: 1,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 				if err != nil {
-					if store.IsPermanent(err) {
-						tl.add(c.id, "", 0, "campaign failed: %v", err)
-						fatal <- err
-					}
-					return // closed, or the demo is stopping
+					return nil, err
 				}
-				tl.add(c.id, "lead", lead.Term(), "became leader, term %d", lead.Term())
-				wins <- win{c, lead, time.Now()}
-				<-lead.Context().Done()
-				tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
-				if c.conn.IsCut() {
-					return
-				}
-				if errors.Is(context.Cause(lead.Context()), s3lect.ErrResigned) {
-					<-handedOver
-				}
-			}
-		}()
+				return c.track(conn)
+			},
+		}
+		d.cleanups = append(d.cleanups, c.tr.CloseIdleConnections)
+		ccfg.ServerAddr = ln.Addr().String()
+		ccfg.PeerClient = &http.Client{
+			Transport:     c.tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
+	e, err := s3lect.New(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	c.e = e
+	d.cleanups = append(d.cleanups, func() { e.Close() })
+	sctx, stop := context.WithCancel(ctx)
+	c.stop = stop
+	if c.ln != nil {
+		go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, s3lect.PeerHandler(e), d.pki.ServerTLS()) }()
+	} else {
+		close(c.served)
+	}
+	d.cleanups = append(d.cleanups, func() { stop(); <-c.served })
+	return c, nil
+}
 
-	// A watcher that never campaigns prints what the group sees, and any
-	// store failure it meets while reading: never a silent wait.
-	watcher := cfg
+// campaign is candidate c's life: it campaigns, reports each win, and
+// campaigns again when its leadership ends, until it is killed, the demo
+// stops, or the store refuses for good.
+func (d *demo) campaign(ctx context.Context, c *candidate) {
+	for {
+		lead, err := c.e.Campaign(ctx)
+		if err != nil {
+			if store.IsPermanent(err) {
+				d.tl.add(c.id, "", 0, "campaign failed: %v", err)
+				d.fatal <- err
+			}
+			return // closed, or the demo is stopping
+		}
+		d.tl.add(c.id, "lead", lead.Term(), "became leader, term %d", lead.Term())
+		d.wins <- win{c, lead, time.Now()}
+		<-lead.Context().Done()
+		d.tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
+		if c.conn.IsCut() {
+			return
+		}
+		if errors.Is(context.Cause(lead.Context()), s3lect.ErrResigned) {
+			<-d.handedOver
+		}
+	}
+}
+
+// watchGroup starts a watcher that never campaigns: it prints what the
+// group sees, and any store failure it meets while reading, so that the
+// demo never waits silently.
+func (d *demo) watchGroup(ctx context.Context, base store.Store) (*s3lect.Elector, error) {
+	watcher := d.cfg
 	watcher.Store, watcher.ServerID, watcher.PeerMode = base, "watcher", false
 	we, err := s3lect.New(watcher)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer we.Close()
-	stopMetrics, err := serveMetrics(o.metrics, w, append(electorsOf(cands), we))
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	d.cleanups = append(d.cleanups, func() { we.Close() })
 	changes := we.Observe(ctx)
-	var lastErr struct {
-		sync.Mutex
-		err error
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	d.wg.Go(func() {
 		var shown string
 		for c := range changes {
 			switch {
 			case c.Err != nil:
-				lastErr.Lock()
-				lastErr.err = c.Err
-				lastErr.Unlock()
+				d.lastErr.Lock()
+				d.lastErr.err = c.Err
+				d.lastErr.Unlock()
 				if msg := c.Err.Error(); msg != shown {
 					shown = msg
-					tl.add("watch", "", 0, "cannot read the store: %v", c.Err)
+					d.tl.add("watch", "", 0, "cannot read the store: %v", c.Err)
 				}
 				if store.IsPermanent(c.Err) {
-					fatal <- c.Err
+					d.fatal <- c.Err
 					return
 				}
 				continue
 			case shown != "":
 				shown = ""
-				tl.add("watch", "", 0, "the store answers again")
+				d.tl.add("watch", "", 0, "the store answers again")
 			}
 			if c.Leader.LeaderID == "" {
-				tl.add("watch", "", 0, "no live leader")
+				d.tl.add("watch", "", 0, "no live leader")
 			} else {
-				tl.add("watch", "", 0, "leader is %s (term %d)", c.Leader.LeaderID, c.Leader.Term)
+				d.tl.add("watch", "", 0, "leader is %s (term %d)", c.Leader.LeaderID, c.Leader.Term)
 			}
 		}
-	}()
+	})
+	return we, nil
+}
 
-	// next waits for the next leader, a permanent store failure, or a
-	// deadline past any failover, and says which.
-	patience := o.patience
+// next waits for the next leader, a permanent store failure, or a
+// deadline past any failover, and says which.
+func (d *demo) next(ctx context.Context, what string) (win, error) {
+	patience := d.o.patience
 	if patience == 0 {
-		patience = 10*lt + 5*time.Second
+		patience = 10*d.lt + 5*time.Second
 	}
-	next := func(what string) (win, error) {
-		select {
-		case wn := <-wins:
-			return wn, nil
-		case err := <-fatal:
-			return win{}, fmt.Errorf("%s: the store refuses us, and retrying will not fix it: %w", what, err)
-		case <-time.After(patience):
-			lastErr.Lock()
-			err := lastErr.err
-			lastErr.Unlock()
-			if err != nil {
-				return win{}, fmt.Errorf("%s: no leader after %v; the last store error was: %w (check that the store is running and reachable at the endpoint, and the credentials)", what, patience, err)
-			}
-			return win{}, fmt.Errorf("%s: no leader after %v, although the store answers", what, patience)
-		case <-ctx.Done():
-			return win{}, ctx.Err()
+	select {
+	case wn := <-d.wins:
+		return wn, nil
+	case err := <-d.fatal:
+		return win{}, fmt.Errorf("%s: the store refuses us, and retrying will not fix it: %w", what, err)
+	case <-time.After(patience):
+		d.lastErr.Lock()
+		err := d.lastErr.err
+		d.lastErr.Unlock()
+		if err != nil {
+			return win{}, fmt.Errorf("%s: no leader after %v; the last store error was: %w (check that the store is running and reachable at the endpoint, and the credentials)", what, patience, err)
 		}
+		return win{}, fmt.Errorf("%s: no leader after %v, although the store answers", what, patience)
+	case <-ctx.Done():
+		return win{}, ctx.Err()
 	}
+}
 
-	// Each step is timed from the event it names to the first leadership
-	// that began after it: a leadership of a higher term than the one
-	// crashed or resigned, won after the crash or the Resign call. A win
-	// before it (under load a lease can run out before the demo acts, and
-	// a candidate takes over) is never taken for the step's outcome.
-	ws := &winners{wins: wins, next: next}
+// story elects, crashes the leader, then makes the next one resign.
+// Each step is timed from the event it names to the first leadership
+// that began after it: a leadership of a higher term than the one
+// crashed or resigned, won after the crash or the Resign call. A win
+// before it (under load a lease can run out before the demo acts, and a
+// candidate takes over) is never taken for the step's outcome.
+func (d *demo) story(ctx context.Context) error {
+	ws := &winners{wins: d.wins, next: func(what string) (win, error) { return d.next(ctx, what) }}
 	if _, err := ws.live("electing the first leader"); err != nil {
 		return err
 	}
-	time.Sleep(4 * lt)
+	time.Sleep(4 * d.lt)
 
 	leader, err := ws.live("before the crash")
 	if err != nil {
 		return err
 	}
-	tl.add(leader.c.id, "crash", 0, "CRASH: process killed (store calls fail, connections reset, listener gone, no goodbye)")
+	d.tl.add(leader.c.id, "crash", 0, "CRASH: process killed (store calls fail, connections reset, listener gone, no goodbye)")
 	crashed := time.Now()
 	leader.c.kill()
 	second, err := ws.after(leader.lead.Term(), "failing over")
 	if err != nil {
 		return err
 	}
-	tl.add("demo", "", 0, "%s", stepTook("failover", "from the crash to the next leader", "the crash", leader, second, crashed, lt))
-	time.Sleep(4 * lt)
+	d.tl.add("demo", "", 0, "%s", stepTook("failover", "from the crash to the next leader", "the crash", leader, second, crashed, d.lt))
+	time.Sleep(4 * d.lt)
 
 	leader, err = ws.live("before the resignation")
 	if err != nil {
 		return err
 	}
-	tl.add(leader.c.id, "resign", 0, "RESIGN: releasing the lockfile")
+	d.tl.add(leader.c.id, "resign", 0, "RESIGN: releasing the lockfile")
 	resigned := time.Now()
 	if err := leader.lead.Resign(ctx); err != nil {
 		return fmt.Errorf("resign: %w", err)
@@ -426,25 +476,25 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tl.add("demo", "", 0, "%s", stepTook("handover", "from the Resign call to the next leader", "the Resign call", leader, third, resigned, lt))
-	endHandover()
-	time.Sleep(2 * lt)
-	tl.add("demo", "", 0, "done; closing every elector")
-	for _, c := range cands {
-		c.e.Close()
+	d.tl.add("demo", "", 0, "%s", stepTook("handover", "from the Resign call to the next leader", "the Resign call", leader, third, resigned, d.lt))
+	d.endHandover()
+	time.Sleep(2 * d.lt)
+	return nil
+}
+
+// writeSVG draws the timeline to -svg's file, if one was named.
+func (d *demo) writeSVG(w io.Writer) error {
+	if d.o.svg == "" {
+		return nil
 	}
-	we.Close()
-	wg.Wait()
-	if o.svg != "" {
-		ids := make([]string, len(cands))
-		for i, c := range cands {
-			ids[i] = c.id
-		}
-		if err := os.WriteFile(o.svg, tl.svg(ids), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "\ntimeline chart written to %s\n", o.svg)
+	ids := make([]string, len(d.cands))
+	for i, c := range d.cands {
+		ids[i] = c.id
 	}
+	if err := os.WriteFile(d.o.svg, d.tl.svg(ids), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ntimeline chart written to %s\n", d.o.svg)
 	return nil
 }
 

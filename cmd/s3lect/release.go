@@ -42,8 +42,14 @@ only, for a while). release prints what happened:
 Nothing is done when nobody leads (a released lockfile); no lockfile at all
 is an error (a mistyped -store key?). release waits -wait at most, exactly.
 
+With -to in peer mode, release first asks the leader which members have
+said their ID to it, and refuses an ID that is not among them (status 2;
+nothing is written). In storage mode nobody can know: it says so before
+it acts.
+
 Exit statuses: 0 done (another member leads; -to's member with -to), or
-nobody led (a released lockfile); 1 unexpected failure; 2 bad usage;
+nobody led (a released lockfile); 1 unexpected failure; 2 bad usage (or
+-to names a member the leader has not heard from, in peer mode);
 5 the store refused for good (the message names the fix); 6 the store did
 not answer; 8 no lockfile at -store's key; 10 the leadership did not move as
 asked within -wait: the member asked to step down leads again, another

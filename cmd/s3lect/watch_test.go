@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -186,5 +187,49 @@ func TestWatchLineStamps(t *testing.T) {
 	}
 	if l := now(); l.Location() != time.UTC || l.Nanosecond()%int(time.Millisecond) != 0 {
 		t.Errorf("now() = %v; want UTC to the millisecond", l)
+	}
+}
+
+// TestWatchPrintsEveryLeadershipWhateverInfrequent: watch -json given a
+// runner's -infrequent far above -frequent still prints every leadership
+// and every release, in order. Three leaderships of 2 s each, longer than
+// LeaderTimeout, so that a watcher at a stable follower's pace would have
+// gone to its 5 s reads: by hand, five such leaderships with -infrequent
+// 10s printed term 1 alone before this fix.
+func TestWatchPrintsEveryLeadershipWhateverInfrequent(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	key := "cli/watch-every-term.json"
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style"}
+	w := start(t, append(append([]string{"watch", "-json"}, where...), "-frequent", "200ms", "-infrequent", "5s", "-timeout", "1500ms")...)
+	for _, id := range []string{"w1", "w2", "w3"} {
+		r := start(t, runArgs(endpoint, bucket, key, id, []string{"-infrequent", "5s"}, []string{"sleep", "2"})...)
+		if code := r.status(t); code != 0 {
+			t.Fatalf("run %s exited %d\n%s", id, code, r.stderr.String())
+		}
+		waitFor(t, 10*time.Second, "watch to see "+id+"'s release", func() bool {
+			return strings.Contains(w.stderr.String(), `"vacant":"released","was":"`+id+`"`)
+		}, w)
+	}
+	w.cmd.Process.Signal(syscallTERM)
+	w.status(t)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(w.stderr.String()), "\n") {
+		var l watchLine
+		if json.Unmarshal([]byte(line), &l) != nil {
+			continue // the note on stderr
+		}
+		switch {
+		case l.Leader != "":
+			got = append(got, l.Leader)
+		case l.Vacant == "released":
+			got = append(got, "released by "+l.Was)
+		}
+	}
+	want := "w1, released by w1, w2, released by w2, w3, released by w3"
+	if strings.Join(got, ", ") != want {
+		t.Errorf("watch printed %q; want %q\n%s", strings.Join(got, ", "), want, w.stderr.String())
+	}
+	if !strings.Contains(w.stderr.String(), "reading every -frequent 200ms, not -infrequent 5s") {
+		t.Errorf("watch did not say it reads at the frequent pace:\n%s", w.stderr.String())
 	}
 }

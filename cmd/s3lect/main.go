@@ -16,6 +16,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -104,4 +105,16 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "s3lect: unknown subcommand %q; want run, status, watch, release or version\n\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// newFlagSet returns the flag set of a subcommand: errors and -h go to
+// stderr, and -h prints usage, then every flag.
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	return fs
 }

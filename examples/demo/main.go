@@ -5,7 +5,12 @@
 // store/faultstore), every connection its peer server accepted or its peer
 // client dialed is reset, its listener is closed, and it writes no release
 // and answers no 503. Failover is timed from that moment to the next
-// leader. The demo never waits silently: a watcher prints the store errors
+// leader, and handover from the Resign call: each step from the event it
+// names to the first leadership of a higher term won after it. On a
+// machine too loaded for the demo's speed a lease may run out before the
+// demo acts; it then crashes (or resigns) whoever leads at that moment,
+// and if a takeover still beat the step it says so rather than print a
+// negative time. The demo never waits silently: a watcher prints the store errors
 // it sees (Change.Err); a permanent one, such as a bucket that does not
 // exist, stops the demo with the fix, and no leader within ten lease times
 // stops it with the last store error.
@@ -78,6 +83,7 @@ type options struct {
 	key       string
 	svg       string
 	metrics   string
+	patience  time.Duration // how long a step may wait for a leader before the demo gives up (0: ten leases and 5s)
 }
 
 func main() {
@@ -183,6 +189,31 @@ type win struct {
 	at   time.Time
 }
 
+// demo is one run of the demo: its candidates, the channels their
+// campaigns report on, and the timeline it prints.
+type demo struct {
+	o   options
+	cfg s3lect.ElectorConfig // every candidate's, less Store, ServerID and the peer settings
+	lt  time.Duration        // LeaderTimeout
+	tl  *timeline
+	pki *devtls.PKI // peer mode's certificates
+
+	wins  chan win
+	fatal chan error // a store failure retrying will not fix, from a Campaign or the watcher; the demo stops and says what to fix
+	// A candidate that resigned stands aside until the handover is over,
+	// so that the handover shows another candidate taking the lease.
+	handedOver chan struct{}
+	handOnce   sync.Once
+	wg         sync.WaitGroup // the candidates' campaigns and the watcher
+	cands      []*candidate
+	cleanups   []func() // run last first when the demo ends
+
+	lastErr struct {
+		sync.Mutex
+		err error
+	}
+}
+
 func run(ctx context.Context, o options, w io.Writer) error {
 	if o.n < 2 {
 		return errors.New("-n must be at least 2 so that someone can take over")
@@ -200,6 +231,53 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	defer closeStore()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d := newDemo(o, w)
+	defer d.wg.Wait()
+	defer d.endHandover()
+	defer func() {
+		for i := len(d.cleanups) - 1; i >= 0; i-- {
+			d.cleanups[i]()
+		}
+	}()
+	mode := "storage mode"
+	if o.peer {
+		mode = "peer mode (HTTPS on loopback)"
+		if d.pki, err = devtls.New(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n", o.n, where, mode, d.lt)
+	fmt.Fprintf(w, "A crash here is a killed process: its store calls fail, its connections are reset, its listener is gone, and it says no goodbye. Failover is timed from the crash to the next leader.\n\n")
+	for i := range o.n {
+		c, err := d.newCandidate(ctx, i, base)
+		if err != nil {
+			return err
+		}
+		d.cands = append(d.cands, c)
+		d.wg.Go(func() { d.campaign(ctx, c) })
+	}
+	we, err := d.watchGroup(ctx, base)
+	if err != nil {
+		return err
+	}
+	stopMetrics, err := serveMetrics(o.metrics, w, append(electorsOf(d.cands), we))
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	if err := d.story(ctx); err != nil {
+		return err
+	}
+	d.tl.add("demo", "", 0, "done; closing every elector")
+	for _, c := range d.cands {
+		c.e.Close()
+	}
+	we.Close()
+	d.wg.Wait()
+	return d.writeSVG(w)
+}
+
+func newDemo(o options, w io.Writer) *demo {
 	speed := time.Duration(o.speed)
 	cfg := s3lect.ElectorConfig{
 		LockfilePath:       o.key,
@@ -209,221 +287,273 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		PeerMode:           o.peer,
 		Logger:             slog.New(slog.DiscardHandler),
 	}
-	lt := cfg.LeaderTimeout
-	tl := &timeline{w: w, start: time.Now()}
-	mode := "storage mode"
-	if o.peer {
-		mode = "peer mode (HTTPS on loopback)"
-	}
-	fmt.Fprintf(w, "s3lect demo: %d candidates on %s, %s, LeaderTimeout %v\n", o.n, where, mode, lt)
-	fmt.Fprintf(w, "A crash here is a killed process: its store calls fail, its connections are reset, its listener is gone, and it says no goodbye. Failover is timed from the crash to the next leader.\n\n")
+	return &demo{o: o, cfg: cfg, lt: cfg.LeaderTimeout, tl: &timeline{w: w, start: time.Now()},
+		wins: make(chan win, o.n), fatal: make(chan error, o.n+1), handedOver: make(chan struct{})}
+}
 
-	var pki *devtls.PKI
-	if o.peer {
-		if pki, err = devtls.New(); err != nil {
-			return err
-		}
-	}
-	wins := make(chan win, o.n)
-	// fatal carries a store failure that retrying will not fix, from a
-	// Campaign or the watcher; the demo stops and says what to fix.
-	fatal := make(chan error, o.n+1)
-	var cands []*candidate
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	// A candidate that resigned stands aside until the handover is over,
-	// so that the handover shows another candidate taking the lease.
-	handedOver := make(chan struct{})
-	var handOnce sync.Once
-	endHandover := func() { handOnce.Do(func() { close(handedOver) }) }
-	defer endHandover()
-	for i := range o.n {
-		c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: faultstore.New(base), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
-		ccfg := cfg
-		ccfg.Store, ccfg.ServerID, ccfg.ServerAddr = c.conn, c.id, "127.0.0.1:0"
-		if o.peer {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				return err
-			}
-			c.ln = trackedListener{ln, c}
-			c.tr = &http.Transport{
-				TLSClientConfig:     pki.ClientTLS(),
-				TLSHandshakeTimeout: lt / 2,
-				MaxIdleConnsPerHost: 1,
-				DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-					conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-					if err != nil {
-						return nil, err
-					}
-					return c.track(conn)
-				},
-			}
-			defer c.tr.CloseIdleConnections()
-			ccfg.ServerAddr = ln.Addr().String()
-			ccfg.PeerClient = &http.Client{
-				Transport:     c.tr,
-				CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-			}
-		}
-		e, err := s3lect.New(ccfg)
+func (d *demo) endHandover() { d.handOnce.Do(func() { close(d.handedOver) }) }
+
+// newCandidate builds candidate i on base: its elector and, in peer mode,
+// its peer server and client, every connection of which it tracks so
+// that kill can reset it.
+func (d *demo) newCandidate(ctx context.Context, i int, base store.Store) (*candidate, error) {
+	c := &candidate{id: fmt.Sprintf("node-%d", i+1), conn: faultstore.New(base), served: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	ccfg := d.cfg
+	ccfg.Store, ccfg.ServerID, ccfg.ServerAddr = c.conn, c.id, "127.0.0.1:0"
+	if d.o.peer {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		c.e = e
-		defer e.Close()
-		sctx, stop := context.WithCancel(ctx)
-		c.stop = stop
-		if c.ln != nil {
-			go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, s3lect.PeerHandler(e), pki.ServerTLS()) }()
-		} else {
-			close(c.served)
-		}
-		defer func() { stop(); <-c.served }()
-		cands = append(cands, c)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				lead, err := e.Campaign(ctx)
+		c.ln = trackedListener{ln, c}
+		c.tr = &http.Transport{
+			TLSClientConfig:     d.pki.ClientTLS(),
+			TLSHandshakeTimeout: d.lt / 2,
+			MaxIdleConnsPerHost: 1,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 				if err != nil {
-					if store.IsPermanent(err) {
-						tl.add(c.id, "", 0, "campaign failed: %v", err)
-						fatal <- err
-					}
-					return // closed, or the demo is stopping
+					return nil, err
 				}
-				tl.add(c.id, "lead", lead.Term(), "became leader, term %d", lead.Term())
-				wins <- win{c, lead, time.Now()}
-				<-lead.Context().Done()
-				tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
-				if c.conn.IsCut() {
-					return
-				}
-				if errors.Is(context.Cause(lead.Context()), s3lect.ErrResigned) {
-					<-handedOver
-				}
-			}
-		}()
+				return c.track(conn)
+			},
+		}
+		d.cleanups = append(d.cleanups, c.tr.CloseIdleConnections)
+		ccfg.ServerAddr = ln.Addr().String()
+		ccfg.PeerClient = &http.Client{
+			Transport:     c.tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
+	e, err := s3lect.New(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	c.e = e
+	d.cleanups = append(d.cleanups, func() { e.Close() })
+	sctx, stop := context.WithCancel(ctx)
+	c.stop = stop
+	if c.ln != nil {
+		go func() { defer close(c.served); s3lect.ServePeers(sctx, c.ln, s3lect.PeerHandler(e), d.pki.ServerTLS()) }()
+	} else {
+		close(c.served)
+	}
+	d.cleanups = append(d.cleanups, func() { stop(); <-c.served })
+	return c, nil
+}
 
-	// A watcher that never campaigns prints what the group sees, and any
-	// store failure it meets while reading: never a silent wait.
-	watcher := cfg
+// campaign is candidate c's life: it campaigns, reports each win, and
+// campaigns again when its leadership ends, until it is killed, the demo
+// stops, or the store refuses for good.
+func (d *demo) campaign(ctx context.Context, c *candidate) {
+	for {
+		lead, err := c.e.Campaign(ctx)
+		if err != nil {
+			if store.IsPermanent(err) {
+				d.tl.add(c.id, "", 0, "campaign failed: %v", err)
+				d.fatal <- err
+			}
+			return // closed, or the demo is stopping
+		}
+		d.tl.add(c.id, "lead", lead.Term(), "became leader, term %d", lead.Term())
+		d.wins <- win{c, lead, time.Now()}
+		<-lead.Context().Done()
+		d.tl.add(c.id, "end", lead.Term(), "stopped leading: %v", context.Cause(lead.Context()))
+		if c.conn.IsCut() {
+			return
+		}
+		if errors.Is(context.Cause(lead.Context()), s3lect.ErrResigned) {
+			<-d.handedOver
+		}
+	}
+}
+
+// watchGroup starts a watcher that never campaigns: it prints what the
+// group sees, and any store failure it meets while reading, so that the
+// demo never waits silently.
+func (d *demo) watchGroup(ctx context.Context, base store.Store) (*s3lect.Elector, error) {
+	watcher := d.cfg
 	watcher.Store, watcher.ServerID, watcher.PeerMode = base, "watcher", false
 	we, err := s3lect.New(watcher)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer we.Close()
-	stopMetrics, err := serveMetrics(o.metrics, w, append(electorsOf(cands), we))
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
+	d.cleanups = append(d.cleanups, func() { we.Close() })
 	changes := we.Observe(ctx)
-	var lastErr struct {
-		sync.Mutex
-		err error
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	d.wg.Go(func() {
 		var shown string
 		for c := range changes {
 			switch {
 			case c.Err != nil:
-				lastErr.Lock()
-				lastErr.err = c.Err
-				lastErr.Unlock()
+				d.lastErr.Lock()
+				d.lastErr.err = c.Err
+				d.lastErr.Unlock()
 				if msg := c.Err.Error(); msg != shown {
 					shown = msg
-					tl.add("watch", "", 0, "cannot read the store: %v", c.Err)
+					d.tl.add("watch", "", 0, "cannot read the store: %v", c.Err)
 				}
 				if store.IsPermanent(c.Err) {
-					fatal <- c.Err
+					d.fatal <- c.Err
 					return
 				}
 				continue
 			case shown != "":
 				shown = ""
-				tl.add("watch", "", 0, "the store answers again")
+				d.tl.add("watch", "", 0, "the store answers again")
 			}
 			if c.Leader.LeaderID == "" {
-				tl.add("watch", "", 0, "no live leader")
+				d.tl.add("watch", "", 0, "no live leader")
 			} else {
-				tl.add("watch", "", 0, "leader is %s (term %d)", c.Leader.LeaderID, c.Leader.Term)
+				d.tl.add("watch", "", 0, "leader is %s (term %d)", c.Leader.LeaderID, c.Leader.Term)
 			}
 		}
-	}()
+	})
+	return we, nil
+}
 
-	// next waits for the next leader, a permanent store failure, or a
-	// deadline past any failover, and says which.
-	patience := 10*lt + 5*time.Second
-	next := func(what string) (win, error) {
-		select {
-		case wn := <-wins:
-			return wn, nil
-		case err := <-fatal:
-			return win{}, fmt.Errorf("%s: the store refuses us, and retrying will not fix it: %w", what, err)
-		case <-time.After(patience):
-			lastErr.Lock()
-			err := lastErr.err
-			lastErr.Unlock()
-			if err != nil {
-				return win{}, fmt.Errorf("%s: no leader after %v; the last store error was: %w (check that the store is running and reachable at the endpoint, and the credentials)", what, patience, err)
-			}
-			return win{}, fmt.Errorf("%s: no leader after %v, although the store answers", what, patience)
-		case <-ctx.Done():
-			return win{}, ctx.Err()
-		}
+// next waits for the next leader, a permanent store failure, or a
+// deadline past any failover, and says which.
+func (d *demo) next(ctx context.Context, what string) (win, error) {
+	patience := d.o.patience
+	if patience == 0 {
+		patience = 10*d.lt + 5*time.Second
 	}
+	select {
+	case wn := <-d.wins:
+		return wn, nil
+	case err := <-d.fatal:
+		return win{}, fmt.Errorf("%s: the store refuses us, and retrying will not fix it: %w", what, err)
+	case <-time.After(patience):
+		d.lastErr.Lock()
+		err := d.lastErr.err
+		d.lastErr.Unlock()
+		if err != nil {
+			return win{}, fmt.Errorf("%s: no leader after %v; the last store error was: %w (check that the store is running and reachable at the endpoint, and the credentials)", what, patience, err)
+		}
+		return win{}, fmt.Errorf("%s: no leader after %v, although the store answers", what, patience)
+	case <-ctx.Done():
+		return win{}, ctx.Err()
+	}
+}
 
-	first, err := next("electing the first leader")
+// story elects, crashes the leader, then makes the next one resign.
+// Each step is timed from the event it names to the first leadership
+// that began after it: a leadership of a higher term than the one
+// crashed or resigned, won after the crash or the Resign call. A win
+// before it (under load a lease can run out before the demo acts, and a
+// candidate takes over) is never taken for the step's outcome.
+func (d *demo) story(ctx context.Context) error {
+	ws := &winners{wins: d.wins, next: func(what string) (win, error) { return d.next(ctx, what) }}
+	if _, err := ws.live("electing the first leader"); err != nil {
+		return err
+	}
+	time.Sleep(4 * d.lt)
+
+	leader, err := ws.live("before the crash")
 	if err != nil {
 		return err
 	}
-	time.Sleep(4 * lt)
-
-	tl.add(first.c.id, "crash", 0, "CRASH: process killed (store calls fail, connections reset, listener gone, no goodbye)")
+	d.tl.add(leader.c.id, "crash", 0, "CRASH: process killed (store calls fail, connections reset, listener gone, no goodbye)")
 	crashed := time.Now()
-	first.c.kill()
-	second, err := next("failing over")
+	leader.c.kill()
+	second, err := ws.after(leader.lead.Term(), "failing over")
 	if err != nil {
 		return err
 	}
-	tl.add("demo", "", 0, "failover took %v, from the crash to the next leader (LeaderTimeout %v)", second.at.Sub(crashed).Round(time.Millisecond), lt)
-	time.Sleep(4 * lt)
+	d.tl.add("demo", "", 0, "%s", stepTook("failover", "from the crash to the next leader", "the crash", leader, second, crashed, d.lt))
+	time.Sleep(4 * d.lt)
 
-	tl.add(second.c.id, "resign", 0, "RESIGN: releasing the lockfile")
+	leader, err = ws.live("before the resignation")
+	if err != nil {
+		return err
+	}
+	d.tl.add(leader.c.id, "resign", 0, "RESIGN: releasing the lockfile")
 	resigned := time.Now()
-	if err := second.lead.Resign(ctx); err != nil {
+	if err := leader.lead.Resign(ctx); err != nil {
 		return fmt.Errorf("resign: %w", err)
 	}
-	third, err := next("handing over")
+	third, err := ws.after(leader.lead.Term(), "handing over")
 	if err != nil {
 		return err
 	}
-	tl.add("demo", "", 0, "handover took %v, from the Resign call to the next leader", third.at.Sub(resigned).Round(time.Millisecond))
-	endHandover()
-	time.Sleep(2 * lt)
-	tl.add("demo", "", 0, "done; closing every elector")
-	for _, c := range cands {
-		c.e.Close()
-	}
-	we.Close()
-	wg.Wait()
-	if o.svg != "" {
-		ids := make([]string, len(cands))
-		for i, c := range cands {
-			ids[i] = c.id
-		}
-		if err := os.WriteFile(o.svg, tl.svg(ids), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "\ntimeline chart written to %s\n", o.svg)
-	}
+	d.tl.add("demo", "", 0, "%s", stepTook("handover", "from the Resign call to the next leader", "the Resign call", leader, third, resigned, d.lt))
+	d.endHandover()
+	time.Sleep(2 * d.lt)
 	return nil
+}
+
+// writeSVG draws the timeline to -svg's file, if one was named.
+func (d *demo) writeSVG(w io.Writer) error {
+	if d.o.svg == "" {
+		return nil
+	}
+	ids := make([]string, len(d.cands))
+	for i, c := range d.cands {
+		ids[i] = c.id
+	}
+	if err := os.WriteFile(d.o.svg, d.tl.svg(ids), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ntimeline chart written to %s\n", d.o.svg)
+	return nil
+}
+
+// winners follows the candidates' wins, in the order they were won.
+type winners struct {
+	wins   <-chan win
+	next   func(what string) (win, error) // waits for the next win
+	latest win                            // the last win taken from wins
+}
+
+// live returns the leadership that is live now: the latest win, if its
+// leadership has not ended, or else the next one.
+func (ws *winners) live(what string) (win, error) {
+	for {
+		for drained := false; !drained; {
+			select {
+			case wn := <-ws.wins:
+				ws.latest = wn
+			default:
+				drained = true
+			}
+		}
+		if ws.latest.lead != nil && ws.latest.lead.Context().Err() == nil {
+			return ws.latest, nil
+		}
+		wn, err := ws.next(what)
+		if err != nil {
+			return win{}, err
+		}
+		ws.latest = wn
+	}
+}
+
+// after returns the first win of a term above term: the leadership that
+// followed the one of term.
+func (ws *winners) after(term uint64, what string) (win, error) {
+	for {
+		wn, err := ws.next(what)
+		if err != nil {
+			return win{}, err
+		}
+		ws.latest = wn
+		if wn.lead.Term() > term {
+			return wn, nil
+		}
+	}
+}
+
+// stepTook says how long a step took, from at (the crash or the Resign
+// call, named by event) to next's win, the leadership that followed
+// old's. A next won before at is said to be so, never timed as a
+// negative duration: old's lease ran out between the demo's check that
+// it was live and the step (a machine too loaded for the demo's speed).
+func stepTook(step, span, event string, old, next win, at time.Time, lt time.Duration) string {
+	if d := next.at.Sub(at); d >= 0 {
+		return fmt.Sprintf("%s took %v, %s (LeaderTimeout %v)", step, d.Round(time.Millisecond), span, lt)
+	}
+	return fmt.Sprintf("%s not timed: %s took over %v before %s, as %s's lease had run out (this machine is too slow for the demo's speed; try a lower -speed)",
+		step, next.c.id, at.Sub(next.at).Round(time.Millisecond), event, old.c.id)
 }
 
 // openStore returns the store every candidate shares, a description, and

@@ -163,7 +163,7 @@ func (c *core) claimAt(f *follower) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	at, ok := f.v.takeoverAt(c.sh.lease(f.v))
-	return f.handoverAt(&c.sh, at), ok
+	return f.handoverAt(&c.sh, f.announcedTakeover(at)), ok
 }
 
 // claim starts a takeover of what a read has just returned: it reads the

@@ -43,6 +43,7 @@ type follower struct {
 	peerOn     peerKey       // the poller's target while it has one
 	hold       leaseKey      // a leadership this elector released: the others take its record first (handover.go)
 	holdUntil  time.Time     // in storage mode, until when its release is left to the others (zero: handoverHold)
+	ann        announced     // the last leadership seen announcing its release, and when (announce.go)
 }
 
 // peerKey names the poller's target: a leadership at an address.
@@ -196,6 +197,7 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 		f.nextRead, f.offset = alignedRead(f.nextRead.Add(-off), now.Add(-age).Add(f.lag), f.v.rec.Held, p.slot, f.v.rec.Lease, p.fi, f.interval(p), p.ii <= p.fi)
 		f.aligned, f.timedFor = f.mode == infrequent, f.nextRead
 	}
+	f.watchRelease(sh, sent, now) // section 11.4: an announced release
 	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
 		was := f.peerOn
 		f.mode, f.peerOn = peerWatch, peerKey{f.v.key(), f.v.rec.LeaderAddr}

@@ -198,14 +198,14 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 		f.aligned, f.timedFor = f.mode == infrequent, f.nextRead
 	}
 	f.watchRelease(sh, sent, now) // section 11.4: an announced release
-	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
+	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" && (p.pin == "" || f.v.rec.PeerPin != "") {
 		was := f.peerOn
 		f.mode, f.peerOn = peerWatch, peerKey{f.v.key(), f.v.rec.LeaderAddr}
 		if was != f.peerOn || !f.peerNoETag {
 			sh.peerGen++
 			f.peerNoETag = false
 			emit(doPeer{peerTarget{gen: sh.peerGen, id: f.v.rec.LeaderID, term: f.v.rec.Term,
-				lease: f.v.rec.Lease, addr: f.v.rec.LeaderAddr, etag: f.v.etag}})
+				lease: f.v.rec.Lease, addr: f.v.rec.LeaderAddr, etag: f.v.etag, pin: f.v.rec.PeerPin}})
 		}
 	} else {
 		f.peerOn = peerKey{}

@@ -306,3 +306,64 @@ func TestCoreAnnounce(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownAnnouncesFirst: Shutdown on a leader (the quickstart's
+// Ctrl-C) announces the release, keeps the leadership live until the
+// announced moment, then closes: a follower leads within a slack of the
+// leadership's end, at the default intervals in storage mode. On a
+// follower it closes at once.
+func TestShutdownAnnouncesFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		var es []*Elector
+		for _, id := range []string{"a", "b", "c"} {
+			c := testConfig(newFaultStore(mem), id)
+			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+			e, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			es = append(es, e)
+		}
+		lead, err := es[0].Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		type win struct {
+			i  int
+			at time.Time
+		}
+		next := make(chan win, 2)
+		for i, e := range es[1:] {
+			go func() {
+				if _, err := e.Campaign(t.Context()); err == nil {
+					next <- win{i + 1, time.Now()}
+				}
+			}()
+		}
+		time.Sleep(2 * time.Minute) // the followers are stable
+		var ended time.Time
+		context.AfterFunc(lead.Context(), func() { ended = time.Now() })
+		called := time.Now()
+		if err := es[0].Shutdown(t.Context()); err != nil {
+			t.Fatalf("Shutdown() = %v; want nil", err)
+		}
+		w := <-next
+		started := w.at
+		if d := ended.Sub(called); d < DefaultInfrequentInterval-DefaultFrequentInterval || d > DefaultInfrequentInterval+DefaultFrequentInterval {
+			t.Errorf("the leadership ended %v after Shutdown was called; want at the announced moment, within InfrequentInterval + FrequentInterval", d)
+		}
+		if d := started.Sub(ended); d < 0 || d > renewalSlack(DefaultFrequentInterval)+time.Millisecond {
+			t.Errorf("the next leader started %v after the leadership ended; want within a slack", d)
+		}
+		follower := es[3-w.i] // the one of b and c that does not lead
+		before := time.Now()
+		if err := follower.Shutdown(t.Context()); err != nil {
+			t.Errorf("Shutdown() of a follower = %v; want nil", err)
+		}
+		if d := time.Since(before); d > DefaultFrequentInterval {
+			t.Errorf("Shutdown() of a follower took %v; want at once", d)
+		}
+	})
+}

@@ -129,3 +129,24 @@ func checkPin(resp *http.Response, want string) error {
 	}
 	return nil
 }
+
+// PinnedTLS returns a client TLS configuration that accepts a server only
+// if its certificate has the pin pin (a record's PeerPin), whatever its
+// chain, names or dates: for a tool that asks a pinned leader's peer
+// endpoint (s3lect release's early-renewal request) with the pin from the
+// record it read.
+func PinnedTLS(pin string) *tls.Config {
+	return &tls.Config{
+		InsecureSkipVerify: true, // the pin below is the check
+		MinVersion:         tls.VersionTLS12,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return fmt.Errorf("s3lect: the peer presented no certificate; the lockfile pins %s", pin)
+			}
+			if got := PeerPin(cs.PeerCertificates[0]); got != pin {
+				return fmt.Errorf("s3lect: the peer presented a certificate with key %s, but the lockfile pins %s", got, pin)
+			}
+			return nil
+		},
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -164,6 +165,22 @@ func TestPinnedPeerRefusesAnotherKey(t *testing.T) {
 	}
 	if _, _, err := follower.e.askPeer(t.Context(), peerTarget{id: rec.LeaderID, term: rec.Term, lease: rec.Lease, addr: rec.LeaderAddr}, 0); err == nil {
 		t.Errorf("askPeer with no pin at all = nil; want a refusal")
+	}
+
+	// A tool's client (PinnedTLS) makes the same check in the handshake.
+	for _, tc := range []struct {
+		pin  string
+		want bool
+	}{{rec.PeerPin, true}, {wrong, false}} {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: PinnedTLS(tc.pin)}}
+		resp, err := c.Get("https://" + rec.LeaderAddr + "/health/leadership")
+		if err == nil {
+			resp.Body.Close()
+		}
+		if ok := err == nil && resp.StatusCode == http.StatusOK; ok != tc.want || !tc.want && !strings.Contains(fmt.Sprint(err), "pins "+wrong) {
+			t.Errorf("GET with PinnedTLS(%s) = %v; want success %v (a refusal naming the pin)", tc.pin, err, tc.want)
+		}
+		c.CloseIdleConnections()
 	}
 }
 

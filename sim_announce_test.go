@@ -63,14 +63,19 @@ func simAnnouncedEnd(ctx context.Context, l *Leadership, hr *rand.Rand, p simPar
 	default:
 		counts.Add("announce ended otherwise")
 	}
-	time.Sleep(time.Duration(hr.Int64N(int64(p.lt * 3 / 2)))) // the drain
+	// The drain. If the leadership ends meanwhile, the work still stops
+	// by the lease's end at the latest, as it stood then.
+	drain := time.NewTimer(time.Duration(hr.Int64N(int64(p.lt * 3 / 2))))
+	var leaseEnd time.Time
+	select {
+	case <-drain.C:
+	case <-l.Context().Done():
+		leaseEnd = time.Now().Add(l.e.clock.RealUntil(l.e.clock.Base.Add(time.Duration(l.deadline.Load()))))
+		<-drain.C
+	}
 	end := time.Now()
-	if l.Context().Err() != nil {
-		// Its work was stopped by its lease's end at the latest.
-		leaseEnd := time.Now().Add(l.e.clock.RealUntil(l.e.clock.Base.Add(time.Duration(l.deadline.Load()))))
-		if leaseEnd.Before(end) {
-			end = leaseEnd
-		}
+	if !leaseEnd.IsZero() && leaseEnd.Before(end) {
+		end = leaseEnd
 	}
 	ledger.Extend(iv, end)
 	if to != "" {

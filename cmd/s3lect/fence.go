@@ -38,7 +38,7 @@ const (
 // the store as run was given it, credentials of a nats:// URL included:
 // the command must reach the store run elects on, and its environment is
 // no more exposed than run's own command line.
-func childEnv(o runOptions, term uint64) []string {
+func childEnv(o runConfig, term uint64) []string {
 	url := o.sf.url
 	if url == "" {
 		url = "s3://" + o.sf.bucket + "/" + o.sf.key
@@ -92,12 +92,32 @@ reply was lost: it may have landed, with the term).
 Flags:
 `
 
+// fenceConfig is the command line of put, get, delete or seal, parsed.
+type fenceConfig struct {
+	name string // put, get, delete or seal
+	sf   storeFlags
+	term uint64   // the writer's term (0 for get)
+	keys []string // the keys named (put: the key, then its file, if any)
+	data []byte   // put: what to write
+}
+
 func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	var (
-		sf      storeFlags
-		termArg string
-		term    uint64
-	)
+	c, code, ok := parseFence(name, args, stdin, stderr, os.Getenv)
+	if !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return fenceRun(ctx, c, stdout, stderr)
+}
+
+// parseFence parses the flags and arguments of the fenced subcommand
+// name, taking the store and the term from run's environment (getenv)
+// where the flags do not give them, and put's data from its file or
+// stdin. It reports false, with the exit status, when it must not run.
+func parseFence(name string, args []string, stdin io.Reader, stderr io.Writer, getenv func(string) string) (fenceConfig, int, bool) {
+	c := fenceConfig{name: name}
+	var termArg string
 	who := "s3lect " + name
 	fs := flag.NewFlagSet(who, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -105,65 +125,75 @@ func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Wri
 		fmt.Fprint(fs.Output(), fenceUsage)
 		fs.PrintDefaults()
 	}
-	sf.register(fs)
+	c.sf.register(fs)
 	fs.StringVar(&termArg, "term", "", "the writer's term, a decimal number (default: $"+envTerm+", set by 's3lect run')")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return c, exitOK, false
 		}
-		return exitUsage
+		return c, exitUsage, false
 	}
-	keys := fs.Args()
-	switch {
-	case len(keys) == 0:
-		fmt.Fprintf(stderr, "%s: no key named; usage: %s KEY%s\n", who, who, map[string]string{"put": " [FILE|-]", "seal": "..."}[name])
-		return exitUsage
-	case name == "put" && len(keys) > 2, (name == "get" || name == "delete") && len(keys) > 1:
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", who, keys[len(keys)-1])
-		return exitUsage
+	c.keys = fs.Args()
+	if err := c.check(termArg, getenv); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", who, err)
+		return c, exitUsage, false
 	}
-	if sf.url == "" && sf.bucket == "" && sf.key == "" {
-		sf.url = os.Getenv(envStore)
-		if sf.endpoint == "" {
-			sf.endpoint = os.Getenv(envEndpoint)
-		}
-		sf.pathStyle = sf.pathStyle || os.Getenv(envPathStyle) == "1"
-	}
-	if sf.url == "" && sf.bucket == "" {
-		fmt.Fprintf(stderr, "%s: no store named: run it as the command of 's3lect run' (which sets %s), or give -store with the lockfile's URL\n", who, envStore)
-		return exitUsage
-	}
-	if name != "get" {
-		raw, from := termArg, "-term"
-		if raw == "" {
-			raw, from = os.Getenv(envTerm), envTerm
-		}
-		t, err := strconv.ParseUint(raw, 10, 64)
-		if err != nil || t == 0 {
-			fmt.Fprintf(stderr, "%s: no term: %s %q is not a positive decimal number; run it as the command of 's3lect run' (which sets %s) or give -term\n", who, from, raw, envTerm)
-			return exitUsage
-		}
-		term = t
-	}
-	var data []byte
 	if name == "put" {
 		var err error
-		data, err = readInput(keys[1:], stdin)
-		if err != nil {
+		if c.data, err = readInput(c.keys[1:], stdin); err != nil {
 			fmt.Fprintf(stderr, "%s: %v\n", who, err)
-			return exitUsage
+			return c, exitUsage, false
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	st, err := sf.open(ctx, stderr)
+	return c, exitOK, true
+}
+
+// check fills the store and the term from the environment where the
+// flags leave them out, and says what is wrong with the arguments.
+func (c *fenceConfig) check(termArg string, getenv func(string) string) error {
+	who := "s3lect " + c.name
+	switch {
+	case len(c.keys) == 0:
+		return fmt.Errorf("no key named; usage: %s KEY%s", who, map[string]string{"put": " [FILE|-]", "seal": "..."}[c.name])
+	case c.name == "put" && len(c.keys) > 2, (c.name == "get" || c.name == "delete") && len(c.keys) > 1:
+		return fmt.Errorf("unexpected argument %q", c.keys[len(c.keys)-1])
+	}
+	if c.sf.url == "" && c.sf.bucket == "" && c.sf.key == "" {
+		c.sf.url = getenv(envStore)
+		if c.sf.endpoint == "" {
+			c.sf.endpoint = getenv(envEndpoint)
+		}
+		c.sf.pathStyle = c.sf.pathStyle || getenv(envPathStyle) == "1"
+	}
+	if c.sf.url == "" && c.sf.bucket == "" {
+		return fmt.Errorf("no store named: run it as the command of 's3lect run' (which sets %s), or give -store with the lockfile's URL", envStore)
+	}
+	if c.name == "get" {
+		return nil
+	}
+	raw, from := termArg, "-term"
+	if raw == "" {
+		raw, from = getenv(envTerm), envTerm
+	}
+	t, err := strconv.ParseUint(raw, 10, 64)
+	if err != nil || t == 0 {
+		return fmt.Errorf("no term: %s %q is not a positive decimal number; run it as the command of 's3lect run' (which sets %s) or give -term", from, raw, envTerm)
+	}
+	c.term = t
+	return nil
+}
+
+// fenceRun opens the store and reads or writes through the fence.
+func fenceRun(ctx context.Context, c fenceConfig, stdout, stderr io.Writer) int {
+	who := "s3lect " + c.name
+	st, err := c.sf.open(ctx, stderr)
 	if err != nil {
 		return reportErr(stderr, who, err)
 	}
 	defer st.close()
-	named := keys
-	if name == "put" {
-		named = keys[:1] // the second argument is the file
+	named := c.keys
+	if c.name == "put" {
+		named = c.keys[:1] // the second argument is the file
 	}
 	for _, k := range named {
 		if k == st.key || k == st.key+".term" {
@@ -171,36 +201,41 @@ func fenceCmd(name string, args []string, stdin io.Reader, stdout, stderr io.Wri
 			return exitUsage
 		}
 	}
-	if name == "get" {
-		got, t, err := fence.Read(ctx, st.st, keys[0])
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			fmt.Fprintf(stderr, "%s: %v\n", who, err)
-			return exitAbsent
-		case err != nil:
-			return reportFenceErr(stderr, who, err)
-		}
-		fmt.Fprintf(stderr, "%s: %q: term %d\n", who, keys[0], t)
-		if _, err := stdout.Write(got); err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", who, err)
-			return exitFailure
-		}
-		return exitOK
+	if c.name == "get" {
+		return fenceGet(ctx, st, c.keys[0], stdout, stderr)
 	}
-	w, err := fence.New(st.st, term)
+	w, err := fence.New(st.st, c.term)
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", who, err)
 		return exitUsage
 	}
-	switch name {
+	switch c.name {
 	case "put":
-		err = w.Put(ctx, keys[0], data)
+		err = w.Put(ctx, c.keys[0], c.data)
 	case "delete":
-		err = w.Delete(ctx, keys[0])
+		err = w.Delete(ctx, c.keys[0])
 	default:
-		err = w.Seal(ctx, keys...)
+		err = w.Seal(ctx, c.keys...)
 	}
 	return reportFenceErr(stderr, who, err)
+}
+
+// fenceGet prints key's data, and its term to stderr.
+func fenceGet(ctx context.Context, st *opened, key string, stdout, stderr io.Writer) int {
+	got, t, err := fence.Read(ctx, st.st, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		fmt.Fprintf(stderr, "s3lect get: %v\n", err)
+		return exitAbsent
+	case err != nil:
+		return reportFenceErr(stderr, "s3lect get", err)
+	}
+	fmt.Fprintf(stderr, "s3lect get: %q: term %d\n", key, t)
+	if _, err := stdout.Write(got); err != nil {
+		fmt.Fprintf(stderr, "s3lect get: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
 }
 
 // readInput reads the data of put: the file named, or stdin for "-" or

@@ -1,17 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect/fence"
 	"github.com/s3lect/s3lect/internal/s3test"
+	"github.com/s3lect/s3lect/store/natskv"
 	"github.com/s3lect/s3lect/store/s3store"
 )
 
@@ -65,41 +70,55 @@ func TestRunChildWritesFenced(t *testing.T) {
 	}
 }
 
-func TestFenceCommandUsage(t *testing.T) {
-	env := func(kv ...string) []string {
-		var out []string
-		for _, e := range os.Environ() {
-			if !strings.HasPrefix(e, "S3LECT_") {
-				out = append(out, e)
-			}
+// TestParseFence: the fenced subcommands take the store and the term
+// from run's environment where no flag gives them, parse -term as
+// S3LECT_TERM is (decimal: "-term 010" is 10, never the octal 8), and
+// name what is missing.
+func TestParseFence(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
 		}
-		return append(out, kv...)
+		return func(k string) string { return m[k] }
 	}
+	run := env(envStore, "s3://b/lock.json", envTerm, "3", envEndpoint, "http://127.0.0.1:9000", envPathStyle, "1")
 	cases := []struct {
-		name string
-		args []string
-		env  []string
-		code int
-		want string
+		name     string
+		cmd      string
+		args     []string
+		getenv   func(string) string
+		want     string // the usage error, or "" for accepted
+		wantTerm uint64
+		wantURL  string
 	}{
-		{"no key", []string{"put"}, env("S3LECT_STORE=s3://b/k", "S3LECT_TERM=3"), exitUsage, "no key named"},
-		{"no store", []string{"put", "k"}, env("S3LECT_TERM=3"), exitUsage, "no store named"},
-		{"no term", []string{"put", "k"}, env("S3LECT_STORE=s3://b/k"), exitUsage, "no term"},
-		{"term zero", []string{"delete", "k"}, env("S3LECT_STORE=s3://b/k", "S3LECT_TERM=0"), exitUsage, "no term"},
-		{"get extra", []string{"get", "k", "l"}, env("S3LECT_STORE=s3://b/k"), exitUsage, `unexpected argument "l"`},
-		{"missing file", []string{"put", "k", "/nonexistent/file"}, env("S3LECT_STORE=s3://b/k", "S3LECT_TERM=3"), exitUsage, "/nonexistent/file"},
+		{"run's command", "put", []string{"k"}, run, "", 3, "s3://b/lock.json"},
+		{"-term in decimal", "put", []string{"-term", "010", "k"}, run, "", 10, "s3://b/lock.json"},
+		{"-term in hex", "seal", []string{"-term", "0x10", "k"}, run, `-term "0x10" is not a positive decimal number`, 0, ""},
+		{"-store over the environment", "delete", []string{"-store", "s3://c/l.json", "k"}, run, "", 3, "s3://c/l.json"},
+		{"get needs no term", "get", []string{"k"}, env(envStore, "s3://b/k"), "", 0, "s3://b/k"},
+		{"no key", "put", nil, run, "no key named", 0, ""},
+		{"no store", "put", []string{"k"}, env(envTerm, "3"), "no store named", 0, ""},
+		{"no term", "put", []string{"k"}, env(envStore, "s3://b/k"), "no term", 0, ""},
+		{"term zero", "delete", []string{"k"}, env(envStore, "s3://b/k", envTerm, "0"), "no term", 0, ""},
+		{"get extra", "get", []string{"k", "l"}, run, `unexpected argument "l"`, 0, ""},
+		{"missing file", "put", []string{"k", "/nonexistent/file"}, run, "/nonexistent/file", 0, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(bin, tc.args...)
-			cmd.Env = tc.env
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			_ = cmd.Run()
-			if code := cmd.ProcessState.ExitCode(); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
-				t.Fatalf("s3lect %v: exit %d, stderr %q; want exit %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
+			var stderr strings.Builder
+			c, code, ok := parseFence(tc.cmd, tc.args, strings.NewReader("data"), &stderr, tc.getenv)
+			switch {
+			case tc.want == "" && (!ok || c.term != tc.wantTerm || c.sf.url != tc.wantURL):
+				t.Errorf("s3lect %s %q: %v, term %d, store %q, %q; want term %d, store %q", tc.cmd, tc.args, ok, c.term, c.sf.url, stderr.String(), tc.wantTerm, tc.wantURL)
+			case tc.want != "" && (ok || code != exitUsage || !strings.Contains(stderr.String(), tc.want)):
+				t.Errorf("s3lect %s %q: %v, exit %d, %q; want a usage error with %q", tc.cmd, tc.args, ok, code, stderr.String(), tc.want)
 			}
 		})
+	}
+	c, _, _ := parseFence("put", []string{"k"}, strings.NewReader("data"), io.Discard, run)
+	if string(c.data) != "data" || c.sf.endpoint != "http://127.0.0.1:9000" || !c.sf.pathStyle {
+		t.Errorf("put from run's environment: data %q, endpoint %q, path style %v; want stdin's data and run's endpoint, path style", c.data, c.sf.endpoint, c.sf.pathStyle)
 	}
 }
 
@@ -128,6 +147,80 @@ func TestFenceUsageNamesTheExitStatuses(t *testing.T) {
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(fenceUsage), " "), want) {
 			t.Errorf("put -h does not say %q:\n%s", want, fenceUsage)
+		}
+	}
+}
+
+// TestRunChildReachesANATSStoreWithCredentials: with -store
+// nats://user:pass@host/bucket/key, run gives its command the URL it was
+// given, credentials included (S3LECT_STORE; the child's environment is
+// no more exposed than run's own command line), so the command's
+// `s3lect put` reaches the store run elects on with no flags, as
+// docs/fencing.md promises. It used to get the URL without them, be
+// refused, and retry for ever.
+func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
+	addr := startNATSWithAuth(t, "u", "secret")
+	nc, err := nats.Connect("nats://u:secret@" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "FENCED"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("S3LECT", bin)
+	url := "nats://u:secret@" + addr + "/FENCED/leader/job.json"
+	// timeout bounds the put, which otherwise retries for ever.
+	script := `printf 'step 1' | timeout 15 "$S3LECT" put jobs/checkpoint -`
+	p := start(t, "run", "-store", url, "-id", "n1", "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms",
+		"--", "sh", "-c", script)
+	if code := p.status(t); code != 0 {
+		out := p.stderr.String()
+		if i := strings.Index(out, "store error"); i >= 0 {
+			out = out[i:min(len(out), i+400)]
+		}
+		t.Fatalf("s3lect run -store nats://u:***@... -- s3lect put: exit %d; want 0 (the command could not reach the store run elects on)\n%s", code, out)
+	}
+	data, term, err := fence.Read(ctx, natskv.New(kv), "jobs/checkpoint")
+	if err != nil || string(data) != "step 1" || term == 0 {
+		t.Fatalf("fence.Read = %q, term %d, %v; want %q of the leadership's term", data, term, err, "step 1")
+	}
+}
+
+// TestFenceRefusesElectionObjects: the fenced subcommands refuse, as a
+// usage error naming the lockfile, the lockfile's own key and its term
+// object's (<lockfile>.term). A `seal $KEY` with KEY the lockfile (a slip
+// of a shell job) would rewrite the live lease record with a fence
+// header, end the leadership under the command and leave every elector a
+// lockfile that is not a record; a put of the term object would hide the
+// term from the next takeover. As run's command the seal is refused and
+// the leadership kept (run exits 0).
+func TestFenceRefusesElectionObjects(t *testing.T) {
+	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
+	dir := t.TempDir()
+	key := "cli/review-lock.json"
+	t.Setenv("S3LECT", bin)
+	t.Setenv("OUT", filepath.Join(dir, "out"))
+	script := `"$S3LECT" seal ` + key + `; echo "seal exit $?" > "$OUT"; sleep 1`
+	p := start(t, runArgs(endpoint, bucket, key, "a", []string{"-once"}, []string{"sh", "-c", script})...)
+	code := p.status(t)
+	got, _ := os.ReadFile(filepath.Join(dir, "out"))
+	if strings.TrimSpace(string(got)) != fmt.Sprintf("seal exit %d", exitUsage) || code != 0 {
+		t.Fatalf("s3lect seal <the lockfile's own key> as run's command: %q, run exit %d; want the seal refused (exit %d) and the leadership kept (run exit 0)\n%s",
+			strings.TrimSpace(string(got)), code, exitUsage, p.stderr.String())
+	}
+	for _, k := range []string{key, key + ".term"} {
+		out, err := runBin("put", "-store", "s3://"+bucket+"/"+key, "-endpoint", endpoint, "-path-style", "-term", "7", k, "/dev/null")
+		ee, _ := err.(interface{ ExitCode() int })
+		if ee == nil || ee.ExitCode() != exitUsage {
+			t.Errorf("s3lect put %s (an election object of -store): %v\n%s\nwant a usage error naming the lockfile", k, err, out)
 		}
 	}
 }

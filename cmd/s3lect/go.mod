@@ -4,10 +4,20 @@ go 1.25.0
 
 require (
 	github.com/nats-io/nats.go v1.53.1
+	github.com/prometheus/client_golang v1.23.2
 	github.com/s3lect/s3lect v0.0.0
 	github.com/s3lect/s3lect/internal/cloudtest v0.0.0
 	github.com/s3lect/s3lect/store/storeurl v0.0.0
 	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
 )
 
 require (
@@ -65,9 +75,10 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pkg/browser v0.0.0-20240102092130-5ac0b6a4141c // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20240319094008-0393e58bdf10 // indirect
+	github.com/s3lect/s3lect/prom v0.0.0
 	github.com/s3lect/s3lect/store/azblobstore v0.0.0 // indirect
 	github.com/s3lect/s3lect/store/gcsstore v0.0.0 // indirect
-	github.com/s3lect/s3lect/store/natskv v0.0.0 // indirect
+	github.com/s3lect/s3lect/store/natskv v0.0.0
 	github.com/spiffe/go-spiffe/v2 v2.6.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/detectors/gcp v1.43.0 // indirect

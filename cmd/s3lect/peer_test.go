@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,9 +58,34 @@ func TestPeerMode(t *testing.T) {
 		return []string{"-peer-addr", "127.0.0.1:" + port, "-peer-cert", cert, "-peer-key", pkey, "-peer-ca", cert}
 	}
 	a := start(t, runArgs(endpoint, bucket, key, "a", peer("19341"), childScript(dir, "a", false))...)
-	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") }, a)
 	b := start(t, runArgs(endpoint, bucket, key, "b", peer("19342"), childScript(dir, "b", false))...)
 	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:19341 leads (term")
+
+	// release -to an ID nobody runs is refused before anything is
+	// written, once a has heard from b for two FrequentIntervals.
+	client, err := peerClient(cert, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.CloseIdleConnections()
+	waitFor(t, 10*time.Second, "a's member list to be complete", func() bool {
+		l, err := fetchMembers(t.Context(), client, "127.0.0.1:19341", key, "")
+		return err == nil && l.Complete && strings.Join(l.Members, ",") == "a,b"
+	}, a, b)
+	before, _ := lockfile(t, bucket, key)
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-peer-ca", cert}
+	out, err := runBin(append(append([]string{"release"}, where...), "-to", "web-9", "-wait", "0s")...)
+	if binStatus(err) != exitUsage {
+		t.Errorf("release -to web-9 (runs nowhere) in peer mode = %q, %v; want refused, status %d", out, err, exitUsage)
+	}
+	if !strings.Contains(out, "no member with that -id runs on this lockfile") || !strings.Contains(out, "a, b") {
+		t.Errorf("release -to web-9 said %q; want it to name the members a, b", out)
+	}
+	if after, _ := lockfile(t, bucket, key); after.Term != before.Term || after.LeaderID != "a" || after.StepDown != "" {
+		t.Errorf("lockfile after a refused release: %+v; want a still leading term %d, no request written", after, before.Term)
+	}
+
 	a.cmd.Process.Signal(syscall.SIGTERM)
 	if code := a.status(t); code != 0 {
 		t.Errorf("a exited %d; want 0\n%s", code, a.stderr.String())

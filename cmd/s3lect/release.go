@@ -1,25 +1,23 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/store"
 )
 
 const releaseUsage = `usage: s3lect release [flags]
@@ -55,215 +53,60 @@ member than -to's took over, or nobody was seen taking over yet.
 Flags:
 `
 
-// errNobodyLeads is requestStepDown's answer when there is no leader to
-// release.
-var errNobodyLeads = errors.New("nobody leads")
-
-// errNoLockfile is requestStepDown's answer when there is no lockfile at
-// all: nobody leads there, and the key may be mistyped.
-var errNoLockfile = fmt.Errorf("%w: no lockfile", errNobodyLeads)
-
-// requestStepDown writes an operator's step-down request over the live
-// leader's record at key: the record as the leader wrote it, with stepDown
-// set to a new random value and to naming the member to hand over to ("":
-// anyone). It returns the record it replaced and the one it wrote. A
-// leader that renews between the read and the write makes the write fail
-// its If-Match; requestStepDown then reads again, a bounded number of
-// times. The leader's next renewal is refused, and a leader of this
-// version then finds its own leadership with the request
-// (docs/protocol.md, section 11); every other reader sees the same
-// leadership as before, and waits out its lease as it would have.
-func requestStepDown(ctx context.Context, st store.Store, key, to string) (old, written s3lect.Record, err error) {
-	for range 10 {
-		data, etag, err := st.Get(ctx, key)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return old, written, errNoLockfile
-		case err != nil:
-			return old, written, err
-		}
-		old, err = s3lect.ParseRecord(data)
-		if err != nil {
-			return old, written, fmt.Errorf("the lockfile is not a record s3lect can read (%w); followers take it over after LeaderTimeout by themselves", err)
-		}
-		if old.LastUpdated.IsZero() {
-			return old, written, fmt.Errorf("%w: %s released the lockfile", errNobodyLeads, old.LeaderID)
-		}
-		if to == old.LeaderID {
-			return old, written, usageErr("-to %s names the leader itself; name another member", to)
-		}
-		written = old
-		if written.StepDown, err = newRequestID(); err != nil {
-			return old, written, err
-		}
-		written.To = to
-		b, err := json.Marshal(written)
-		if err != nil {
-			return old, written, err
-		}
-		_, err = st.PutIfMatch(ctx, key, b, etag)
-		if errors.Is(err, store.ErrPreconditionFailed) {
-			continue // the leader renewed meanwhile, or another leader won: look again
-		}
-		return old, written, err
-	}
-	return old, written, fmt.Errorf("the lockfile changed under every one of 10 attempts; try again")
-}
-
-// newRequestID draws a step-down request's value: 16 hex digits.
-func newRequestID() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-// outcome is what became of a step-down request.
-type outcome struct {
-	released   bool          // the leader released the lockfile
-	releasedAt time.Duration // after the request was written
-	next       s3lect.Record // the next leader, if one was seen
-	nextAt     time.Duration // after the request was written
-	lapsed     bool          // the lease ran out before the leader released
-	ignored    bool          // the leader renewed over the request: it does not know step-down requests
-	last       s3lect.Record // the last record read
-	read       bool          // last is set
-}
-
-// sameLeadership reports whether a and b are records of one leadership.
-func sameLeadership(a, b s3lect.Record) bool {
-	return a.LeaderID == b.LeaderID && a.Term == b.Term && a.Lease == b.Lease
-}
-
-// follow reads the lockfile every poll after the request req was written
-// at begun, until another leadership holds it or wait has passed since
-// begun; lease is how long the leader's lease may last. It reports each
-// step on report as it sees it.
-func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, begun time.Time, lease, wait, poll time.Duration, report func(outcome, string)) outcome {
-	var o outcome
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for time.Since(begun) < wait {
-		select {
-		case <-ctx.Done():
-			return o
-		case <-t.C:
-		}
-		rctx, cancel := context.WithTimeout(ctx, poll*10)
-		rec, found, err := readLockfile(rctx, st, key)
-		cancel()
-		if err != nil || !found {
-			continue
-		}
-		o.last, o.read = rec, true
-		now := time.Since(begun)
-		switch {
-		case sameLeadership(rec, req) && rec.LastUpdated.IsZero():
-			if !o.released {
-				o.released, o.releasedAt = true, now
-				report(o, "released")
-			}
-		case sameLeadership(rec, req) && rec.StepDown == "" && rec.LastUpdated.After(req.LastUpdated):
-			// A leader that renews whatever record names it (the original
-			// s3lect) wrote over the request: it will not step down.
-			o.ignored = true
-			report(o, "ignored")
-			return o
-		case sameLeadership(rec, req):
-			if !o.lapsed && now > lease {
-				o.lapsed = true
-				report(o, "lapsed")
-			}
-		case !rec.LastUpdated.IsZero():
-			o.next, o.nextAt = rec, now
-			return o
-		}
-	}
-	return o
-}
-
-// nudge asks the leader's peer endpoint to renew at once, so that it
-// sees the request now rather than at its next renewal. It is best
-// effort: a leader without a peer endpoint, or one that cannot be
-// reached, sees the request at its next renewal anyway.
-func nudge(ctx context.Context, client *http.Client, rec s3lect.Record, key, path string) error {
-	if rec.LeaderAddr == "" {
-		return errors.New("the leader advertises no peer address")
-	}
-	q := url.Values{"lockfile": {key}, "stepDown": {rec.StepDown}}
-	u := url.URL{Scheme: "https", Host: rec.LeaderAddr, Path: path, RawQuery: q.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
-}
-
-// peerClient builds the HTTPS client for the nudge from the peer flags.
-func peerClient(ca, cert, key string) (*http.Client, error) {
-	cfg := &tls.Config{}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, usageErr("-peer-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageErr("-peer-ca %s holds no PEM certificate", ca)
-		}
-		cfg.RootCAs = pool
-	}
-	if cert != "" || key != "" {
-		c, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, usageErr("-peer-cert/-peer-key: %v", err)
-		}
-		cfg.Certificates = []tls.Certificate{c}
-	}
-	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}, nil
+// releaseConfig is release's command line, parsed.
+type releaseConfig struct {
+	sf                        storeFlags
+	to                        string
+	timeout, wait             time.Duration
+	peerCA, peerCert, peerKey string
 }
 
 func releaseCmd(args []string, stdout, stderr io.Writer) int {
-	var (
-		sf                        storeFlags
-		to                        string
-		lt, wait                  time.Duration
-		peerCA, peerCert, peerKey string
-	)
+	c, code, ok := parseRelease(args, stderr)
+	if !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return release(ctx, c, stdout, stderr)
+}
+
+// parseRelease parses release's flags. It reports false, with the exit
+// status, when release must not run.
+func parseRelease(args []string, stderr io.Writer) (releaseConfig, int, bool) {
+	var c releaseConfig
 	fs := flag.NewFlagSet("s3lect release", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), releaseUsage)
 		fs.PrintDefaults()
 	}
-	sf.register(fs)
-	fs.StringVar(&to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
-	fs.DurationVar(&lt, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")
-	fs.DurationVar(&wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is; at the end, what is known is printed and the status is 10 if no other member was seen leading (0: do not wait)")
-	fs.StringVar(&peerCA, "peer-ca", "", "peer mode: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots)")
-	fs.StringVar(&peerCert, "peer-cert", "", "peer mode: PEM client certificate, for a leader that requires mutual TLS")
-	fs.StringVar(&peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
+	c.sf.register(fs)
+	fs.StringVar(&c.to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
+	fs.DurationVar(&c.timeout, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")
+	fs.DurationVar(&c.wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is; at the end, what is known is printed and the status is 10 if no other member was seen leading (0: do not wait)")
+	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots)")
+	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode: PEM client certificate, for a leader that requires mutual TLS")
+	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
-		return code
+		return c, code, false
 	}
-	if lt <= 0 || wait < 0 {
+	if c.timeout <= 0 || c.wait < 0 {
 		fmt.Fprintln(stderr, "s3lect release: -timeout must be positive and -wait not negative")
-		return exitUsage
+		return c, exitUsage, false
 	}
-	client, err := peerClient(peerCA, peerCert, peerKey)
+	return c, exitOK, true
+}
+
+// release asks the leader to step down, then follows the lockfile for
+// -wait and says where the leadership went.
+func release(ctx context.Context, c releaseConfig, stdout, stderr io.Writer) int {
+	client, err := peerClient(c.peerCA, c.peerCert, c.peerKey)
 	if err != nil {
 		return reportErr(stderr, "s3lect release", err)
 	}
 	defer client.CloseIdleConnections()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	st, err := sf.open(ctx, stderr)
+	st, err := c.sf.open(ctx, stderr)
 	if err != nil {
 		return reportErr(stderr, "s3lect release", err)
 	}
@@ -271,7 +114,9 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	begun := time.Now()
-	old, req, err := requestStepDown(wctx, st.st, st.key, to)
+	old, req, err := requestStepDownChecked(wctx, st.st, st.key, c.to, func(old s3lect.Record) error {
+		return checkTarget(wctx, client, st.key, c.to, old, c.leaseOf(old), stdout)
+	})
 	switch {
 	case errors.Is(err, errNoLockfile):
 		fmt.Fprintf(stderr, "s3lect release: no lockfile at %s: nobody leads there. Is the key right? "+
@@ -281,42 +126,76 @@ func releaseCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: %v; nothing to release\n", st.where, err)
 		return exitOK
 	case err != nil:
-		return reportNoAnswer(stderr, "s3lect release", sf.endpointName(st.where), err)
+		return reportNoAnswer(stderr, "s3lect release", c.sf.endpointName(st.where), err)
 	}
-	handTo := "the next member to read it"
-	if to != "" {
-		handTo = to
-	}
-	fmt.Fprintf(stdout, "%s: asked %s (term %d) to step down and hand over to %s\n", st.where, old.LeaderID, old.Term, handTo)
-	lease := lt
-	if old.TTL > 0 {
-		lease = time.Duration(old.TTL) * time.Millisecond
-	}
-	if to != "" {
-		// Said at once: a mistyped ID leaves the job stopped for the
-		// whole window, and the outcome comes only at its end.
-		fmt.Fprintf(stdout, "  only %s may take over at first; the others wait the transfer window (the lease, %v, or their read interval if longer, plus a FrequentInterval): "+
-			"if no member runs with -id %s, nobody runs the job until then\n", to, lease, to)
-	}
+	fmt.Fprintf(stdout, "%s: asked %s (term %d) to step down and hand over to %s\n", st.where, old.LeaderID, old.Term, cmp.Or(c.to, "the next member to read it"))
 	if err := nudge(wctx, client, req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
 		fmt.Fprintf(stdout, "  its peer endpoint was not reached (%v)%s: it sees the request at its next renewal\n", err, tlsHint(err))
 	}
-	if wait == 0 {
+	if c.wait == 0 {
 		return exitOK
 	}
-	o := follow(ctx, st.st, st.key, req, begun, lease, wait, 50*time.Millisecond, func(o outcome, what string) {
-		switch what {
-		case "released":
-			fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile %v after the request\n", old.LeaderID, o.releasedAt.Round(time.Millisecond))
-		case "ignored":
-			fmt.Fprintf(stdout, "  %s renewed over the request: it does not know step-down requests (the original s3lect?) and keeps leading; "+
-				"stop its s3lect run with SIGTERM instead, which drains and hands over\n", old.LeaderID)
-		case "lapsed":
-			fmt.Fprintf(stdout, "  %s did not answer within its lease (%v): an older version, a leader that is gone, or a program that never ends its leadership; "+
-				"followers take over now that its lease has run out\n", old.LeaderID, lease)
-		}
+	o := follow(ctx, st.st, st.key, req, begun, c.leaseOf(old), c.wait, 50*time.Millisecond, func(o outcome, what string) {
+		reportStep(stdout, old, c.leaseOf(old), o, what)
 	})
-	return reportMove(stdout, old, to, wait, o, ctx.Err() != nil)
+	return reportMove(stdout, old, c.to, c.wait, o, ctx.Err() != nil)
+}
+
+// leaseOf is how long old's lease lasts: as the record states it, or the
+// group's -timeout.
+func (c releaseConfig) leaseOf(old s3lect.Record) time.Duration {
+	if old.TTL > 0 {
+		return time.Duration(old.TTL) * time.Millisecond
+	}
+	return c.timeout
+}
+
+// reportStep prints a step follow saw.
+func reportStep(stdout io.Writer, old s3lect.Record, lease time.Duration, o outcome, what string) {
+	switch what {
+	case "released":
+		fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile %v after the request\n", old.LeaderID, o.releasedAt.Round(time.Millisecond))
+	case "ignored":
+		fmt.Fprintf(stdout, "  %s renewed over the request: it does not know step-down requests (the original s3lect?) and keeps leading; "+
+			"stop its s3lect run with SIGTERM instead, which drains and hands over\n", old.LeaderID)
+	case "lapsed":
+		fmt.Fprintf(stdout, "  %s did not answer within its lease (%v): an older version, a leader that is gone, or a program that never ends its leadership; "+
+			"followers take over now that its lease has run out\n", old.LeaderID, lease)
+	}
+}
+
+// checkTarget runs before the request is written, with -to's member: in
+// peer mode it asks the leading runner which members it has heard from,
+// and refuses (a usage error, nothing written) a member that is not
+// among them; where the members cannot be known (storage mode, a leader
+// that does not answer the question) it says plainly, before acting,
+// what a member that runs nowhere costs.
+func checkTarget(ctx context.Context, client *http.Client, key, to string, old s3lect.Record, lease time.Duration, stdout io.Writer) error {
+	if to == "" {
+		return nil
+	}
+	why := "storage mode: the members cannot be known"
+	if old.LeaderAddr != "" {
+		l, err := fetchMembers(ctx, client, old.LeaderAddr, key, "")
+		switch {
+		case err == nil && l.Leader == old.LeaderID && l.Complete && !slices.Contains(l.Members, to):
+			return usageErr("-to %s: no member with that -id runs on this lockfile: the leader %s has heard from %s in the last three FrequentIntervals "+
+				"(peer mode: every runner says its ID to the leader); nothing was written. Start it first, or name one of them",
+				to, old.LeaderID, strings.Join(l.Members, ", "))
+		case err == nil && l.Leader == old.LeaderID && l.Complete:
+			return nil // a live member
+		case err == nil && l.Leader != old.LeaderID:
+			why = "the runner at the leader's address no longer leads"
+		case err == nil:
+			why = "the leader has not led long enough to know every member"
+		default:
+			why = fmt.Sprintf("the leader's member list could not be read: %v%s", err, tlsHint(err))
+		}
+	}
+	fmt.Fprintf(stdout, "before asking: -to %s cannot be checked (%s). Only %s may take over at first; the others wait the transfer window "+
+		"(the lease, %v, or their read interval if longer, plus a FrequentInterval): if no member runs with -id %s, nobody runs the job until then\n",
+		to, why, to, lease, to)
+	return nil
 }
 
 // reportMove prints where the leadership went after the request over old

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -198,8 +199,9 @@ func TestReleaseCommand(t *testing.T) {
 	begun := time.Now()
 	out, err := runBin(append(append([]string{"release"}, where...), "-to", "c")...)
 	if err != nil || !strings.Contains(out, "asked a (term 1) to step down and hand over to c") || !strings.Contains(out, "a stepped down") ||
-		!strings.Contains(out, "c leads (term 2)") || !strings.Contains(out, "only c may take over at first") {
-		t.Fatalf("release -to c = %q, %v; want status 0, the transfer window named at once, a stepped down, c leads (term 2)", out, err)
+		!strings.Contains(out, "c leads (term 2)") || !strings.Contains(out, "Only c may take over at first") ||
+		strings.Index(out, "Only c may") > strings.Index(out, "asked a (term 1)") {
+		t.Fatalf("release -to c = %q, %v; want status 0, the transfer window named before the request, a stepped down, c leads (term 2)", out, err)
 	}
 	if code := a.status(t); code != exitLost || !strings.Contains(a.stderr.String(), "leadership ended (asked to step down by s3lect release, to hand over to c)") ||
 		!strings.Contains(a.stderr.String(), "stays out of the next election") || strings.Contains(a.stderr.String(), "lost to another holder") {
@@ -328,4 +330,97 @@ func TestReleaseBackOnTheSameMember(t *testing.T) {
 		t.Errorf("release -wait 300ms took %v; want it to end at -wait, not after the lease", took)
 	}
 	t.Logf("release -wait 300ms ended after %v:\n%s", took, out)
+}
+
+// TestTransferToAMemberThatJustJoined: release -to a member that started
+// shortly before lands on it. It does not today, because of the library
+// (reported, not fixed here: the root package is not this change's to
+// edit). A follower that has just turned stable (followed a leader for
+// LeaderTimeout) reads next at alignedRead's time: InfrequentInterval
+// after its last read, then moved forward to its slot's renewal, up to
+// k-1 more FrequentIntervals (k = InfrequentInterval/FrequentInterval),
+// so up to 2×InfrequentInterval − FrequentInterval after its last read.
+// The transfer window, transferWait = max(lease, InfrequentInterval) +
+// FrequentInterval, assumes the target reads within an
+// InfrequentInterval, and closes before that read: the member asked to
+// step down takes its own release back. Here (the issue's intervals,
+// 500ms/2s/1.5s, c started 1.7 s before the request) c reads 3.5 s after
+// its previous read, the window is 2.5 s, and a leads again 2.81 s after
+// the request; 4 of 200 join and request times fail the same way (joins
+// 0-450 ms after a renewal, requests 1.5-3.4 s after the join). At the
+// defaults the gap can reach 55 s against a 35 s window. A fix is the
+// library's: a window of max(lease, 2×InfrequentInterval −
+// FrequentInterval) + FrequentInterval, or a slot shift that never
+// postpones a read past InfrequentInterval.
+func TestTransferToAMemberThatJustJoined(t *testing.T) {
+	if os.Getenv("S3LECT_TEST_KNOWN_BUGS") == "" {
+		t.Skip("fails until the library's transfer window covers a newly stable follower's read (see the comment); S3LECT_TEST_KNOWN_BUGS=1 runs it")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		key := "leader/job.json"
+		ctx, cancel := context.WithCancel(t.Context())
+		var (
+			log      jobLog
+			wg       sync.WaitGroup
+			electors []*s3lect.Elector
+		)
+		add := func(id string) {
+			e, err := s3lect.New(s3lect.ElectorConfig{Store: mem, LockfilePath: key, ServerID: id, Logger: slog.New(slog.DiscardHandler),
+				FrequentInterval: 500 * time.Millisecond, InfrequentInterval: 2 * time.Second, LeaderTimeout: 1500 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			electors = append(electors, e)
+			wg.Go(func() { member(ctx, e, id, 10*time.Millisecond, &log) })
+		}
+		add("A")
+		time.Sleep(time.Second)
+		add("B")
+		time.Sleep(10 * time.Second)
+		add("C")
+		time.Sleep(1700 * time.Millisecond)
+		requested := time.Now()
+		if _, _, err := requestStepDown(t.Context(), mem, key, "C"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(8 * time.Second)
+		cancel()
+		for _, e := range electors {
+			e.Close()
+		}
+		wg.Wait()
+		for _, j := range log.all() {
+			if j.start.After(requested) {
+				if j.id != "C" {
+					t.Errorf("%s took over %v after release -to C; want C, which had run for 1.7 s", j.id, j.start.Sub(requested))
+				}
+				return
+			}
+		}
+		t.Errorf("nobody took over within 8 s of release -to C")
+	})
+}
+
+// TestParseRelease: release's flags, and what it refuses before acting.
+func TestParseRelease(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the usage error, or "" for accepted
+		to   string
+	}{
+		{[]string{"-store", "s3://b/k"}, "", ""},
+		{[]string{"-store", "s3://b/k", "-to", "db-2", "-wait", "0s"}, "", "db-2"},
+		{[]string{"-store", "s3://b/k", "-wait", "-1s"}, "-wait not negative", ""},
+		{[]string{"-store", "s3://b/k", "db-2"}, `unexpected argument "db-2"`, ""},
+	} {
+		var stderr strings.Builder
+		c, code, ok := parseRelease(tc.args, &stderr)
+		switch {
+		case tc.want == "" && (!ok || c.to != tc.to):
+			t.Errorf("parseRelease(%q) = %+v, %v, %q; want accepted, -to %q", tc.args, c, ok, stderr.String(), tc.to)
+		case tc.want != "" && (ok || code != exitUsage || !strings.Contains(stderr.String(), tc.want)):
+			t.Errorf("parseRelease(%q) = %v, %d, %q; want a usage error with %q", tc.args, ok, code, stderr.String(), tc.want)
+		}
+	}
 }

@@ -11,11 +11,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -47,7 +47,10 @@ What is guaranteed:
   - SIGTERM or SIGINT to s3lect is a voluntary stop: it is forwarded to the
     group, s3lect keeps renewing for up to -grace while the command drains,
     then kills what is left and releases the lockfile, so that a follower
-    starts at once. A second signal kills at once.
+    starts at its next read rather than a lease later: within
+    InfrequentInterval (30s by default) in storage mode, well under a
+    second in peer mode once followers are stable. A second signal kills
+    at once.
   - When the command exits, s3lect kills what is left of its group, releases
     the lockfile and exits with the command's status (128+N if signal N
     killed it).
@@ -69,7 +72,8 @@ endpoint and what to check; once it has answered, outages are waited out);
 Flags:
 `
 
-type runOptions struct {
+// runConfig is run's command line, parsed.
+type runConfig struct {
 	sf                  storeFlags
 	id                  string
 	grace, try          time.Duration
@@ -80,66 +84,139 @@ type runOptions struct {
 	peerCert, peerKey   string
 	peerCA              string
 	connectTimeout      time.Duration
+	metricsAddr         string // -metrics-addr: where to serve /metrics and /healthz ("": nowhere)
+	logFormat           string // logText or logJSON
+	command             []string
 }
 
 func runCmd(args []string, stdout, stderr io.Writer) int {
+	c, code, ok := parseRun(args, stderr)
+	if !ok {
+		return code
+	}
+	return run(c, newRunLog(stderr, c.logFormat))
+}
+
+// parseRun parses run's flags and checks them, the intervals as an
+// elector would. It reports false, with the exit status, when run must
+// not start.
+func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	host, _ := os.Hostname()
-	var o runOptions
+	var c runConfig
 	fs := flag.NewFlagSet("s3lect run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), runUsage)
 		fs.PrintDefaults()
 	}
-	o.sf.register(fs)
-	fs.StringVar(&o.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's ID, unique in the group")
-	fs.DurationVar(&o.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT to s3lect: how long the command may drain before SIGKILL")
-	fs.DurationVar(&o.try, "try", 0, "give up (exit status 3) if not leader within this time; 0 waits for ever")
-	fs.BoolVar(&o.once, "once", false, "exit (status 4) when leadership is lost instead of campaigning again")
-	fs.BoolVar(&o.verbose, "v", false, "log the elector's events to stderr")
-	fs.DurationVar(&o.connectTimeout, "connect-timeout", time.Minute, "exit (status 6) if the store has not answered once within this time since start; 0 waits for ever")
-	fs.DurationVar(&o.frequent, "frequent", 0, "FrequentInterval: renewal period (0: 5s)")
-	fs.DurationVar(&o.infrequent, "infrequent", 0, "InfrequentInterval: a stable follower's check period (0: 30s)")
-	fs.DurationVar(&o.timeout, "timeout", 0, "LeaderTimeout: silence after which a follower takes over (0: 15s)")
-	fs.StringVar(&o.peerAddr, "peer-addr", "", "peer mode: host:port this instance serves its leadership on over HTTPS, and advertises")
-	fs.StringVar(&o.peerCert, "peer-cert", "", "peer mode: PEM certificate for -peer-addr")
-	fs.StringVar(&o.peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
-	fs.StringVar(&o.peerCA, "peer-ca", "", "peer mode: PEM CA that signed the other instances' certificates (default: system roots)")
+	c.sf.register(fs)
+	fs.StringVar(&c.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's ID, unique in the group")
+	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT to s3lect: how long the command may drain before SIGKILL")
+	fs.DurationVar(&c.try, "try", 0, "give up (exit status 3) if not leader within this time; 0 waits for ever")
+	fs.BoolVar(&c.once, "once", false, "exit (status 4) when leadership is lost instead of campaigning again")
+	fs.BoolVar(&c.verbose, "v", false, "log the elector's events to stderr")
+	fs.DurationVar(&c.connectTimeout, "connect-timeout", time.Minute, "exit (status 6) if the store has not answered once within this time since start; 0 waits for ever")
+	fs.DurationVar(&c.frequent, "frequent", 0, "FrequentInterval: renewal period (0: 5s)")
+	fs.DurationVar(&c.infrequent, "infrequent", 0, "InfrequentInterval: a stable follower's check period (0: 30s)")
+	fs.DurationVar(&c.timeout, "timeout", 0, "LeaderTimeout: silence after which a follower takes over (0: 15s)")
+	fs.StringVar(&c.peerAddr, "peer-addr", "", "peer mode: host:port this instance serves its leadership on over HTTPS, and advertises")
+	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode: PEM certificate for -peer-addr")
+	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
+	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode: PEM CA that signed the other instances' certificates (default: system roots)")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on (/metrics) and a health check (/healthz), over plain HTTP; empty: none")
+	fs.StringVar(&c.logFormat, "log-format", logText, "stderr's format: text (a line per event, stamped with the time) or json (one JSON object per line, for log collectors)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
+			return c, exitOK, false
 		}
-		return exitUsage
+		return c, exitUsage, false
 	}
-	command := fs.Args()
-	if len(command) == 0 {
-		fmt.Fprintln(stderr, "s3lect run: no command given; usage: s3lect run -store s3://bucket/key -- command args...")
-		return exitUsage
+	c.command = fs.Args()
+	if err := c.check(); err != nil {
+		fmt.Fprintf(stderr, "s3lect run: %s\n", unprefixed(err.Error()))
+		return c, exitUsage, false
 	}
-	if runSupported != nil {
-		fmt.Fprintln(stderr, "s3lect run:", runSupported)
-		return exitUsage
-	}
-	if o.grace < 0 || o.try < 0 || o.connectTimeout < 0 {
-		fmt.Fprintln(stderr, "s3lect run: -grace, -try and -connect-timeout must not be negative")
-		return exitUsage
-	}
-	// The timings are checked before the store is opened, so that a usage
-	// error is named as one even where the store cannot be reached (no
-	// credentials, no network): New checks them the same way on any store.
-	if _, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "timings", ServerID: o.id,
-		FrequentInterval: o.frequent, InfrequentInterval: o.infrequent, LeaderTimeout: o.timeout}); err != nil {
-		return reportErr(stderr, "s3lect run", usageErr("%v", err))
-	}
+	return c, exitOK, true
+}
 
+// check finds what is wrong with c before anything is opened, so that a
+// usage error is named as one even where the store cannot be reached (no
+// credentials, no network).
+func (c runConfig) check() error {
+	switch {
+	case len(c.command) == 0:
+		return errors.New("no command given; usage: s3lect run -store s3://bucket/key -- command args...")
+	case runSupported != nil:
+		return runSupported
+	case c.grace < 0 || c.try < 0 || c.connectTimeout < 0:
+		return errors.New("-grace, -try and -connect-timeout must not be negative")
+	case c.logFormat != logText && c.logFormat != logJSON:
+		return fmt.Errorf("-log-format %q: want text or json", c.logFormat)
+	case (c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "") && (c.peerAddr == "" || c.peerCert == "" || c.peerKey == ""):
+		return errors.New("peer mode needs -peer-addr, -peer-cert and -peer-key together")
+	}
+	// New checks the timings the same way on any store.
+	_, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "timings", ServerID: c.id,
+		FrequentInterval: c.frequent, InfrequentInterval: c.infrequent, LeaderTimeout: c.timeout})
+	return err
+}
+
+// run runs c's command while this instance leads, logging to lg, and
+// returns the exit status.
+func run(c runConfig, lg *runLog) int {
+	stderr := lg.writer(slog.LevelError)
+	if err := findCommand(c.command[0], childPath()); err != nil {
+		// Before campaigning: a leadership won for a command that cannot
+		// start would spend a term and stop the group's job for nothing.
+		lg.log(slog.LevelError, fmt.Sprintf("%v; nothing was started and the lockfile was not touched", err), "event", "exit", "status", exitNotStart)
+		return exitNotStart
+	}
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
+
+	st, err := openInterruptible(c.sf, sigs, lg.writer(slog.LevelWarn))
+	if err != nil {
+		return reportErr(stderr, "s3lect run", err)
+	}
+	defer st.close()
+	e, peer, err := c.elector(st, lg)
+	if err != nil {
+		return reportErr(stderr, "s3lect run", err)
+	}
+	defer e.Close()
+	r := &runner{o: c, e: e, st: st.st, key: st.key, where: st.where, endpoint: c.sf.endpointName(st.where),
+		command: c.command, sigs: sigs, log: lg, started: time.Now(), killAfter: cmp.Or(c.timeout, s3lect.DefaultLeaderTimeout) / 20}
+	if peer.server != nil {
+		stop, err := servePeer(c, e, st.key, peer)
+		if err != nil {
+			return reportErr(stderr, "s3lect run", err)
+		}
+		defer stop()
+	}
+	if c.metricsAddr != "" {
+		stop, err := serveMetrics(c.metricsAddr, r, st.where)
+		if err != nil {
+			return reportErr(stderr, "s3lect run", err)
+		}
+		defer stop()
+	}
+	code := r.loop()
+	if lg.json != nil {
+		// A collector sees how the run ended; a person reads it in the
+		// line before.
+		lg.log(slog.LevelInfo, fmt.Sprintf("exiting with status %d", code), "event", "exit", "status", code)
+	}
+	return code
+}
+
+// openInterruptible opens the store; a signal while it waits (opening a
+// NATS store may wait for its server) ends the wait.
+func openInterruptible(sf storeFlags, sigs <-chan os.Signal, stderr io.Writer) (*opened, error) {
 	base, stop := context.WithCancel(context.Background())
 	defer stop()
-
-	// Opening a NATS store may wait for its server; a signal ends that.
 	opening := make(chan struct{})
+	defer close(opening)
 	go func() {
 		select {
 		case <-sigs:
@@ -147,75 +224,124 @@ func runCmd(args []string, stdout, stderr io.Writer) int {
 		case <-opening:
 		}
 	}()
-	st, err := o.sf.open(base, stderr)
-	close(opening)
-	if err != nil {
-		return reportErr(stderr, "s3lect run", err)
-	}
-	defer st.close()
+	return sf.open(base, stderr)
+}
 
+// peerTLS is peer mode's TLS: the server's, and the client's the elector
+// asks the leader with.
+type peerTLS struct{ server, client *tls.Config }
+
+// elector builds the elector of c on st, and in peer mode the TLS
+// configurations.
+func (c runConfig) elector(st *opened, lg *runLog) (*s3lect.Elector, peerTLS, error) {
 	cfg := s3lect.ElectorConfig{
-		Store: st.st, LockfilePath: st.key, ServerID: o.id,
-		FrequentInterval: o.frequent, InfrequentInterval: o.infrequent, LeaderTimeout: o.timeout,
+		Store: st.st, LockfilePath: st.key, ServerID: c.id,
+		FrequentInterval: c.frequent, InfrequentInterval: c.infrequent, LeaderTimeout: c.timeout,
 		Logger: slog.New(slog.DiscardHandler),
 	}
-	if o.verbose {
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, nil))
+	if c.verbose {
+		cfg.Logger = slog.New(lg.handler())
 	}
-	var serverTLS *tls.Config
-	if o.peerAddr != "" || o.peerCert != "" || o.peerKey != "" || o.peerCA != "" {
-		if serverTLS, err = o.peerConfig(&cfg); err != nil {
-			return reportErr(stderr, "s3lect run", err)
+	var peer peerTLS
+	if c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "" {
+		var err error
+		if peer.server, err = c.peerConfig(&cfg); err != nil {
+			return nil, peer, err
 		}
+		peer.client = cfg.PeerTLS
 	}
 	e, err := s3lect.New(cfg)
 	if err != nil {
-		return reportErr(stderr, "s3lect run", usageErr("%v", err))
+		return nil, peer, usageErr("%v", err)
 	}
-	defer e.Close()
-	if serverTLS != nil {
-		ln, err := net.Listen("tcp", o.peerAddr)
-		if err != nil {
-			return reportErr(stderr, "s3lect run", usageErr("-peer-addr: %v", err))
-		}
-		pctx, pstop := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- s3lect.ServePeers(pctx, ln, s3lect.PeerHandler(e), serverTLS) }()
-		defer func() { pstop(); <-served }()
-	}
+	return e, peer, nil
+}
 
-	lt := o.timeout
-	if lt == 0 {
-		lt = s3lect.DefaultLeaderTimeout
+// servePeer serves e's leadership on c's -peer-addr over TLS, with the
+// group's member list (members.go), and announces this runner to the
+// leader, until stop is called.
+func servePeer(c runConfig, e *s3lect.Elector, key string, peer peerTLS) (stop func(), err error) {
+	ln, err := net.Listen("tcp", c.peerAddr)
+	if err != nil {
+		return nil, usageErr("-peer-addr: %v", err)
 	}
-	r := &runner{o: o, e: e, st: st.st, key: st.key, where: st.where, endpoint: o.sf.endpointName(st.where), command: command, sigs: sigs, stderr: stderr, killAfter: lt / 20}
-	return r.loop()
+	m := newMembers(c.id, key, cmp.Or(c.frequent, s3lect.DefaultFrequentInterval), e)
+	mux := http.NewServeMux()
+	mux.Handle(membersPath, m)
+	mux.Handle("/", s3lect.PeerHandler(e))
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s3lect.ServePeers(ctx, ln, mux, peer.server) }()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: peer.client}}
+	announced := make(chan struct{})
+	go func() { defer close(announced); m.announce(ctx, client) }()
+	return func() { cancel(); <-served; <-announced; client.CloseIdleConnections() }, nil
 }
 
 // peerConfig fills cfg's peer-mode fields from the flags and returns the
 // server's TLS configuration.
-func (o runOptions) peerConfig(cfg *s3lect.ElectorConfig) (*tls.Config, error) {
-	if o.peerAddr == "" || o.peerCert == "" || o.peerKey == "" {
+func (c runConfig) peerConfig(cfg *s3lect.ElectorConfig) (*tls.Config, error) {
+	if c.peerAddr == "" || c.peerCert == "" || c.peerKey == "" {
 		return nil, usageErr("peer mode needs -peer-addr, -peer-cert and -peer-key together")
 	}
-	cert, err := tls.LoadX509KeyPair(o.peerCert, o.peerKey)
+	cert, err := tls.LoadX509KeyPair(c.peerCert, c.peerKey)
 	if err != nil {
 		return nil, usageErr("-peer-cert/-peer-key: %v", err)
 	}
 	client := &tls.Config{Certificates: []tls.Certificate{cert}}
-	if o.peerCA != "" {
-		pem, err := os.ReadFile(o.peerCA)
+	if c.peerCA != "" {
+		pem, err := os.ReadFile(c.peerCA)
 		if err != nil {
 			return nil, usageErr("-peer-ca: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageErr("-peer-ca %s holds no PEM certificate", o.peerCA)
+			return nil, usageErr("-peer-ca %s holds no PEM certificate", c.peerCA)
 		}
 		client.RootCAs = pool
 	}
-	cfg.PeerMode, cfg.ServerAddr, cfg.PeerTLS = true, o.peerAddr, client
+	cfg.PeerMode, cfg.ServerAddr, cfg.PeerTLS = true, c.peerAddr, client
 	return &tls.Config{Certificates: []tls.Certificate{cert}}, nil
+}
+
+// childPath is the PATH run's command gets (childEnv): this binary's
+// directory last.
+func childPath() string {
+	path := os.Getenv("PATH")
+	if exe, err := os.Executable(); err == nil {
+		path = withDir(path, filepath.Dir(exe))
+	}
+	return path
+}
+
+// findCommand checks that name can be started as run will start it: a
+// name with a slash must be an executable file; any other is looked up
+// in path, as the shell and exec.LookPath do.
+func findCommand(name, path string) error {
+	executable := func(file string) error {
+		fi, err := os.Stat(file)
+		switch {
+		case err != nil:
+			return err
+		case fi.IsDir():
+			return fmt.Errorf("%s is a directory", file)
+		case fi.Mode()&0o111 == 0:
+			return fmt.Errorf("%s is not executable (chmod +x?)", file)
+		}
+		return nil
+	}
+	if strings.Contains(name, "/") {
+		if err := executable(name); err != nil {
+			return fmt.Errorf("cannot start %s: %w", name, err)
+		}
+		return nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if executable(filepath.Join(cmp.Or(dir, "."), name)) == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot start %s: not found in PATH (%s)", name, path)
 }
 
 // reportErr prints err and returns the exit status its kind calls for.
@@ -234,354 +360,4 @@ func reportErr(stderr io.Writer, who string, err error) int {
 		fmt.Fprintf(stderr, "%s: %s%s\n", who, unprefixed(err.Error()), hint(err))
 		return exitFailure
 	}
-}
-
-// runner campaigns, runs the command while leading, and stops it in time.
-type runner struct {
-	o         runOptions
-	e         *s3lect.Elector
-	st        store.Store // the elector's store, read once after a leadership is lost (stepRequest)
-	key       string
-	where     string
-	endpoint  string // the store's endpoint as a person names it, for the never-answered warning
-	command   []string
-	sigs      chan os.Signal // only the runner's goroutine reads it
-	stderr    io.Writer
-	killAfter time.Duration // from the end of a leadership to SIGKILL
-	answered  atomic.Bool   // the store has answered a read since start
-	noAnswer  atomic.Bool   // -connect-timeout ran out before it did
-	holdOff   atomic.Int64  // until when (Unix ns) this member stays out of the election after a step-down
-}
-
-// printf prints one line of the run's narration, stamped with the time
-// (UTC, to the millisecond) so that an operator reading a terminal or a
-// file can tell when the leadership moved; under systemd the journal's own
-// stamp comes first. An error that says "s3lect:" itself is not prefixed
-// twice.
-func (r *runner) printf(format string, args ...any) {
-	msg := unprefixed(fmt.Sprintf(format, args...))
-	fmt.Fprintf(r.stderr, "%s s3lect: %s\n", time.Now().UTC().Format("2006-01-02T15:04:05.000Z"), msg)
-}
-
-// unprefixed drops the "s3lect: " that the library's errors begin with
-// from a message that is printed after a prefix of the command's own
-// ("s3lect: s3lect: ..." read as a stutter).
-func unprefixed(msg string) string {
-	return strings.ReplaceAll(strings.TrimPrefix(msg, "s3lect: "), ": s3lect: ", ": ")
-}
-
-func (r *runner) loop() int {
-	for {
-		lead, end, code, ok := r.campaign()
-		if !ok {
-			return code
-		}
-		code, again := r.supervise(lead)
-		end()
-		if !again {
-			return code
-		}
-		if r.o.once {
-			return exitLost
-		}
-	}
-}
-
-// campaign waits until this instance leads, printing what it sees while
-// it waits. ok is false when the run ends instead, with status code. end
-// must be called once the leadership is over: the leadership's context
-// derives from the campaign's.
-func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var timedOut atomic.Bool
-	timer := &time.Timer{}
-	if r.o.try > 0 {
-		timer = time.AfterFunc(r.o.try, func() { timedOut.Store(true); cancel() })
-	}
-	if r.o.connectTimeout > 0 && !r.answered.Load() {
-		// A store that has not answered once since start is almost always
-		// a misconfiguration: give up after -connect-timeout, with a
-		// status of its own. Once it has answered, outages are waited out.
-		silent := time.AfterFunc(r.o.connectTimeout, func() {
-			if !r.answered.Load() {
-				r.noAnswer.Store(true)
-				cancel()
-			}
-		})
-		defer silent.Stop()
-	}
-	r.printf("%s campaigning for %s", r.o.id, r.where)
-	obsCtx, obsStop := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		r.narrate(r.e.Observe(obsCtx))
-	}()
-	defer func() { obsStop(); <-watched }()
-
-	type result struct {
-		lead *s3lect.Leadership
-		err  error
-	}
-	won := make(chan result, 1)
-	go func() {
-		l, err := r.e.Campaign(ctx)
-		won <- result{l, err}
-	}()
-	var res result
-	select {
-	case res = <-won:
-	case sig := <-r.sigs:
-		r.printf("%v before leading; stopping (nothing ran)", sig)
-		cancel()
-		<-won // Campaign gives back anything it had won
-		return nil, nil, exitOK, false
-	}
-	if r.o.try > 0 && !timer.Stop() && res.err == nil {
-		// -try ran out just as this instance won: the leadership is
-		// cancelled already; give it back.
-		r.release(res.lead)
-		res.lead, res.err = nil, context.DeadlineExceeded
-	}
-	obsStop()
-	<-watched // no narration after the outcome's line
-	switch {
-	case res.err == nil:
-		r.printf("%s leads %s (term %d); starting %s", r.o.id, r.where, res.lead.Term(), r.command[0])
-		return res.lead, cancel, 0, true
-	case r.noAnswer.Load() && res.err != nil:
-		cancel()
-		r.printf("the store at %s has not answered since start, for -connect-timeout %v; giving up. %s",
-			r.endpoint, r.o.connectTimeout, noAnswerFix(r.endpoint))
-		return nil, nil, exitNoAnswer, false
-	case timedOut.Load():
-		cancel()
-		who := "nobody leads"
-		if rec, ok := r.e.Leader(); ok {
-			who = fmt.Sprintf("%s leads (term %d)", rec.LeaderID, rec.Term)
-		}
-		r.printf("not leader of %s within -try %v; %s", r.where, r.o.try, who)
-		return nil, nil, exitTry, false
-	default:
-		cancel()
-		return nil, nil, reportErr(r.stderr, "s3lect run", res.err), false
-	}
-}
-
-// narrate prints who leads, at once and at every change, and every store
-// error, one line each: an error that persists is repeated every
-// errRepeat, and its end is reported.
-func (r *runner) narrate(changes <-chan s3lect.Change) {
-	tick := time.NewTicker(errRepeat)
-	defer tick.Stop()
-	var (
-		last      s3lect.Change
-		seen      bool
-		lastErr   string // the last store error printed
-		lastCause string // and its cause (errorCause)
-	)
-	for {
-		select {
-		case c, ok := <-changes:
-			if !ok {
-				return
-			}
-			if c.Err != nil {
-				if store.IsPermanent(c.Err) {
-					continue // Campaign returns it; the run ends saying so
-				}
-				if r.noAnswer.Load() {
-					continue // giving up: campaign says so
-				}
-				if cause := errorCause(c.Err); cause != lastCause {
-					if !r.answered.Load() && lastCause == "" {
-						r.printf("WARNING: the store at %s has not answered since start: %v. %s "+
-							"Retrying; giving up after -connect-timeout %v unless it answers.", r.endpoint, withoutNeverAnswered(c.Err), noAnswerFix(r.endpoint), r.o.connectTimeout)
-					} else {
-						r.printf("store error: %v%s (retrying)", c.Err, hint(c.Err))
-					}
-					lastErr, lastCause = c.Err.Error(), cause
-				}
-				continue
-			}
-			r.answered.Store(true)
-			if lastErr != "" {
-				r.printf("store reachable again")
-				lastErr, lastCause = "", ""
-			}
-			if seen && c.Leader.LeaderID == last.Leader.LeaderID && c.Leader.Term == last.Leader.Term && c.IsLeader == last.IsLeader {
-				continue
-			}
-			last, seen = c, true
-			if c.IsLeader {
-				continue // campaign says so
-			}
-			msg := describe(c.Leader, time.Now())
-			if until := time.Unix(0, r.holdOff.Load()); c.Leader.LeaderID == "" && time.Now().Before(until) {
-				msg = fmt.Sprintf("nobody leads (released by this member's step-down); holding off until about %s so that another member takes over",
-					until.UTC().Format("15:04:05"))
-			}
-			r.printf("waiting: %s", msg)
-		case <-tick.C:
-			if lastErr != "" && !r.noAnswer.Load() {
-				r.printf("store error persists: %s%s (retrying)", lastErr, hint(errors.New(lastErr)))
-			}
-		}
-	}
-}
-
-// describe says who leads, as a waiting instance sees it.
-func describe(rec s3lect.Record, now time.Time) string {
-	if rec.LeaderID == "" {
-		return "nobody leads (lockfile absent, released or expired); taking over when allowed"
-	}
-	since := now.Add(-time.Duration(rec.Held) * time.Millisecond)
-	addr := ""
-	if rec.LeaderAddr != "" {
-		addr = " at " + rec.LeaderAddr
-	}
-	return fmt.Sprintf("%s%s leads (term %d) since about %s (for %v)", rec.LeaderID, addr, rec.Term,
-		since.Format("15:04:05"), now.Sub(since).Round(time.Second))
-}
-
-// supervise runs the command while lead lives. It returns the status to
-// exit with, and whether the leadership ended under the command (so that
-// the loop campaigns again).
-func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
-	env := append(os.Environ(), childEnv(r.o, lead.Term())...) // S3LECT_TERM, S3LECT_STORE: fence.go
-	g, err := startGroup(r.command, env)
-	if err != nil {
-		r.printf("start %s: %v", r.command[0], err)
-		r.release(lead)
-		return exitNotStart, false
-	}
-	select {
-	case <-g.exited:
-		r.reap(g)
-		r.release(lead)
-		return g.status, false
-
-	case sig := <-r.sigs:
-		r.printf("%v: forwarding it to the command; it has -grace %v to exit while this instance keeps the lease", sig, r.o.grace)
-		g.signal(sigNumber(sig))
-		t := time.NewTimer(r.o.grace)
-		defer t.Stop()
-		select {
-		case <-g.exited:
-		case <-t.C:
-			r.printf("the command did not exit within -grace %v; killing its process group", r.o.grace)
-		case sig := <-r.sigs:
-			r.printf("%v again: killing the command's process group", sig)
-		case <-lead.Context().Done():
-			r.lost(lead, g)
-			return g.status, false
-		}
-		r.reap(g)
-		r.release(lead)
-		return g.status, false
-
-	case <-lead.Context().Done():
-		r.lost(lead, g)
-		r.handBack(lead)
-		return exitLost, true
-	}
-}
-
-// handBack tells the elector the command is gone after a leadership ended
-// under it: a leader asked to step down (s3lect release) releases the
-// lockfile now, and stays out of the next election for a while
-// (docs/protocol.md, section 11). After any other end it does nothing.
-func (r *runner) handBack(lead *s3lect.Leadership) {
-	req, asked := r.stepRequest(lead.Term()) // before Resign replaces the request with the release
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := lead.Resign(ctx); err != nil {
-		r.printf("release %s after the step-down: %v (followers take over after LeaderTimeout)", r.where, err)
-		return
-	}
-	if !asked {
-		return
-	}
-	hold := r.holdOffTime(req.To)
-	r.holdOff.Store(time.Now().Add(hold).UnixNano())
-	r.printf("stepped down at an operator's request (s3lect release): released %s to %s; "+
-		"this member stays out of the next election for about %v so that %s takes over", r.where,
-		cmp.Or(req.To, "the next member to read it"), hold, cmp.Or(req.To, "another member"))
-}
-
-// lost stops the command after the leadership ended under it: SIGTERM at
-// once, SIGKILL after killAfter, and returns once no process of the group
-// runs any more. A leadership lost to another writer may have been an
-// operator's step-down request (s3lect release): the lockfile is read once,
-// after SIGTERM is sent, to say which.
-func (r *runner) lost(lead *s3lect.Leadership, g *group) {
-	ended := time.Now()
-	g.signal(syscall.SIGTERM) // first: nothing below delays the stop
-	t := time.NewTimer(r.killAfter)
-	defer t.Stop()
-	cause := context.Cause(lead.Context())
-	why := unprefixed(fmt.Sprint(cause))
-	if errors.Is(cause, s3lect.ErrLeadershipLost) {
-		if req, ok := r.stepRequest(lead.Term()); ok {
-			why = "asked to step down by s3lect release, to hand over to " + cmp.Or(req.To, "another member")
-		}
-	}
-	r.printf("leadership ended (%s); stopping the command: SIGTERM sent, SIGKILL in %v", why, r.killAfter)
-	select {
-	case <-g.exited:
-	case <-t.C:
-	}
-	if _, err := g.kill(); err != nil {
-		r.printf("%v", err)
-	}
-	r.printf("command stopped (status %d) %v after the leadership ended", g.status, time.Since(ended).Round(time.Millisecond))
-}
-
-// stepRequest reads the lockfile once, for at most half the time to
-// SIGKILL, and returns the step-down request over this member's
-// leadership of term, if it finds one.
-func (r *runner) stepRequest(term uint64) (s3lect.Record, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), min(r.killAfter/2, 2*time.Second))
-	defer cancel()
-	rec, found, err := readLockfile(ctx, r.st, r.key)
-	if err != nil || !found || rec.StepDown == "" || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {
-		return s3lect.Record{}, false
-	}
-	return rec, true
-}
-
-// holdOffTime is about how long a member that released its leadership
-// stays out of the next election, so that another member takes over
-// first (the library's hold-off: the others' next read); with a named
-// member (-to), the others wait the transfer window too.
-func (r *runner) holdOffTime(to string) time.Duration {
-	fi := cmp.Or(r.o.frequent, s3lect.DefaultFrequentInterval)
-	ii := cmp.Or(r.o.infrequent, s3lect.DefaultInfrequentInterval)
-	lt := cmp.Or(r.o.timeout, s3lect.DefaultLeaderTimeout)
-	hold := ii + fi
-	if r.o.peerAddr != "" {
-		hold = fi
-	}
-	if to != "" {
-		hold = max(hold, lt+fi)
-	}
-	return hold
-}
-
-// reap kills what is left of the group once the command is done with it.
-func (r *runner) reap(g *group) {
-	if _, err := g.kill(); err != nil {
-		r.printf("%v", err)
-	}
-}
-
-// release gives the lockfile back so that a follower starts at once.
-func (r *runner) release(lead *s3lect.Leadership) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := lead.Resign(ctx); err != nil {
-		r.printf("release %s: %v (followers take over after LeaderTimeout)", r.where, err)
-		return
-	}
-	r.printf("released %s", r.where)
 }

@@ -2,9 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store/memstore"
 )
 
 // TestUnseenTerms: watch names every term it did not see between two
@@ -85,5 +89,102 @@ func TestWatcherPrintsEveryTerm(t *testing.T) {
 				t.Errorf("watch printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestWatchNamesTheNewLeaderAfterACrash: after a crash, the watcher's
+// elector says nobody leads about when the next leader takes over, and
+// watch reads the lockfile to say why. The record it finds may be the
+// new leader's, of a higher term than any printed: that is a leader, never
+// an expired lease (three runners at -infrequent 5s, kill -9 of the
+// leader's: watch printed "leader: none (r2's lease (term 2) expired
+// ...)" 0.7 s after r2 began to lead, and "leader: r2 term 2" 2 s later).
+func TestWatchNamesTheNewLeaderAfterACrash(t *testing.T) {
+	at := time.Date(2026, 11, 26, 16, 0, 0, 0, time.UTC)
+	held := func(id string, term uint64) s3lect.Record {
+		return s3lect.Record{LeaderID: id, Term: term, LastUpdated: at}
+	}
+	for _, tc := range []struct {
+		name      string
+		printed   []watchLine // what watch printed before
+		rec       s3lect.Record
+		found     bool
+		err       error
+		expiredOK bool   // the elector's change (true) or watch's own read while vacant
+		want      string // "" for no line
+	}{
+		{"the next leader took over", []watchLine{{Leader: "r1", Term: 1}}, held("r2", 2), true, nil, true, "leader: r2 term 2"},
+		{"the next leader, seen by watch's read", []watchLine{{Vacant: "released", Was: "r1", Term: 1}}, held("r2", 2), true, nil, false, "leader: r2 term 2"},
+		{"the lease expired", []watchLine{{Leader: "r1", Term: 1}}, held("r1", 1), true, nil, true, "leader: none (r1's lease (term 1) expired: its record was not renewed in time)"},
+		{"an expired lease at start", nil, held("r1", 4), true, nil, true, "leader: none (r1's lease (term 4) expired: its record was not renewed in time)"},
+		{"watch's read of the same record", []watchLine{{Leader: "r1", Term: 1}}, held("r1", 1), true, nil, false, ""},
+		{"released", []watchLine{{Leader: "r1", Term: 1}}, s3lect.Record{LeaderID: "r1", Term: 1}, true, nil, true, "leader: none (released by r1, term 1)"},
+		{"absent", nil, s3lect.Record{}, false, nil, true, "leader: none (no lockfile)"},
+		{"unreadable", nil, s3lect.Record{}, true, errors.New("bad json"), true, "leader: none (the lockfile is unreadable; it is taken over after LeaderTimeout)"},
+		{"the read failed", nil, s3lect.Record{}, false, errors.New("timeout"), true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var w watcher
+			for _, l := range tc.printed {
+				w.see(l)
+			}
+			l, ok := w.vacancy(watchLine{Time: at}, tc.rec, tc.found, tc.err, tc.expiredOK)
+			got := ""
+			if ok {
+				got = l.text()
+			}
+			if got != tc.want {
+				t.Errorf("vacancy(%+v) = %q; want %q", tc.rec, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWatchReadsEveryFrequentInterval: watch reads the lockfile every
+// -frequent whatever -infrequent says, and says so when -infrequent asks
+// for less: at a stable follower's pace, leaderships shorter than its
+// read interval would be missed (watch -json -frequent 500ms -infrequent
+// 10s printed terms 1 and 2 of five).
+func TestWatchReadsEveryFrequentInterval(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		want     time.Duration
+		wantNote bool
+	}{
+		{[]string{"-store", "s3://b/k"}, s3lect.DefaultFrequentInterval, false},
+		{[]string{"-store", "s3://b/k", "-frequent", "500ms", "-infrequent", "10s", "-timeout", "1.5s"}, 500 * time.Millisecond, true},
+		{[]string{"-store", "s3://b/k", "-infrequent", "30s"}, s3lect.DefaultFrequentInterval, true},
+		{[]string{"-store", "s3://b/k", "-frequent", "1s", "-infrequent", "1s", "-timeout", "3s"}, time.Second, false},
+	} {
+		var stderr strings.Builder
+		c, _, ok := parseWatch(tc.args, &stderr)
+		if !ok {
+			t.Fatalf("parseWatch(%q): %s", tc.args, stderr.String())
+		}
+		cfg := c.electorConfig(memstore.New(), "k")
+		if cfg.InfrequentInterval != tc.want || (c.note != "") != tc.wantNote {
+			t.Errorf("watch %q reads every %v when stable, note %q; want %v, a note: %v", tc.args, cfg.InfrequentInterval, c.note, tc.want, tc.wantNote)
+		}
+		if _, err := s3lect.New(cfg); err != nil {
+			t.Errorf("watch %q: elector config refused: %v", tc.args, err)
+		}
+	}
+}
+
+// TestWatchLineStamps: watch stamps its lines as run does, in UTC to the
+// millisecond (it printed nanoseconds), in text and JSON.
+func TestWatchLineStamps(t *testing.T) {
+	at := time.Date(2026, 11, 26, 16, 0, 0, 123456789, time.FixedZone("CET", 3600))
+	var out strings.Builder
+	wl := &watchLoop{stdout: &out}
+	wl.print(watchLine{Time: at, Leader: "a", Term: 3})
+	wl.c.asJSON = true
+	wl.print(watchLine{Time: at.Truncate(time.Millisecond), Leader: "a", Term: 3})
+	want := "2026-11-26T15:00:00.123Z leader: a term 3\n" + `{"time":"2026-11-26T16:00:00.123+01:00","leaderID":"a","term":3}` + "\n"
+	if out.String() != want {
+		t.Errorf("watch printed\n%s\nwant\n%s", out.String(), want)
+	}
+	if l := now(); l.Location() != time.UTC || l.Nanosecond()%int(time.Millisecond) != 0 {
+		t.Errorf("now() = %v; want UTC to the millisecond", l)
 	}
 }

@@ -119,10 +119,10 @@ func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	fs.DurationVar(&c.frequent, "frequent", 0, "FrequentInterval: renewal period (0: 5s)")
 	fs.DurationVar(&c.infrequent, "infrequent", 0, "InfrequentInterval: a stable follower's check period (0: 30s)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "LeaderTimeout: silence after which a follower takes over (0: 15s)")
-	fs.StringVar(&c.peerAddr, "peer-addr", "", "peer mode: host:port this instance serves its leadership on over HTTPS, and advertises")
-	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode: PEM certificate for -peer-addr")
-	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
-	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode: PEM CA that signed the other instances' certificates (default: system roots)")
+	fs.StringVar(&c.peerAddr, "peer-addr", "", "peer mode: host:port this instance serves its leadership on over HTTPS, and advertises; alone, with a self-signed certificate made at start whose key the lockfile pins (no CA, no files)")
+	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode with a CA instead of a pin: PEM certificate for -peer-addr")
+	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode with a CA: PEM key for -peer-cert")
+	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode with a CA: PEM CA that signed the other instances' certificates (default: system roots)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on (/metrics) and a health check (/healthz), over plain HTTP; empty: none")
 	fs.StringVar(&c.logFormat, "log-format", logText, "stderr's format: text (a line per event, stamped with the time) or json (one JSON object per line, for log collectors)")
 	if err := fs.Parse(args); err != nil {
@@ -152,8 +152,8 @@ func (c runConfig) check() error {
 		return errors.New("-grace, -try and -connect-timeout must not be negative")
 	case c.logFormat != logText && c.logFormat != logJSON:
 		return fmt.Errorf("-log-format %q: want text or json", c.logFormat)
-	case (c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "") && (c.peerAddr == "" || c.peerCert == "" || c.peerKey == ""):
-		return errors.New("peer mode needs -peer-addr, -peer-cert and -peer-key together")
+	case (c.peerCert != "" || c.peerKey != "" || c.peerCA != "") && (c.peerAddr == "" || c.peerCert == "" || c.peerKey == ""):
+		return errors.New(peerFlagsErr)
 	}
 	// New checks the timings the same way on any store.
 	_, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "timings", ServerID: c.id,
@@ -227,8 +227,11 @@ func openInterruptible(sf storeFlags, sigs <-chan os.Signal, stderr io.Writer) (
 	return sf.open(base, stderr)
 }
 
+// peerFlagsErr says how the peer flags go together.
+const peerFlagsErr = "peer mode with a CA needs -peer-addr, -peer-cert and -peer-key together; for peer mode without certificates, give -peer-addr alone"
+
 // peerTLS is peer mode's TLS: the server's, and the client's the elector
-// asks the leader with.
+// asks the leader with (nil in pinned mode: the record's pin decides).
 type peerTLS struct{ server, client *tls.Config }
 
 // elector builds the elector of c on st, and in peer mode the TLS
@@ -243,7 +246,12 @@ func (c runConfig) elector(st *opened, lg *runLog) (*s3lect.Elector, peerTLS, er
 		cfg.Logger = slog.New(lg.handler())
 	}
 	var peer peerTLS
-	if c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "" {
+	pinned := c.peerAddr != "" && c.peerCert == "" && c.peerKey == "" && c.peerCA == ""
+	if pinned {
+		// Pinned peer mode: New makes a self-signed certificate, and the
+		// records carry its key's pin (protocol.md, section 5).
+		cfg.PeerMode, cfg.ServerAddr, cfg.PeerPinned = true, c.peerAddr, true
+	} else if c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "" {
 		var err error
 		if peer.server, err = c.peerConfig(&cfg); err != nil {
 			return nil, peer, err
@@ -253,6 +261,9 @@ func (c runConfig) elector(st *opened, lg *runLog) (*s3lect.Elector, peerTLS, er
 	e, err := s3lect.New(cfg)
 	if err != nil {
 		return nil, peer, usageErr("%v", err)
+	}
+	if pinned {
+		peer.server = e.PeerServerTLS()
 	}
 	return e, peer, nil
 }
@@ -272,17 +283,17 @@ func servePeer(c runConfig, e *s3lect.Elector, key string, peer peerTLS) (stop f
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s3lect.ServePeers(ctx, ln, mux, peer.server) }()
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: peer.client}}
+	clients := &peerClients{base: &http.Client{Transport: &http.Transport{TLSClientConfig: peer.client}}}
 	announced := make(chan struct{})
-	go func() { defer close(announced); m.announce(ctx, client) }()
-	return func() { cancel(); <-served; <-announced; client.CloseIdleConnections() }, nil
+	go func() { defer close(announced); m.announce(ctx, clients) }()
+	return func() { cancel(); <-served; <-announced; clients.closeIdle() }, nil
 }
 
 // peerConfig fills cfg's peer-mode fields from the flags and returns the
 // server's TLS configuration.
 func (c runConfig) peerConfig(cfg *s3lect.ElectorConfig) (*tls.Config, error) {
 	if c.peerAddr == "" || c.peerCert == "" || c.peerKey == "" {
-		return nil, usageErr("peer mode needs -peer-addr, -peer-cert and -peer-key together")
+		return nil, usageErr(peerFlagsErr)
 	}
 	cert, err := tls.LoadX509KeyPair(c.peerCert, c.peerKey)
 	if err != nil {

@@ -100,7 +100,9 @@ func TestParseRun(t *testing.T) {
 		{[]string{"-store", "s3://b/k", "-grace", "-1s", "--", "true"}, "must not be negative"},
 		{[]string{"-store", "s3://b/k", "-log-format", "xml", "--", "true"}, `-log-format "xml": want text or json`},
 		{[]string{"-store", "s3://b/k", "-frequent", "10s", "-timeout", "15s", "--", "true"}, "LeaderTimeout"},
-		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "--", "true"}, "peer mode needs -peer-addr, -peer-cert and -peer-key together"},
+		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "--", "true"}, ""}, // pinned: no certificate to give
+		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "-peer-cert", "c.pem", "--", "true"}, "peer mode with a CA needs -peer-addr, -peer-cert and -peer-key together; for peer mode without certificates, give -peer-addr alone"},
+		{[]string{"-store", "s3://b/k", "-peer-ca", "ca.pem", "--", "true"}, "needs -peer-addr, -peer-cert and -peer-key together"},
 		{[]string{"-store", "s3://b/k", "-metrics-addr", "127.0.0.1:0", "-log-format", "json", "--", "true"}, ""},
 	} {
 		var stderr strings.Builder

@@ -44,13 +44,22 @@ What is guaranteed:
     instance may start it, provided the machines' clock rates agree within
     2.5% (the election itself tolerates 5%; NTP-kept clocks agree to far
     better than 0.1%).
-  - SIGTERM or SIGINT to s3lect is a voluntary stop: it is forwarded to the
-    group, s3lect keeps renewing for up to -grace while the command drains,
-    then kills what is left and releases the lockfile, so that a follower
-    starts at its next read rather than a lease later: within
-    InfrequentInterval (30s by default) in storage mode, well under a
-    second in peer mode once followers are stable. A second signal kills
-    at once.
+  - SIGTERM or SIGINT to s3lect is a voluntary stop. In storage mode the
+    release is announced first (-announce): the command keeps running
+    while the leader's renewals say when it will release, about an
+    InfrequentInterval (at most InfrequentInterval + FrequentInterval, 35s
+    at the defaults), so that every follower is reading then. Then the
+    signal is forwarded to the group, s3lect keeps renewing for up to
+    -grace while the command drains, kills what is left and releases the
+    lockfile: a follower starts within about a third of a second (the
+    job's outage is the drain plus that), where without the announcement
+    it starts at its next read, up to an InfrequentInterval later. In peer
+    mode nothing is announced and the signal is forwarded at once:
+    followers hear the release as it is written. A second signal during
+    the announcement forwards it at once; one during the drain kills at
+    once. Under Kubernetes, terminationGracePeriodSeconds must cover
+    -announce + -grace + a few seconds (50 at the defaults), or give
+    -announce what is left of it (docs/command.md).
   - When the command exits, s3lect kills what is left of its group, releases
     the lockfile and exits with the command's status (128+N if signal N
     killed it).
@@ -77,6 +86,7 @@ type runConfig struct {
 	sf                  storeFlags
 	id                  string
 	grace, try          time.Duration
+	announce            announceFlag // -announce: announce.go
 	once, verbose       bool
 	frequent            time.Duration
 	infrequent, timeout time.Duration
@@ -112,6 +122,7 @@ func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	c.sf.register(fs)
 	fs.StringVar(&c.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's ID, unique in the group")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT to s3lect: how long the command may drain before SIGKILL")
+	fs.Var(&c.announce, "announce", "on SIGTERM/SIGINT to s3lect: how long the command keeps running while the release is announced, before it gets the signal (auto: until the announced moment, at most InfrequentInterval + FrequentInterval, 35s at the defaults, at once in peer mode; off: forward the signal at once)")
 	fs.DurationVar(&c.try, "try", 0, "give up (exit status 3) if not leader within this time; 0 waits for ever")
 	fs.BoolVar(&c.once, "once", false, "exit (status 4) when leadership is lost instead of campaigning again")
 	fs.BoolVar(&c.verbose, "v", false, "log the elector's events to stderr")

@@ -142,6 +142,13 @@ func measureMoves(t *testing.T, endpoint, bucket, mode, action string, ports []s
 		moves = append(moves, next.at.Sub(begun))
 		t.Logf("%s %s trial %d: %s → %s, outage %v, action to the next job %v", mode, action, trial, rec.LeaderID, nextID,
 			next.at.Sub(stopped.at).Round(time.Millisecond), next.at.Sub(begun).Round(time.Millisecond))
+		if next.at.Sub(stopped.at) > time.Second {
+			// What the next leader's runner saw, to tell the machine's
+			// load from the protocol's reads.
+			ni := slices.Index(ids, nextID)
+			lines := strings.Split(strings.TrimSpace(procs[ni].stderr.String()), "\n")
+			t.Logf("trial %d: outage over 1s; %s's last lines:\n%s", trial, nextID, strings.Join(lines[max(0, len(lines)-4):], "\n"))
+		}
 		if action == "sigterm" {
 			procs[li] = runner(li) // back as a follower
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/internal/s3test"
 )
 
@@ -83,4 +84,26 @@ func starts(t *testing.T, dir, id string) int {
 		}
 	}
 	return n
+}
+
+// TestPeerClientsForRecord: a record without a pin is asked with the CA
+// flags' client; one with a pin with a client that checks that pin, kept
+// while the pin stays and replaced when a new leader pins another key.
+func TestPeerClientsForRecord(t *testing.T) {
+	base := &http.Client{}
+	p := &peerClients{base: base}
+	defer p.closeIdle()
+	if got := p.forRecord(s3lect.Record{LeaderID: "a"}); got != base {
+		t.Errorf("a record without a pin got %p; want the CA flags' client %p", got, base)
+	}
+	one := p.forRecord(s3lect.Record{LeaderID: "a", PeerPin: "sha256:01"})
+	if one == base || one.Transport.(*http.Transport).TLSClientConfig.VerifyConnection == nil {
+		t.Fatalf("a pinned record got %+v; want a client of its own that checks the pin", one)
+	}
+	if again := p.forRecord(s3lect.Record{LeaderID: "a", PeerPin: "sha256:01"}); again != one {
+		t.Errorf("the same pin got another client")
+	}
+	if other := p.forRecord(s3lect.Record{LeaderID: "b", PeerPin: "sha256:02"}); other == one || other == base {
+		t.Errorf("another pin got the same client")
+	}
 }

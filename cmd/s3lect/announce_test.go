@@ -188,3 +188,26 @@ func TestAnnounceReleaseEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestAnnounceLimit: -announce's default follows the intervals; a
+// duration or off is taken as given.
+func TestAnnounceLimit(t *testing.T) {
+	for _, tc := range []struct {
+		flag                 string
+		frequent, infrequent time.Duration
+		want                 time.Duration
+	}{
+		{"auto", 0, 0, 35 * time.Second},
+		{"auto", 2 * time.Second, 10 * time.Second, 12 * time.Second},
+		{"15s", 0, 0, 15 * time.Second},
+		{"off", 0, 0, 0},
+	} {
+		c := runConfig{frequent: tc.frequent, infrequent: tc.infrequent}
+		if err := c.announce.Set(tc.flag); err != nil {
+			t.Fatalf("-announce %s: %v", tc.flag, err)
+		}
+		if got := c.announceLimit(); got != tc.want || c.announce.String() != tc.flag {
+			t.Errorf("-announce %s at %v/%v: limit %v, shown as %q; want %v", tc.flag, tc.frequent, tc.infrequent, got, c.announce.String(), tc.want)
+		}
+	}
+}

@@ -122,7 +122,7 @@ func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	c.sf.register(fs)
 	fs.StringVar(&c.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's ID, unique in the group")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT to s3lect: how long the command may drain before SIGKILL")
-	fs.Var(&c.announce, "announce", "on SIGTERM/SIGINT to s3lect: how long the command keeps running while the release is announced, before it gets the signal (auto: until the announced moment, at most InfrequentInterval + FrequentInterval, 35s at the defaults, at once in peer mode; off: forward the signal at once)")
+	fs.Var(&c.announce, "announce", "`auto|off|duration`: on SIGTERM/SIGINT to s3lect, how long the command keeps running while the release is announced, before it gets the signal (default auto: until the announced moment, at most InfrequentInterval + FrequentInterval, 35s at the defaults, at once in peer mode; off: forward the signal at once)")
 	fs.DurationVar(&c.try, "try", 0, "give up (exit status 3) if not leader within this time; 0 waits for ever")
 	fs.BoolVar(&c.once, "once", false, "exit (status 4) when leadership is lost instead of campaigning again")
 	fs.BoolVar(&c.verbose, "v", false, "log the elector's events to stderr")

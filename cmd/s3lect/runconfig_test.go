@@ -104,6 +104,9 @@ func TestParseRun(t *testing.T) {
 		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "-peer-cert", "c.pem", "--", "true"}, "peer mode with a CA needs -peer-addr, -peer-cert and -peer-key together; for peer mode without certificates, give -peer-addr alone"},
 		{[]string{"-store", "s3://b/k", "-peer-ca", "ca.pem", "--", "true"}, "needs -peer-addr, -peer-cert and -peer-key together"},
 		{[]string{"-store", "s3://b/k", "-metrics-addr", "127.0.0.1:0", "-log-format", "json", "--", "true"}, ""},
+		{[]string{"-store", "s3://b/k", "-announce", "15s", "--", "true"}, ""},
+		{[]string{"-store", "s3://b/k", "-announce", "off", "--", "true"}, ""},
+		{[]string{"-store", "s3://b/k", "-announce", "5x", "--", "true"}, `invalid value "5x" for flag -announce: want auto, off or a duration`},
 	} {
 		var stderr strings.Builder
 		c, code, ok := parseRun(tc.args, &stderr)

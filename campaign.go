@@ -163,7 +163,7 @@ func (c *core) claimAt(f *follower) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	at, ok := f.v.takeoverAt(c.sh.lease(f.v))
-	return f.handoverAt(&c.sh, at), ok
+	return f.handoverAt(&c.sh, f.announcedTakeover(at)), ok
 }
 
 // claim starts a takeover of what a read has just returned: it reads the
@@ -255,7 +255,7 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%d", c.camp.lease, c.camp.claims)
 	c.camp.term = Record{LeaderID: c.sh.p.id, LeaderAddr: c.sh.p.addr, Term: base + 1,
-		Lease: fmt.Sprintf("%016x", h.Sum64()), TTL: lease.TTLMillis(c.sh.p.lt)}
+		Lease: fmt.Sprintf("%016x", h.Sum64()), TTL: lease.TTLMillis(c.sh.p.lt), PeerPin: c.sh.p.pin}
 	if mutNoTermObject {
 		return true
 	}

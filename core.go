@@ -24,6 +24,7 @@ type params struct {
 	margin   time.Duration // the leader's safety margin, LeaderTimeout/10
 	peerMode bool
 	slot     uint32 // spreads followers' infrequent reads over the leader's renewals
+	pin      string // pinned peer mode: the pin of this elector's peer certificate (peerpin.go)
 }
 
 // core is everything the election knows. Only the run loop holds one.

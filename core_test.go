@@ -566,8 +566,8 @@ func TestCoreIntervals(t *testing.T) {
 		now = m.wake.Sub(t0)
 		m.on(evTimer{}, at(now))
 	}
-	if gap := now - last; gap < p.ii || gap >= p.ii+time.Duration(p.ii/p.fi+1)*p.fi {
-		t.Errorf("infrequent read %v after the last; want at least InfrequentInterval and less than one more cycle", gap)
+	if gap := now - last; gap < p.fi || gap > time.Duration((p.ii+p.fi-1)/p.fi)*p.fi {
+		t.Errorf("infrequent read %v after the last; want within the k renewals after it (the one of its slot), k = InfrequentInterval/FrequentInterval rounded up", gap)
 	}
 	if got := now - stamp(now); got != slack {
 		t.Errorf("infrequent read %v after a renewal was due; want %v", got, slack)
@@ -743,9 +743,9 @@ func TestCoreAlignedRead(t *testing.T) {
 		halves  bool // InfrequentInterval = FrequentInterval
 	}{
 		{"F4 (3.3) infrequent read lands just after a renewal is due", 5 * time.Second, 0, 0, 0, ii, 5*time.Second + slack, false},
-		{"F4 (3.3) the follower's slot picks which renewal of the cycle it reads after", 5 * time.Second, 0, 0, 2, ii, 7*time.Second + slack, false},
-		{"F4 (3.3) renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 7*time.Second + slack, false},
-		{"F4 (3.3) a slot below the renewal number wraps to the next cycle", 5 * time.Second, 0, 4000, 3, ii, 9*time.Second + slack, false},
+		{"F4 (3.3) the follower's slot picks which renewal of the k ending with the one due it reads after", 5 * time.Second, 0, 0, 2, ii, 2*time.Second + slack, false},
+		{"F4 (3.3) renewals are numbered by the record's held, so slots agree across followers", 5 * time.Second, 0, 3000, 0, ii, 2*time.Second + slack, false},
+		{"F4 (3.3) a slot below the renewal number wraps within the k renewals", 5 * time.Second, 0, 4000, 3, ii, 4*time.Second + slack, false},
 		{"F4 (3.3) due between renewals: the nearest one, by rounding (here before due)", 5500 * ms, 0, 0, 0, ii, 5*time.Second + slack, false},
 		{"F4 (3.3) due past the midpoint: the next renewal (slot 1 reads after renewal 6)", 5700 * ms, 0, 0, 1, ii, 6*time.Second + slack, false},
 		{"F3 (3.3) one renewal per InfrequentInterval (k = 1): no slots", time.Second, 0, 0, 3, fi, time.Second + slack, false},

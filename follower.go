@@ -43,6 +43,7 @@ type follower struct {
 	peerOn     peerKey       // the poller's target while it has one
 	hold       leaseKey      // a leadership this elector released: the others take its record first (handover.go)
 	holdUntil  time.Time     // in storage mode, until when its release is left to the others (zero: handoverHold)
+	ann        announced     // the last leadership seen announcing its release, and when (announce.go)
 }
 
 // peerKey names the poller's target: a leadership at an address.
@@ -196,14 +197,15 @@ func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now 
 		f.nextRead, f.offset = alignedRead(f.nextRead.Add(-off), now.Add(-age).Add(f.lag), f.v.rec.Held, p.slot, f.v.rec.Lease, p.fi, f.interval(p), p.ii <= p.fi)
 		f.aligned, f.timedFor = f.mode == infrequent, f.nextRead
 	}
-	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" {
+	f.watchRelease(sh, sent, now) // section 11.4: an announced release
+	if p.peerMode && f.mode == infrequent && f.v.rec.LeaderAddr != "" && (p.pin == "" || f.v.rec.PeerPin != "") {
 		was := f.peerOn
 		f.mode, f.peerOn = peerWatch, peerKey{f.v.key(), f.v.rec.LeaderAddr}
 		if was != f.peerOn || !f.peerNoETag {
 			sh.peerGen++
 			f.peerNoETag = false
 			emit(doPeer{peerTarget{gen: sh.peerGen, id: f.v.rec.LeaderID, term: f.v.rec.Term,
-				lease: f.v.rec.Lease, addr: f.v.rec.LeaderAddr, etag: f.v.etag}})
+				lease: f.v.rec.Lease, addr: f.v.rec.LeaderAddr, etag: f.v.etag, pin: f.v.rec.PeerPin}})
 		}
 	} else {
 		f.peerOn = peerKey{}
@@ -268,7 +270,9 @@ func nextLag(lag, age, fi time.Duration) time.Duration {
 //
 // The renewal is chosen by rounding, not by rounding up, so that a renewal
 // a little earlier than its due time does not push the read a whole cycle
-// later; in the steady state reads are k renewals apart.
+// later; then the renewal of the follower's slot among the k that end
+// with it: in the steady state reads are k renewals apart, and a follower
+// that has just gone infrequent reads within k renewals of its last read.
 //
 // With InfrequentInterval = FrequentInterval (halves) every follower
 // reads every renewal, stable or not, and without more all would read at
@@ -288,7 +292,15 @@ func alignedRead(due, stamped time.Time, held int64, slot uint32, lease string, 
 	idx := (held + fi.Milliseconds()/2) / max(fi.Milliseconds(), 1) // this record's renewal number
 	j := idx + int64(n)
 	if k := int64((interval + fi - 1) / fi); k > 1 {
-		n += time.Duration(((int64(slot)-j)%k + k) % k)
+		// The renewal of its slot among the k that end with the one due:
+		// in the steady state that is the one due, and a follower that
+		// has just gone infrequent reads within k renewals of its last
+		// read, as the resigner's hold-off and an announced release
+		// count on (section 11), never up to 2k - 1.
+		n -= time.Duration(k - 1 - ((int64(slot)-j+k-1)%k+k)%k)
+		if n < 1 {
+			n += time.Duration(k) // a renewal after the record read
+		}
 	} else if halves && halfSlot(slot, lease, j) {
 		off = fi / 2
 	}

@@ -128,7 +128,7 @@ func later(a, b time.Time) time.Time {
 // zero, naming the member it is handed to, if any.
 func (l *leader) released() Record {
 	rec := l.rec
-	rec.LastUpdated, rec.StepDown, rec.To = time.Time{}, "", l.to
+	rec.LastUpdated, rec.StepDown, rec.To, rec.ReleaseAt = time.Time{}, "", l.to, 0
 	return rec
 }
 

@@ -40,6 +40,7 @@ type leader struct {
 	step        *stepRequest // the operator's step-down request found then
 	holderDone  bool         // the holder is done with the leadership (Resign, Transfer, a new Campaign)
 	rereads     int          // reads after a refused release, looking for a step-down request over it
+	ann         announcement // an announced release (Announce)
 }
 
 // newLeader starts the leadership won for campaign campID by a takeover
@@ -64,6 +65,7 @@ func (c *core) leaderAct(l *leader, now time.Time, emit func(effect)) (wake time
 	if l.ending == nil && !now.Before(l.deadline) {
 		c.endLead(l, ErrLeaseExpired, emit) // section 3.1: the lease's end
 	}
+	c.mutReleaseAnnounced(l, now, emit)
 	if l.ending == nil && !l.handed && !l.handAt.IsZero() {
 		// A recreated lockfile's leadership, not handed out yet.
 		switch {
@@ -77,6 +79,9 @@ func (c *core) leaderAct(l *leader, now time.Time, emit func(effect)) (wake time
 		wake := l.renew(&c.sh, now, emit)
 		if !l.handed && l.handAt.Before(wake) {
 			wake = l.handAt
+		}
+		if mutAnnounceRelease && l.ann.at.After(now) && l.ann.at.Before(wake) {
+			wake = l.ann.at
 		}
 		return wake, false
 	}
@@ -112,6 +117,7 @@ func (l *leader) renew(sh *shared, now time.Time, emit func(effect)) time.Time {
 	rec := l.rec
 	rec.LastUpdated = sh.nextStamp(now)
 	rec.Held = now.Sub(l.first).Milliseconds()
+	l.announce(sh, &rec, now, emit) // section 11.4
 	sh.send(doRenew{sh.write(rec.encode(), l.etag, l.sum), l.deadline}, now, emit)
 	return l.deadline
 }

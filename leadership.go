@@ -28,6 +28,10 @@ type Leadership struct {
 	wallDeadline atomic.Int64
 	expiry       *time.Timer // cancels ctx at the deadline, whatever the run loop is doing
 	stopDone     func() bool // stops the AfterFunc that reports the end (to the run loop, or to a pool: ended)
+
+	// Announce (announce.go); the run loop's alone.
+	annAt   time.Time        // the announced moment, once a renewal carries it (local time)
+	annWait []chan time.Time // Announce calls waiting to learn it
 }
 
 // newLeadership starts the leadership won for a Campaign whose context is

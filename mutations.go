@@ -21,4 +21,9 @@ const (
 	mutStepNoWait      = false // a step-down request is released at once, without waiting for the holder (handover.go)
 	mutNoHandoverHold  = false // a resigner may take its own released record back at once (handover.go)
 	mutNoReleaseReread = false // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
+
+	mutAnnounceTakeover = false // a follower takes an announced release over at the announced moment, without the release (announce.go)
+	mutAnnounceRelease  = false // the leader releases at the announced moment, without waiting for the holder (announce.go)
+	mutAnnounceNoLead   = false // Announce returns at once in storage mode, before the followers have read the announcement (announce.go)
+	mutNoReleaseWatch   = false // followers ignore an announcement: they read at their usual pace (announce.go)
 )

@@ -16,4 +16,9 @@ var (
 	mutStepNoWait      bool // a step-down request is released at once, without waiting for the holder (handover.go)
 	mutNoHandoverHold  bool // a resigner may take its own released record back at once (handover.go)
 	mutNoReleaseReread bool // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
+
+	mutAnnounceTakeover bool // a follower takes an announced release over at the announced moment, without the release (announce.go)
+	mutAnnounceRelease  bool // the leader releases at the announced moment, without waiting for the holder (announce.go)
+	mutAnnounceNoLead   bool // Announce returns at once in storage mode, before the followers have read the announcement (announce.go)
+	mutNoReleaseWatch   bool // followers ignore an announcement: they read at their usual pace (announce.go)
 )

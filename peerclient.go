@@ -2,6 +2,7 @@ package s3lect
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ type peerTarget struct {
 	lease string
 	addr  string
 	etag  string // the ETag the follower knows; the long-poll waits for another
+	pin   string // pinned peer mode: the pin the leader's record carries
 }
 
 // peerReport is what the poller heard.
@@ -42,6 +44,11 @@ func newPeerClient(cfg ElectorConfig) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if cfg.PeerTLS != nil {
 		tr.TLSClientConfig = cfg.PeerTLS.Clone()
+	}
+	if cfg.PeerPinned {
+		// No chain to verify: askPeer checks the leader's key against
+		// the pin its record carries, on every answer (peerpin.go).
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}
 	}
 	tr.TLSHandshakeTimeout = cfg.PeerTimeout
 	tr.MaxIdleConnsPerHost = 1
@@ -155,6 +162,11 @@ func (e *Elector) askPeer(ctx context.Context, t peerTarget, wait time.Duration)
 			return answer{}, err
 		}
 		defer resp.Body.Close()
+		if e.cfg.PeerPinned {
+			if err := checkPin(resp, t.pin); err != nil {
+				return refuse("%w", err)
+			}
+		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxPeerBody+1))
 		switch {
 		case err != nil && wait > 0 && errors.Is(err, context.DeadlineExceeded):

@@ -56,6 +56,24 @@ type Record struct {
 	// Close or a new Campaign) releases the lockfile (docs/protocol.md,
 	// section 11). The original s3lect ignores both fields.
 	StepDown string `json:"stepDown,omitempty"`
+
+	// ReleaseAt, on a held record, announces the leader's release
+	// (Leadership.Announce): the leader's held time, in milliseconds (the
+	// clock of Held), at which it means to stop its work and release the
+	// lockfile. Followers read at that moment, and often for a while
+	// after it, so that the release is taken over within a fraction of a
+	// second; it never lets anyone take over sooner (docs/protocol.md,
+	// section 11.4). With it, To names the member the release is meant
+	// for: only that member then reads early. The original s3lect
+	// ignores it.
+	ReleaseAt int64 `json:"releaseAt,omitempty"`
+
+	// PeerPin, in pinned peer mode (ElectorConfig.PeerPinned), is the pin
+	// of the leader's peer certificate ("sha256:" and the hex SHA-256 of
+	// its public key, PeerPin): followers accept the leader's peer
+	// endpoint only if it presents a certificate with that key
+	// (docs/protocol.md, section 5). The original s3lect ignores it.
+	PeerPin string `json:"peerPin,omitempty"`
 }
 
 // errInvalidRecord wraps every reason a lockfile's content is not a valid
@@ -76,13 +94,15 @@ type wireRecord struct {
 	TTL         int64      `json:"ttl"`
 	To          string     `json:"to"`
 	StepDown    string     `json:"stepDown"`
+	ReleaseAt   int64      `json:"releaseAt"`
+	PeerPin     string     `json:"peerPin"`
 	ETag        string     `json:"etag,omitempty"`
 }
 
 // record returns the decoded Record.
 func (w wireRecord) record() Record {
 	return Record{LeaderID: *w.LeaderID, LeaderAddr: w.LeaderAddr, LastUpdated: *w.LastUpdated,
-		Term: w.Term, Lease: w.Lease, Held: w.Held, TTL: w.TTL, To: w.To, StepDown: w.StepDown}
+		Term: w.Term, Lease: w.Lease, Held: w.Held, TTL: w.TTL, To: w.To, StepDown: w.StepDown, ReleaseAt: w.ReleaseAt, PeerPin: w.PeerPin}
 }
 
 // maxLease bounds the lease field; ours are 16 hex digits. It bounds
@@ -134,6 +154,10 @@ func parseWire(data []byte) (wireRecord, error) {
 		return w, fmt.Errorf("%w: lastUpdated is missing", errInvalidRecord)
 	case w.Held < 0:
 		return w, fmt.Errorf("%w: held is negative (%d)", errInvalidRecord, w.Held)
+	case len(w.PeerPin) > maxPeerPin:
+		return w, fmt.Errorf("%w: peerPin is longer than %d bytes", errInvalidRecord, maxPeerPin)
+	case w.ReleaseAt < 0:
+		return w, fmt.Errorf("%w: releaseAt is negative (%d)", errInvalidRecord, w.ReleaseAt)
 	case w.TTL < 0:
 		return w, fmt.Errorf("%w: ttl is negative (%d)", errInvalidRecord, w.TTL)
 	case len(w.Lease) > maxLease:

@@ -200,6 +200,25 @@ type ElectorConfig struct {
 	// client built from PeerTLS. It should not follow redirects.
 	PeerClient *http.Client
 
+	// PeerPinned, with PeerMode, makes peer mode need no certificate
+	// authority: this instance's records carry the pin of its peer
+	// certificate (the SHA-256 of its public key, Record.PeerPin), and as
+	// a follower it accepts a leader's peer endpoint only if it presents a
+	// certificate with the key its record pins, instead of verifying a
+	// chain. Serve the endpoint with PeerServerTLS. Trust rests on who can
+	// write the lockfile, as every other rule of the election does. A
+	// leader whose record pins nothing (an instance without PeerPinned, an
+	// older version) is watched through the store. Every member of a
+	// group should use the same mode: a follower that verifies chains
+	// cannot verify a pinned leader's self-signed certificate. Set
+	// PeerTLS or PeerPinned, not both (docs/protocol.md, section 5).
+	PeerPinned bool
+
+	// PeerCertificate is the certificate a pinned instance serves and
+	// pins. Nil means a self-signed one (ECDSA P-256) that New makes, with
+	// a new key at every start. Only with PeerPinned.
+	PeerCertificate *tls.Certificate
+
 	// PeerWait is how long a follower's peer request may wait at the
 	// leader for its next write (a long-poll), so that followers hear of
 	// every renewal and of a resignation as they happen. Default
@@ -285,6 +304,12 @@ func (cfg ElectorConfig) validate() error {
 		return bad("InfrequentInterval %v is below FrequentInterval %v", cfg.InfrequentInterval, cfg.FrequentInterval)
 	case cfg.PeerMode && cfg.ServerAddr == "":
 		return bad("PeerMode needs ServerAddr, the host:port followers reach this instance at")
+	case cfg.PeerPinned && !cfg.PeerMode:
+		return bad("PeerPinned needs PeerMode")
+	case cfg.PeerPinned && cfg.PeerTLS != nil:
+		return bad("both PeerTLS and PeerPinned are set; PeerPinned checks the leader's certificate against the pin in the lockfile, so PeerTLS's roots would not be used: set one")
+	case cfg.PeerCertificate != nil && !cfg.PeerPinned:
+		return bad("PeerCertificate is set without PeerPinned; for a certificate authority's chain, serve it with ServePeers and give followers PeerTLS")
 	case cfg.PeerTLS != nil && cfg.PeerClient != nil:
 		return bad("both PeerTLS and PeerClient are set; put the TLS settings in PeerClient's transport")
 	case !strings.HasPrefix(cfg.PeerHealthPath, "/"):
@@ -343,8 +368,10 @@ type Elector struct {
 	peerReports chan peerReport  // poller -> loop
 	loopDone    chan struct{}    // closed when the run loop has returned
 
-	peerClient *http.Client // followers' peer requests; nil unless PeerMode
-	ownedPeer  bool         // peerClient was built here; Close releases it
+	peerClient *http.Client     // followers' peer requests; nil unless PeerMode
+	ownedPeer  bool             // peerClient was built here; Close releases it
+	peerCert   *tls.Certificate // the certificate a pinned elector serves (PeerPinned); nil otherwise
+	pin        string           // its pin, carried by this elector's records
 
 	snap      atomic.Pointer[snapshot] // what Leader and the peer handler read
 	stats     recorder                 // counters for Stats and the health check
@@ -375,6 +402,16 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	var (
+		peerCert *tls.Certificate
+		pin      string
+	)
+	if cfg.PeerPinned {
+		var err error
+		if peerCert, pin, err = peerIdentity(cfg); err != nil {
+			return nil, err
+		}
 	}
 	var owned store.Store
 	if cfg.Store == nil {
@@ -408,6 +445,8 @@ func New(cfg ElectorConfig) (*Elector, error) {
 		loopDone:    make(chan struct{}),
 		peerClient:  peerClient,
 		ownedPeer:   ownedPeer,
+		peerCert:    peerCert,
+		pin:         pin,
 		clock:       lease.NewClock(),
 		closeDone:   make(chan struct{}),
 	}
@@ -423,7 +462,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 func (e *Elector) params() params {
 	return params{id: e.cfg.ServerID, addr: e.cfg.ServerAddr, fi: e.cfg.FrequentInterval,
 		ii: e.cfg.InfrequentInterval, lt: e.cfg.LeaderTimeout, margin: e.margin, peerMode: e.cfg.PeerMode,
-		slot: crc32.ChecksumIEEE([]byte(e.cfg.ServerID))}
+		slot: crc32.ChecksumIEEE([]byte(e.cfg.ServerID)), pin: e.pin}
 }
 
 // start launches the goroutines, once, unless Close has begun. It reports

@@ -36,6 +36,7 @@ type simVariant struct {
 	foreign     bool // a writer without terms, leases or ttl (the original s3lect, or worse) takes the lockfile now and then
 	deleter     bool // the lockfile, its term object, or both are deleted now and then
 	stepDown    bool // operators write step-down requests (s3lect release), some to a named member, some at once; holders Transfer (review of issue 29)
+	announce    bool // holders announce their release, drain, then Resign or Transfer (sim_announce_test.go)
 }
 
 var simVariants = []simVariant{
@@ -344,6 +345,8 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				case <-ctx.Done():
 				case <-hold.C:
 					switch {
+					case v.announce && faulty():
+						simAnnouncedEnd(ctx, l, hr, p, &ledger, iv, counts)
 					case faulty() && v.stepDown && hr.IntN(2) == 0:
 						l.Transfer(ctx, fmt.Sprintf("n%d", hr.IntN(p.nodes+1)))
 					case faulty() && hr.IntN(2) == 0:

@@ -101,13 +101,13 @@ func (m *members) forgetOld() {
 
 // announce says this runner's ID to the leader's peer endpoint every
 // FrequentInterval until ctx ends.
-func (m *members) announce(ctx context.Context, client *http.Client) {
+func (m *members) announce(ctx context.Context, clients *peerClients) {
 	t := time.NewTicker(m.fi)
 	defer t.Stop()
 	for {
 		if rec, ok := m.leader(); ok && rec.LeaderID != m.id && rec.LeaderAddr != "" {
 			actx, cancel := context.WithTimeout(ctx, m.fi)
-			fetchMembers(actx, client, rec.LeaderAddr, m.key, m.id)
+			fetchMembers(actx, clients.forRecord(rec), rec.LeaderAddr, m.key, m.id)
 			cancel()
 		}
 		select {

@@ -85,7 +85,7 @@ func parseRelease(args []string, stderr io.Writer) (releaseConfig, int, bool) {
 	fs.StringVar(&c.to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
 	fs.DurationVar(&c.timeout, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")
 	fs.DurationVar(&c.wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is; at the end, what is known is printed and the status is 10 if no other member was seen leading (0: do not wait)")
-	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots)")
+	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode with a CA: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots; not needed when the lockfile pins the leader's certificate, as run -peer-addr alone does)")
 	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode: PEM client certificate, for a leader that requires mutual TLS")
 	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
 	if code, ok := parseNoArgs(fs, args, stderr); !ok {
@@ -105,7 +105,8 @@ func release(ctx context.Context, c releaseConfig, stdout, stderr io.Writer) int
 	if err != nil {
 		return reportErr(stderr, "s3lect release", err)
 	}
-	defer client.CloseIdleConnections()
+	clients := &peerClients{base: client, timeout: client.Timeout}
+	defer clients.closeIdle()
 	st, err := c.sf.open(ctx, stderr)
 	if err != nil {
 		return reportErr(stderr, "s3lect release", err)
@@ -115,7 +116,7 @@ func release(ctx context.Context, c releaseConfig, stdout, stderr io.Writer) int
 	defer cancel()
 	begun := time.Now()
 	old, req, err := requestStepDownChecked(wctx, st.st, st.key, c.to, func(old s3lect.Record) error {
-		return checkTarget(wctx, client, st.key, c.to, old, c.leaseOf(old), stdout)
+		return checkTarget(wctx, clients.forRecord(old), st.key, c.to, old, c.leaseOf(old), stdout)
 	})
 	switch {
 	case errors.Is(err, errNoLockfile):
@@ -129,7 +130,7 @@ func release(ctx context.Context, c releaseConfig, stdout, stderr io.Writer) int
 		return reportNoAnswer(stderr, "s3lect release", c.sf.endpointName(st.where), err)
 	}
 	fmt.Fprintf(stdout, "%s: asked %s (term %d) to step down and hand over to %s\n", st.where, old.LeaderID, old.Term, cmp.Or(c.to, "the next member to read it"))
-	if err := nudge(wctx, client, req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
+	if err := nudge(wctx, clients.forRecord(req), req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
 		fmt.Fprintf(stdout, "  its peer endpoint was not reached (%v)%s: it sees the request at its next renewal\n", err, tlsHint(err))
 	}
 	if c.wait == 0 {

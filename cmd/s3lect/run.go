@@ -44,13 +44,22 @@ What is guaranteed:
     instance may start it, provided the machines' clock rates agree within
     2.5% (the election itself tolerates 5%; NTP-kept clocks agree to far
     better than 0.1%).
-  - SIGTERM or SIGINT to s3lect is a voluntary stop: it is forwarded to the
-    group, s3lect keeps renewing for up to -grace while the command drains,
-    then kills what is left and releases the lockfile, so that a follower
-    starts at its next read rather than a lease later: within
-    InfrequentInterval (30s by default) in storage mode, well under a
-    second in peer mode once followers are stable. A second signal kills
-    at once.
+  - SIGTERM or SIGINT to s3lect is a voluntary stop. In storage mode the
+    release is announced first (-announce): the command keeps running
+    while the leader's renewals say when it will release, about an
+    InfrequentInterval (at most InfrequentInterval + FrequentInterval, 35s
+    at the defaults), so that every follower is reading then. Then the
+    signal is forwarded to the group, s3lect keeps renewing for up to
+    -grace while the command drains, kills what is left and releases the
+    lockfile: a follower starts within about a third of a second (the
+    job's outage is the drain plus that), where without the announcement
+    it starts at its next read, up to an InfrequentInterval later. In peer
+    mode nothing is announced and the signal is forwarded at once:
+    followers hear the release as it is written. A second signal during
+    the announcement forwards it at once; one during the drain kills at
+    once. Under Kubernetes, terminationGracePeriodSeconds must cover
+    -announce + -grace + a few seconds (50 at the defaults), or give
+    -announce what is left of it (docs/command.md).
   - When the command exits, s3lect kills what is left of its group, releases
     the lockfile and exits with the command's status (128+N if signal N
     killed it).
@@ -77,6 +86,7 @@ type runConfig struct {
 	sf                  storeFlags
 	id                  string
 	grace, try          time.Duration
+	announce            announceFlag // -announce: announce.go
 	once, verbose       bool
 	frequent            time.Duration
 	infrequent, timeout time.Duration
@@ -107,6 +117,7 @@ func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	c.sf.register(fs)
 	fs.StringVar(&c.id, "id", fmt.Sprintf("%s-%d", host, os.Getpid()), "this instance's ID, unique in the group")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "on SIGTERM/SIGINT to s3lect: how long the command may drain before SIGKILL")
+	fs.Var(&c.announce, "announce", "`auto|off|duration`: on SIGTERM/SIGINT to s3lect, how long the command keeps running while the release is announced, before it gets the signal (default auto: until the announced moment, at most InfrequentInterval + FrequentInterval, 35s at the defaults, at once in peer mode; off: forward the signal at once)")
 	fs.DurationVar(&c.try, "try", 0, "give up (exit status 3) if not leader within this time; 0 waits for ever")
 	fs.BoolVar(&c.once, "once", false, "exit (status 4) when leadership is lost instead of campaigning again")
 	fs.BoolVar(&c.verbose, "v", false, "log the elector's events to stderr")
@@ -114,10 +125,10 @@ func parseRun(args []string, stderr io.Writer) (runConfig, int, bool) {
 	fs.DurationVar(&c.frequent, "frequent", 0, "FrequentInterval: renewal period (0: 5s)")
 	fs.DurationVar(&c.infrequent, "infrequent", 0, "InfrequentInterval: a stable follower's check period (0: 30s)")
 	fs.DurationVar(&c.timeout, "timeout", 0, "LeaderTimeout: silence after which a follower takes over (0: 15s)")
-	fs.StringVar(&c.peerAddr, "peer-addr", "", "peer mode: host:port this instance serves its leadership on over HTTPS, and advertises")
-	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode: PEM certificate for -peer-addr")
-	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode: PEM key for -peer-cert")
-	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode: PEM CA that signed the other instances' certificates (default: system roots)")
+	fs.StringVar(&c.peerAddr, "peer-addr", "", "peer mode: host:port this instance serves its leadership on over HTTPS, and advertises; alone, with a self-signed certificate made at start whose key the lockfile pins (no CA, no files)")
+	fs.StringVar(&c.peerCert, "peer-cert", "", "peer mode with a CA instead of a pin: PEM certificate for -peer-addr")
+	fs.StringVar(&c.peerKey, "peer-key", "", "peer mode with a CA: PEM key for -peer-cert")
+	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode with a CA: PEM CA that signed the other instances' certificates (default: system roots)")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "host:port to serve Prometheus metrics on (/metrics) and a health check (/healthz), over plain HTTP; empty: none")
 	fs.StringVar(&c.logFormat, "log-format", logText, "stderr's format: text (a line per event, stamped with the time) or json (one JSON object per line, for log collectors)")
 	if err := fs.Parse(args); err != nil {
@@ -147,8 +158,8 @@ func (c runConfig) check() error {
 		return errors.New("-grace, -try and -connect-timeout must not be negative")
 	case c.logFormat != logText && c.logFormat != logJSON:
 		return fmt.Errorf("-log-format %q: want text or json", c.logFormat)
-	case (c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "") && (c.peerAddr == "" || c.peerCert == "" || c.peerKey == ""):
-		return errors.New("peer mode needs -peer-addr, -peer-cert and -peer-key together")
+	case (c.peerCert != "" || c.peerKey != "" || c.peerCA != "") && (c.peerAddr == "" || c.peerCert == "" || c.peerKey == ""):
+		return errors.New(peerFlagsErr)
 	}
 	// New checks the timings the same way on any store.
 	_, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "timings", ServerID: c.id,
@@ -222,8 +233,11 @@ func openInterruptible(sf storeFlags, sigs <-chan os.Signal, stderr io.Writer) (
 	return sf.open(base, stderr)
 }
 
+// peerFlagsErr says how the peer flags go together.
+const peerFlagsErr = "peer mode with a CA needs -peer-addr, -peer-cert and -peer-key together; for peer mode without certificates, give -peer-addr alone"
+
 // peerTLS is peer mode's TLS: the server's, and the client's the elector
-// asks the leader with.
+// asks the leader with (nil in pinned mode: the record's pin decides).
 type peerTLS struct{ server, client *tls.Config }
 
 // elector builds the elector of c on st, and in peer mode the TLS
@@ -238,7 +252,12 @@ func (c runConfig) elector(st *opened, lg *runLog) (*s3lect.Elector, peerTLS, er
 		cfg.Logger = slog.New(lg.handler())
 	}
 	var peer peerTLS
-	if c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "" {
+	pinned := c.peerAddr != "" && c.peerCert == "" && c.peerKey == "" && c.peerCA == ""
+	if pinned {
+		// Pinned peer mode: New makes a self-signed certificate, and the
+		// records carry its key's pin (protocol.md, section 5).
+		cfg.PeerMode, cfg.ServerAddr, cfg.PeerPinned = true, c.peerAddr, true
+	} else if c.peerAddr != "" || c.peerCert != "" || c.peerKey != "" || c.peerCA != "" {
 		var err error
 		if peer.server, err = c.peerConfig(&cfg); err != nil {
 			return nil, peer, err
@@ -248,6 +267,9 @@ func (c runConfig) elector(st *opened, lg *runLog) (*s3lect.Elector, peerTLS, er
 	e, err := s3lect.New(cfg)
 	if err != nil {
 		return nil, peer, usageErr("%v", err)
+	}
+	if pinned {
+		peer.server = e.PeerServerTLS()
 	}
 	return e, peer, nil
 }
@@ -267,17 +289,17 @@ func servePeer(c runConfig, e *s3lect.Elector, key string, peer peerTLS) (stop f
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s3lect.ServePeers(ctx, ln, mux, peer.server) }()
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: peer.client}}
+	clients := &peerClients{base: &http.Client{Transport: &http.Transport{TLSClientConfig: peer.client}}}
 	announced := make(chan struct{})
-	go func() { defer close(announced); m.announce(ctx, client) }()
-	return func() { cancel(); <-served; <-announced; client.CloseIdleConnections() }, nil
+	go func() { defer close(announced); m.announce(ctx, clients) }()
+	return func() { cancel(); <-served; <-announced; clients.closeIdle() }, nil
 }
 
 // peerConfig fills cfg's peer-mode fields from the flags and returns the
 // server's TLS configuration.
 func (c runConfig) peerConfig(cfg *s3lect.ElectorConfig) (*tls.Config, error) {
 	if c.peerAddr == "" || c.peerCert == "" || c.peerKey == "" {
-		return nil, usageErr("peer mode needs -peer-addr, -peer-cert and -peer-key together")
+		return nil, usageErr(peerFlagsErr)
 	}
 	cert, err := tls.LoadX509KeyPair(c.peerCert, c.peerKey)
 	if err != nil {

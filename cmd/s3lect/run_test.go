@@ -124,7 +124,7 @@ func TestSIGTERMDrainsReleasesHandsOver(t *testing.T) {
 	if code := a.status(t); code != 0 {
 		t.Errorf("a exited with %d; want 0, its command's status\n%s", code, a.stderr.String())
 	}
-	for _, want := range []string{"forwarding it to the command", "released s3://"} {
+	for _, want := range []string{"announcing the release", "release announced", "forwarding it to the command", "released s3://"} {
 		if !strings.Contains(a.stderr.String(), want) {
 			t.Errorf("a's output lacks %q:\n%s", want, a.stderr.String())
 		}

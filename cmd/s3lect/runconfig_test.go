@@ -100,8 +100,13 @@ func TestParseRun(t *testing.T) {
 		{[]string{"-store", "s3://b/k", "-grace", "-1s", "--", "true"}, "must not be negative"},
 		{[]string{"-store", "s3://b/k", "-log-format", "xml", "--", "true"}, `-log-format "xml": want text or json`},
 		{[]string{"-store", "s3://b/k", "-frequent", "10s", "-timeout", "15s", "--", "true"}, "LeaderTimeout"},
-		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "--", "true"}, "peer mode needs -peer-addr, -peer-cert and -peer-key together"},
+		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "--", "true"}, ""}, // pinned: no certificate to give
+		{[]string{"-store", "s3://b/k", "-peer-addr", "127.0.0.1:0", "-peer-cert", "c.pem", "--", "true"}, "peer mode with a CA needs -peer-addr, -peer-cert and -peer-key together; for peer mode without certificates, give -peer-addr alone"},
+		{[]string{"-store", "s3://b/k", "-peer-ca", "ca.pem", "--", "true"}, "needs -peer-addr, -peer-cert and -peer-key together"},
 		{[]string{"-store", "s3://b/k", "-metrics-addr", "127.0.0.1:0", "-log-format", "json", "--", "true"}, ""},
+		{[]string{"-store", "s3://b/k", "-announce", "15s", "--", "true"}, ""},
+		{[]string{"-store", "s3://b/k", "-announce", "off", "--", "true"}, ""},
+		{[]string{"-store", "s3://b/k", "-announce", "5x", "--", "true"}, `invalid value "5x" for flag -announce: want auto, off or a duration`},
 	} {
 		var stderr strings.Builder
 		c, code, ok := parseRun(tc.args, &stderr)

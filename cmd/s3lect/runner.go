@@ -287,6 +287,17 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 		return g.status, false
 
 	case sig := <-r.sigs:
+		switch end, again := r.announce(lead, g, sig); end {
+		case announceExited:
+			r.reap(g)
+			r.release(lead)
+			return g.status, false
+		case announceLost:
+			r.lost(lead, g)
+			return g.status, false
+		case announceSignal:
+			r.printf("%v again: ending the announcement; the command gets it now", again)
+		}
 		r.printf("%v: forwarding it to the command; it has -grace %v to exit while this instance keeps the lease", sig, r.o.grace)
 		g.signal(sigNumber(sig))
 		t := time.NewTimer(r.o.grace)
@@ -310,6 +321,25 @@ func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
 		r.handBack(lead, req, asked)
 		return exitLost, true
 	}
+}
+
+// announce announces the release on a voluntary stop (sig), while the
+// command runs on, for -announce at most (announce.go), saying so.
+func (r *runner) announce(lead *s3lect.Leadership, g *group, sig os.Signal) (announceEnd, os.Signal) {
+	limit := r.o.announceLimit()
+	if limit <= 0 {
+		return announced, nil
+	}
+	storage := r.o.peerAddr == "" // in peer mode Announce returns at once: nothing to say
+	if storage {
+		r.event(slog.LevelInfo, "announcing", []any{"term", lead.Term()}, "%v: announcing the release in the renewals (for -announce %v at most) while the command runs on, so that the followers are reading when it lands; a second signal forwards it now", sig, limit)
+	}
+	begun := time.Now()
+	end, again := announceRelease(lead, limit, g.exited, r.sigs)
+	if end == announced && storage {
+		r.event(slog.LevelInfo, "announced", []any{"term", lead.Term()}, "release announced (%v): stopping the command", time.Since(begun).Round(time.Millisecond))
+	}
+	return end, again
 }
 
 // handBack tells the elector the command is gone after a leadership ended

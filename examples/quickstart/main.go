@@ -2,11 +2,14 @@
 // the leader's work while it leads: README.md shows it whole. Run it on
 // two terminals with the bucket, credentials and endpoint in the
 // environment (BUCKET, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-// AWS_REGION, AWS_ENDPOINT_URL_S3 for MinIO); Ctrl-C hands over at once.
+// AWS_REGION, AWS_ENDPOINT_URL_S3 for MinIO). Ctrl-C on the leader
+// announces its release, then hands over: the job stops for well under a
+// second (docs/measurements.md, Planned moves).
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -28,11 +31,16 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer e.Close() // releases the lockfile if leading, so a follower takes over at once
+	defer e.Close() // waits for the Shutdown below
+	context.AfterFunc(ctx, func() {
+		stop() // a second Ctrl-C stops at once
+		log.Print("handing over: the followers are told first (about 30 s if leading), then one starts within a second")
+		e.Shutdown(context.Background())
+	})
 	for {
-		lead, err := e.Campaign(ctx) // blocks until this instance leads
-		if ctx.Err() != nil {
-			return // Ctrl-C: Close hands the lockfile over
+		lead, err := e.Campaign(context.Background()) // blocks until this instance leads
+		if errors.Is(err, s3lect.ErrClosed) {
+			return // Ctrl-C
 		}
 		if err != nil {
 			log.Fatal(err) // the store refused for good: a missing bucket, no credentials... (the fix is named)

@@ -1,0 +1,369 @@
+package s3lect
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// move is one planned move in TestAnnouncedMoveOutage: the leader's
+// Announce call, its return (the job is told to stop), the end of the
+// drain (Resign or Transfer is called), and the next leader's start.
+type move struct {
+	from, to, by              string
+	called, told, done, start time.Time
+}
+
+// runMoves runs three electors with cfg's intervals in a synctest bubble,
+// each campaigning again as soon as its leadership ends; each leader
+// leads for a while (a phase that moves through the renewal cycle), then
+// announces its release, drains for drain, and resigns (or transfers to
+// the member before it). It returns the moves, in order.
+func runMoves(t *testing.T, cfg func(id string) ElectorConfig, announce, transfer bool, drain time.Duration, moves int) []move {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		out  []move
+		wg   sync.WaitGroup
+		last *move
+	)
+	ids := []string{"a", "b", "c"}
+	for i, id := range ids {
+		e, err := New(cfg(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				l, err := e.Campaign(ctx)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				if last != nil {
+					last.start, last.by = time.Now(), id
+					out = append(out, *last)
+					last = nil
+				}
+				n := len(out)
+				mu.Unlock()
+				if n >= moves {
+					<-ctx.Done()
+					l.Resign(context.Background())
+					return
+				}
+				select {
+				case <-time.After(2*time.Minute + time.Duration(k*7+i*3)*time.Second/10):
+				case <-ctx.Done():
+					return
+				}
+				m := move{from: id, called: time.Now()}
+				if transfer {
+					m.to = ids[(i+2)%3]
+				}
+				if announce {
+					if err := l.Announce(ctx, m.to); err != nil {
+						t.Errorf("Announce() = %v; want nil", err)
+					}
+				}
+				m.told = time.Now()
+				time.Sleep(drain) // the job stops
+				m.done = time.Now()
+				mu.Lock()
+				last = &m
+				mu.Unlock()
+				if transfer {
+					l.Transfer(context.Background(), m.to)
+				} else {
+					l.Resign(context.Background())
+				}
+			}
+		})
+	}
+	for {
+		time.Sleep(time.Minute)
+		mu.Lock()
+		n := len(out)
+		mu.Unlock()
+		if n >= moves {
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	return out
+}
+
+// TestAnnouncedMoveOutage: at the default intervals in storage mode
+// (5 s, 30 s, 15 s), a leader that announces its release before it goes
+// (docs/protocol.md, 11.4) stops its job only when every follower is
+// watching: the job's outage (from the end of the drain to the next
+// leader's start) is at most a slack (the first read after the announced
+// moment) or FrequentInterval/16 (the watch's reads) with a store that
+// answers at once, where without the announcement it is up to an
+// InfrequentInterval. The whole move takes at most InfrequentInterval +
+// FrequentInterval besides the drain. For Resign and Transfer, with a
+// drain of 0, 1.9 s and 7 s, exact in virtual time.
+func TestAnnouncedMoveOutage(t *testing.T) {
+	defer setMutation(t)()
+	for _, tc := range []struct {
+		transfer bool
+		drain    time.Duration
+	}{{false, 0}, {false, 1900 * time.Millisecond}, {false, 7 * time.Second}, {true, 0}, {true, 1900 * time.Millisecond}} {
+		name := fmt.Sprintf("%s, drain %v", map[bool]string{false: "Resign", true: "Transfer"}[tc.transfer], tc.drain)
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := memstore.New()
+				cfg := func(id string) ElectorConfig {
+					c := testConfig(newFaultStore(mem), id)
+					c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+					return c
+				}
+				fi, ii := DefaultFrequentInterval, DefaultInfrequentInterval
+				slack := renewalSlack(fi)
+				moves := runMoves(t, cfg, true, tc.transfer, tc.drain, 8)
+				var worst time.Duration
+				for i, m := range moves {
+					outage := m.start.Sub(m.done)
+					worst = max(worst, outage)
+					if tc.transfer && m.by != m.to {
+						t.Errorf("move %d: transferred to %s, %s took over", i, m.to, m.by)
+					}
+					if m.start.Before(m.done) {
+						t.Errorf("move %d: %s started %v before %s's drain ended", i, m.to, m.done.Sub(m.start), m.from)
+					}
+					// The first read after the announced moment comes a
+					// slack after it (plus the held time's rounding up to
+					// a millisecond); the watch's reads follow every
+					// FrequentInterval/16.
+					if limit := max(slack+time.Millisecond, tc.drain+fi/16); outage > limit {
+						t.Errorf("move %d from %s: outage %v after a drain of %v; want at most %v", i, m.from, outage, tc.drain, limit)
+					}
+					if whole := m.told.Sub(m.called); whole > ii+fi {
+						t.Errorf("move %d: Announce returned %v after the call; want within InfrequentInterval + FrequentInterval", i, whole)
+					}
+				}
+				t.Logf("%d moves, worst outage after the drain %v", len(moves), worst)
+			})
+		})
+	}
+}
+
+// TestUnannouncedMoveOutage: the same moves without Announce, for
+// comparison: a stable follower finds the release at its next read, so
+// the outage after the drain reaches seconds (up to an
+// InfrequentInterval). It pins why announcements exist: were releases
+// found at once without them, this test would fail and Announce would
+// be needless.
+func TestUnannouncedMoveOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		cfg := func(id string) ElectorConfig {
+			c := testConfig(newFaultStore(mem), id)
+			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+			return c
+		}
+		var worst time.Duration
+		for _, m := range runMoves(t, cfg, false, false, 0, 8) {
+			worst = max(worst, m.start.Sub(m.done))
+		}
+		if worst < DefaultFrequentInterval {
+			t.Errorf("worst outage of 8 unannounced moves %v; want more than a FrequentInterval (a stable follower reads every InfrequentInterval)", worst)
+		}
+	})
+}
+
+// TestCoreAnnounce: announced releases (docs/protocol.md, 11.4), a row
+// per rule, on the pure decisions. -sim.mutate=annnolead, nowatch,
+// anntakeover or annrelease (with -tags s3lect_mutations) switches a
+// rule off, and rows fail.
+func TestCoreAnnounce(t *testing.T) {
+	defer setMutation(t)()
+	p := coreParams
+	lead := p.announceLead() // (5-1) FrequentIntervals + 2 slacks + FrequentInterval/4: 4.375 s
+	win := func(t *testing.T, p params) *machine {
+		t.Helper()
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		mustEffect[doClaim](t, m, "claim")
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		mustEffect[doLead](t, m, "winning write")
+		return m
+	}
+	t.Run("11.4 the next renewal announces the moment, a lead after its send; the leadership stays live", func(t *testing.T) {
+		m := win(t, p)
+		m.on(evAnnounce{to: "b"}, at(500*time.Millisecond))
+		noEffect[anyWrite](t, m, "Announce between renewals")
+		noEffect[doAnnounced](t, m, "Announce between renewals")
+		m.on(evTimer{}, at(p.fi))
+		w := mustEffect[doRenew](t, m, "the renewal after Announce")
+		rec, _ := ParseRecord(w.data)
+		if want := p.fi.Milliseconds() + lead.Milliseconds(); rec.ReleaseAt != want || rec.To != "b" || rec.LastUpdated.IsZero() {
+			t.Fatalf("renewal %s; want held with releaseAt %d (held + the lead) and to b", w.data, want)
+		}
+		if a := mustEffect[doAnnounced](t, m, "the announcing renewal"); !a.at.Equal(at(p.fi + lead)) {
+			t.Errorf("announced moment %v; want %v", a.at.Sub(t0), (p.fi + lead))
+		}
+		m.wrote(`"d"`, nil, at(p.fi+10*time.Millisecond))
+		for now := at(2 * p.fi); now.Before(at(3 * p.lt)); now = now.Add(p.fi) {
+			m.on(evTimer{}, now)
+			noEffect[doEnd](t, m, "a renewal past the announced moment") // the holder decides when it ends
+			w := mustEffect[doRenew](t, m, "a renewal after the announcing one")
+			if rec, _ := ParseRecord(w.data); rec.ReleaseAt != p.fi.Milliseconds()+lead.Milliseconds() || rec.To != "b" {
+				t.Fatalf("renewal %s; want the same announcement", w.data)
+			}
+			m.wrote(fmt.Sprintf(`"r%d"`, now.Sub(t0)/p.fi), nil, now.Add(10*time.Millisecond))
+		}
+		m.on(evResign{to: "b"}, at(3*p.lt+p.fi/2))
+		r := mustEffect[doRelease](t, m, "Transfer after the announcement")
+		if rec, _ := ParseRecord(r.data); !rec.LastUpdated.IsZero() || rec.ReleaseAt != 0 || rec.To != "b" {
+			t.Errorf("release %s; want lastUpdated zero, no releaseAt, to b", r.data)
+		}
+	})
+	t.Run("11.4 in peer mode nothing is announced: Announce returns at once", func(t *testing.T) {
+		pp := p
+		pp.peerMode = true
+		m := win(t, pp)
+		m.on(evAnnounce{}, at(500*time.Millisecond))
+		if a := mustEffect[doAnnounced](t, m, "Announce in peer mode"); !a.at.Equal(at(500 * time.Millisecond)) {
+			t.Errorf("announced moment %v; want at once (500ms)", a.at.Sub(t0))
+		}
+		m.on(evTimer{}, at(p.fi))
+		if rec, _ := ParseRecord(mustEffect[doRenew](t, m, "renewal").data); rec.ReleaseAt != 0 {
+			t.Errorf("peer-mode renewal announces %d; want nothing", rec.ReleaseAt)
+		}
+	})
+
+	// A follower's read of an announcing record stamped at 10 s (held
+	// 10 s: the renewal due then), announcing 400 ms later; read a slack
+	// after its stamp, as a timed read would.
+	ann := func(to string) []byte {
+		r := Record{LeaderID: "a", LeaderAddr: "a:1", LastUpdated: at(10 * time.Second), Term: 1, Lease: "la", Held: 10000,
+			TTL: p.lt.Milliseconds(), ReleaseAt: 10400, To: to}
+		return r.encode()
+	}
+	follow := func(t *testing.T, data []byte) *machine {
+		t.Helper()
+		m := newMachine(t, p)
+		m.on(evCampaign{id: 1, lease: "l1"}, at(10*time.Second+slack))
+		return m.read(data, `"a"`, at(10*time.Second+slack))
+	}
+	watch := func(t *testing.T, data []byte) *machine { // a follower with no Campaign
+		t.Helper()
+		m := newMachine(t, p)
+		m.on(evTimer{}, at(10*time.Second+slack))
+		m.read(data, `"a"`, at(10*time.Second+slack))
+		noEffect[anyWrite](t, m, "first sight of a held record")
+		return m
+	}
+	moment := at(10*time.Second + 400*time.Millisecond + slack)
+	t.Run("11.4 a follower reads at the announced moment, then every FrequentInterval/16, and takes the release at once", func(t *testing.T) {
+		m := follow(t, ann(""))
+		if f := m.c.fol(); !f.nextRead.Equal(moment) {
+			t.Fatalf("next read %v; want the announced moment plus a slack, %v (not a FrequentInterval later)", f.nextRead.Sub(t0), moment.Sub(t0))
+		}
+		m.on(evTimer{}, moment).read(ann(""), `"a"`, moment)             // the holder is still draining
+		noEffect[anyWrite](t, m, "the announced moment, no release yet") // takeovers wait for the release
+		if f, want := m.c.fol(), moment.Add(p.fi/16); !f.nextRead.Equal(want) {
+			t.Fatalf("next read %v; want %v (the watch)", f.nextRead.Sub(t0), want.Sub(t0))
+		}
+		rel := Record{LeaderID: "a", LeaderAddr: "a:1", Term: 1, Lease: "la", Held: 10000, TTL: p.lt.Milliseconds()}
+		m.on(evTimer{}, moment.Add(p.fi/16)).read(rel.encode(), `"r"`, moment.Add(p.fi/16))
+		mustEffect[doClaim](t, m, "the release, found by the watch")
+	})
+	t.Run("11.4 an announcement is no release: it is waited out as any held record", func(t *testing.T) {
+		m := follow(t, ann(""))
+		for now := moment; now.Before(at(10*time.Second + p.lt)); now = m.c.fol().nextRead {
+			if m.on(evTimer{}, now); calling[doRead](m) {
+				m.read(ann(""), `"a"`, now)
+			}
+			noEffect[anyWrite](t, m, fmt.Sprintf("the announcing record at %v, within its lease", now.Sub(t0)))
+		}
+	})
+	t.Run("11.4 the watch lasts a LeaderTimeout after the moment", func(t *testing.T) {
+		m := watch(t, ann(""))
+		late := moment.Add(p.lt)
+		m.on(evTimer{}, late)
+		if calling[doRead](m) {
+			m.read(ann(""), `"a"`, late)
+		}
+		if f := m.c.fol(); !f.nextRead.After(late.Add(p.fi / 2)) {
+			t.Errorf("next read %v, %v after the moment; want the usual pace once the watch is over", f.nextRead.Sub(t0), f.nextRead.Sub(moment))
+		}
+	})
+	t.Run("11.4 a release announced for another member is left to it", func(t *testing.T) {
+		m := follow(t, ann("b"))
+		if f := m.c.fol(); !f.nextRead.After(moment) {
+			t.Errorf("next read %v; want the usual pace: the announcement names b", f.nextRead.Sub(t0))
+		}
+	})
+}
+
+// TestShutdownAnnouncesFirst: Shutdown on a leader (the quickstart's
+// Ctrl-C) announces the release, keeps the leadership live until the
+// announced moment, then closes: a follower leads within a slack of the
+// leadership's end, at the default intervals in storage mode. On a
+// follower it closes at once.
+func TestShutdownAnnouncesFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		var es []*Elector
+		for _, id := range []string{"a", "b", "c"} {
+			c := testConfig(newFaultStore(mem), id)
+			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+			e, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { e.Close() })
+			es = append(es, e)
+		}
+		lead, err := es[0].Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		type win struct {
+			i  int
+			at time.Time
+		}
+		next := make(chan win, 2)
+		for i, e := range es[1:] {
+			go func() {
+				if _, err := e.Campaign(t.Context()); err == nil {
+					next <- win{i + 1, time.Now()}
+				}
+			}()
+		}
+		time.Sleep(2 * time.Minute) // the followers are stable
+		var ended time.Time
+		context.AfterFunc(lead.Context(), func() { ended = time.Now() })
+		called := time.Now()
+		if err := es[0].Shutdown(t.Context()); err != nil {
+			t.Fatalf("Shutdown() = %v; want nil", err)
+		}
+		w := <-next
+		started := w.at
+		if d := ended.Sub(called); d < DefaultInfrequentInterval-DefaultFrequentInterval || d > DefaultInfrequentInterval+DefaultFrequentInterval {
+			t.Errorf("the leadership ended %v after Shutdown was called; want at the announced moment, within InfrequentInterval + FrequentInterval", d)
+		}
+		if d := started.Sub(ended); d < 0 || d > renewalSlack(DefaultFrequentInterval)+time.Millisecond {
+			t.Errorf("the next leader started %v after the leadership ended; want within a slack", d)
+		}
+		follower := es[3-w.i] // the one of b and c that does not lead
+		before := time.Now()
+		if err := follower.Shutdown(t.Context()); err != nil {
+			t.Errorf("Shutdown() of a follower = %v; want nil", err)
+		}
+		if d := time.Since(before); d > DefaultFrequentInterval {
+			t.Errorf("Shutdown() of a follower took %v; want at once", d)
+		}
+	})
+}

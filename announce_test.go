@@ -343,14 +343,14 @@ func TestShutdownAnnouncesFirst(t *testing.T) {
 			}()
 		}
 		time.Sleep(2 * time.Minute) // the followers are stable
-		var ended time.Time
-		context.AfterFunc(lead.Context(), func() { ended = time.Now() })
+		endedAt := make(chan time.Time, 1)
+		context.AfterFunc(lead.Context(), func() { endedAt <- time.Now() })
 		called := time.Now()
 		if err := es[0].Shutdown(t.Context()); err != nil {
 			t.Fatalf("Shutdown() = %v; want nil", err)
 		}
 		w := <-next
-		started := w.at
+		started, ended := w.at, <-endedAt
 		if d := ended.Sub(called); d < DefaultInfrequentInterval-DefaultFrequentInterval || d > DefaultInfrequentInterval+DefaultFrequentInterval {
 			t.Errorf("the leadership ended %v after Shutdown was called; want at the announced moment, within InfrequentInterval + FrequentInterval", d)
 		}

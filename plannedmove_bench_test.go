@@ -35,7 +35,7 @@ var (
 // leadership ended on its own (lost to a slow store) is not counted.
 // Each move at the defaults takes about a minute in storage mode:
 //
-//	go test -run '^$' -bench BenchmarkPlannedMove -benchtime 10x -timeout 30m .
+//	go test -run '^$' -bench BenchmarkPlannedMove -benchtime 12x -timeout 40m .
 func BenchmarkPlannedMove(b *testing.B) {
 	for _, c := range []struct {
 		name           string

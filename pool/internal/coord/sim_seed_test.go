@@ -1,0 +1,66 @@
+package coord
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+var (
+	simSeeds = flag.Int("sim.seeds", 200, "seeds TestSimulation runs")
+	simFirst = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
+)
+
+func runSeed(seed uint64) *sim {
+	s := newSim(seed, defaultSim)
+	s.run()
+	return s
+}
+
+// TestSimulation runs seeds of the pool under faults and checks that no
+// shard has two live leaderships, that terms rise, and that every shard
+// is led within the bound after the faults stop.
+func TestSimulation(t *testing.T) {
+	var worst time.Duration
+	failed := 0
+	for i := range *simSeeds {
+		seed := *simFirst + uint64(i)
+		s := newSim(seed, defaultSim)
+		h := s.run()
+		if s.ledAt > worst {
+			worst = s.ledAt
+		}
+		if len(s.fails) > 0 {
+			failed++
+			if failed <= 1 {
+				os.Stdout.Write(s.ledger.Bytes())
+			}
+			t.Errorf("seed %d (ledger %s): %d failures, first: %s", seed, h, len(s.fails), s.fails[0])
+			if failed > 5 {
+				t.FailNow()
+			}
+		}
+	}
+	t.Logf("%d seeds from %d: %d failed; every shard led at most %v after the faults stopped", *simSeeds, *simFirst, failed, worst)
+}
+
+// TestSimulationReplays runs one seed 20 times and expects one ledger.
+func TestSimulationReplays(t *testing.T) {
+	const seed = 7
+	first := ""
+	for i := range 20 {
+		s := newSim(seed, defaultSim)
+		h := s.run()
+		if i == 0 {
+			first = h
+			t.Logf("seed %d: ledger %s, %d events, %d bytes", seed, h, s.steps, s.ledger.Len())
+			continue
+		}
+		if h != first {
+			t.Fatalf("run %d of seed %d: ledger %s; want %s", i, seed, h, first)
+		}
+	}
+	fmt.Fprint(os.Stderr)
+}

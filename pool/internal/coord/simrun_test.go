@@ -1,0 +1,193 @@
+package coord
+
+import (
+	"container/heap"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// run plays the seed's history and returns the hash of its ledger.
+func (s *sim) run() string {
+	end := s.cfg.faultFor + s.cfg.calmFor
+	s.at(s.dur(0, 2*s.cfg.faultEvery), nil, "fault", s.fault)
+	s.at(s.cfg.faultFor, nil, "calm", s.calmDown)
+	for len(s.q) > 0 {
+		ev := heap.Pop(&s.q).(*event)
+		if ev.at > end {
+			break
+		}
+		s.now = ev.at
+		s.steps++
+		if s.steps > 3_000_000 {
+			s.fail("stuck: %d events by %v, the last %s", s.steps, s.now, ev.what)
+			break
+		}
+		if p := ev.p; p != nil {
+			if p.inc != ev.inc || !p.up {
+				continue
+			}
+			if s.now < p.pauseTill {
+				ev.at, ev.tie = p.pauseTill, s.rng.Uint64()
+				heap.Push(&s.q, ev)
+				continue
+			}
+		}
+		ev.fn()
+		if s.calm && s.ledAt < 0 && s.allLed() {
+			s.ledAt = s.now - s.cfg.faultFor
+			s.log("all shards led, %v after the calm began", s.ledAt)
+		}
+	}
+	s.now = end
+	if !s.allLed() {
+		s.fail("shards not led %v after the faults stopped: %v", s.cfg.calmFor, s.unled())
+	}
+	sum := sha256.Sum256(s.ledger.Bytes())
+	return hex.EncodeToString(sum[:8])
+}
+
+func (s *sim) unled() []string {
+	var out []string
+	for _, sh := range s.shards {
+		n := 0
+		for _, q := range s.procs {
+			if l := q.ls[sh]; l != nil && s.live(q, l) {
+				n++
+			}
+		}
+		if n != 1 {
+			out = append(out, fmt.Sprintf("%s×%d", sh, n))
+		}
+	}
+	return out
+}
+
+func (s *sim) allLed() bool { return len(s.unled()) == 0 }
+
+// calmDown ends every fault: every worker runs, reaches the store, and
+// no operator touches the objects.
+func (s *sim) calmDown() {
+	s.calm = true
+	s.log("calm")
+	if h := s.holder; h != nil && h.c != nil {
+		s.log("%s coordinator: %s", h.id, h.c.debug(h.local(s.now)))
+	}
+	for _, p := range s.procs {
+		p.cutTill, p.grayTill = 0, 0
+		if p.pauseTill > s.now {
+			p.pauseTill = s.now
+		}
+		if !p.up {
+			s.start(p)
+		}
+	}
+}
+
+func (s *sim) pick() *proc {
+	var up []*proc
+	for _, p := range s.procs {
+		if p.up {
+			up = append(up, p)
+		}
+	}
+	if len(up) == 0 {
+		return nil
+	}
+	if s.holder != nil && s.holder.up && s.rng.IntN(4) == 0 {
+		return s.holder // the coordinator, more often than its share
+	}
+	return up[s.rng.IntN(len(up))]
+}
+
+func (s *sim) fault() {
+	if s.calm {
+		return
+	}
+	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
+	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime"}
+	kind := kinds[s.rng.IntN(len(kinds))]
+	p := s.pick()
+	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
+		return
+	}
+	s.faults[kind]++
+	switch kind {
+	case "kill":
+		s.kill(p)
+		s.at(s.now+s.dur(0, 3*p.tm.lt), nil, "restart", func() {
+			if !p.up && !s.calm {
+				s.start(p)
+			}
+		})
+	case "pause":
+		p.pauseTill = s.now + s.dur(0, 2*p.tm.lt)
+		s.log("%s paused till %.4f", p.id, p.pauseTill.Seconds())
+	case "cut":
+		p.cutTill = s.now + s.dur(0, 2*p.tm.lt)
+		s.log("%s cut off the store till %.4f", p.id, p.cutTill.Seconds())
+	case "gray":
+		p.grayTill = s.now + s.dur(p.tm.lt/2, 3*p.tm.lt)
+		s.log("%s cut off the pool's objects till %.4f", p.id, p.grayTill.Seconds())
+	case "delete", "restore":
+		keys := sortedKeys(s.store)
+		if len(keys) == 0 {
+			return
+		}
+		k := keys[s.rng.IntN(len(keys))]
+		o := s.store[k]
+		var data []byte
+		if kind == "restore" {
+			data = o.hist[len(o.hist)-1-s.rng.IntN(min(len(o.hist), 6))]
+		}
+		s.etags++
+		o.data, o.etag = data, fmt.Sprintf("e%d", s.etags)
+		o.hist = append(o.hist, data)
+		s.log("operator %s %s: %s", kind, k, data)
+	case "leave":
+		s.log("%s leaves", p.id)
+		s.wdo(p, p.w.Leave(p.local(s.now)))
+		s.at(s.now+s.dur(p.tm.lt, 4*p.tm.lt), nil, "rejoin", func() {
+			if !p.up && !s.calm {
+				s.start(p)
+			}
+		})
+	case "join":
+		if len(s.procs) < s.cfg.maxWorkers {
+			s.addProc()
+		}
+	case "resign":
+		for _, sh := range sortedKeys(p.ls) {
+			if l := p.ls[sh]; s.live(p, l) {
+				s.log("%s's Work for %s returns", p.id, sh)
+				l.ended = true
+				s.workDone(p, sh)
+				break
+			}
+		}
+	case "retime":
+		s.kill(p)
+		p.tm = timings[s.rng.IntN(len(timings))]
+		s.start(p)
+	}
+}
+
+// debug describes the coordinator's state for a ledger.
+func (c *Coordinator) debug(now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "term %d ready %v allRead %v lmax %v ghosts %d:", c.term, c.Ready(now), !c.allRead.IsZero(), c.lmax, len(c.ghosts))
+	for _, g := range c.ghosts {
+		fmt.Fprintf(&b, " ghost(all=%v till %v)", g.all, g.until.Sub(now))
+	}
+	for _, id := range sortedKeys(c.keys) {
+		k := c.keys[id]
+		fmt.Fprintf(&b, " [%s get=%v/%v pageRead=%v writing=%v hist=%d", id, k.getting, k.wantGet, k.page.read, k.page.writing, len(k.page.hist))
+		if k.cur != nil {
+			fmt.Fprintf(&b, " %s applied=%v early=%v", k.cur.session, k.cur.applied, k.cur.early)
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -28,14 +27,26 @@ func TestSimulation(t *testing.T) {
 	for i := range *simSeeds {
 		seed := *simFirst + uint64(i)
 		s := newSim(seed, defaultSim)
-		h := s.run()
+		h := func() string {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("seed %d panicked: %v", seed, r)
+				}
+			}()
+			return s.run()
+		}()
 		if s.ledAt > worst {
 			worst = s.ledAt
 		}
 		if len(s.fails) > 0 {
 			failed++
 			if failed <= 1 {
-				os.Stdout.Write(s.ledger.Bytes())
+				r := newSim(seed, defaultSim) // the same history, its ledger kept
+				r.keep = true
+				if rh := r.run(); rh != h {
+					t.Errorf("seed %d replayed to ledger %s; first run %s", seed, rh, h)
+				}
+				os.Stdout.Write(r.ledger.Bytes())
 			}
 			t.Errorf("seed %d (ledger %s): %d failures, first: %s", seed, h, len(s.fails), s.fails[0])
 			if failed > 5 {
@@ -43,7 +54,7 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds from %d: %d failed; every shard led at most %v after the faults stopped", *simSeeds, *simFirst, failed, worst)
+	t.Logf("%d seeds from %d: %d failed; every shard led at most %v after the faults stopped (bound %v)", *simSeeds, *simFirst, failed, worst, ledBound())
 }
 
 // TestSimulationReplays runs one seed 20 times and expects one ledger.
@@ -55,12 +66,11 @@ func TestSimulationReplays(t *testing.T) {
 		h := s.run()
 		if i == 0 {
 			first = h
-			t.Logf("seed %d: ledger %s, %d events, %d bytes", seed, h, s.steps, s.ledger.Len())
+			t.Logf("seed %d: ledger %s, %d events", seed, h, s.steps)
 			continue
 		}
 		if h != first {
 			t.Fatalf("run %d of seed %d: ledger %s; want %s", i, seed, h, first)
 		}
 	}
-	fmt.Fprint(os.Stderr)
 }

@@ -3,10 +3,13 @@ package coord
 import (
 	"bytes"
 	"container/heap"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,7 +115,10 @@ type sim struct {
 	procs  []*proc
 	shards []string
 	base   time.Time
-	ledger bytes.Buffer
+	ledger bytes.Buffer // kept only with keep
+	hash   hash.Hash    // of the whole ledger
+	keep   bool
+	line   []byte
 	fails  []string
 
 	holder   *proc
@@ -121,12 +127,13 @@ type sim struct {
 	renewed  time.Duration
 	holderLT time.Duration
 
-	maxTerm  map[string]uint64
-	calm     bool
-	ledAt    time.Duration // when every shard was first led after the calm began
-	steps    int
-	faults   map[string]int
-	overlaps int
+	maxTerm   map[string]uint64
+	calm      bool
+	ledAt     time.Duration // when every shard was first led after the calm began
+	steps     int
+	faults    map[string]int
+	overlaps  int
+	nextCheck time.Duration
 }
 
 var (
@@ -136,7 +143,7 @@ var (
 )
 
 func newSim(seed uint64, cfg simConfig) *sim {
-	s := &sim{cfg: cfg, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), store: map[string]*obj{},
+	s := &sim{cfg: cfg, seed: seed, hash: sha256.New(), rng: rand.New(rand.NewPCG(seed, 0x5eed)), store: map[string]*obj{},
 		base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), maxTerm: map[string]uint64{}, faults: map[string]int{}, ledAt: -1}
 	for i := range cfg.shards {
 		s.shards = append(s.shards, fmt.Sprintf("s%02d", i))
@@ -148,9 +155,14 @@ func newSim(seed uint64, cfg simConfig) *sim {
 }
 
 func (s *sim) log(format string, args ...any) {
-	fmt.Fprintf(&s.ledger, "%10.4f ", s.now.Seconds())
-	fmt.Fprintf(&s.ledger, format, args...)
-	s.ledger.WriteByte('\n')
+	s.line = strconv.AppendFloat(s.line[:0], s.now.Seconds(), 'f', 4, 64)
+	s.line = append(s.line, ' ')
+	s.line = fmt.Appendf(s.line, format, args...)
+	s.line = append(s.line, '\n')
+	s.hash.Write(s.line)
+	if s.keep {
+		s.ledger.Write(s.line)
+	}
 }
 
 func (s *sim) fail(format string, args ...any) {
@@ -167,11 +179,17 @@ func (s *sim) dur(lo, hi time.Duration) time.Duration {
 }
 
 func (s *sim) at(t time.Duration, p *proc, what string, fn func()) {
-	s.seq++
 	inc := 0
 	if p != nil {
 		inc = p.inc
 	}
+	s.atInc(t, p, inc, what, fn)
+}
+
+// atInc schedules fn for incarnation inc of p: if p has restarted since,
+// it is dropped.
+func (s *sim) atInc(t time.Duration, p *proc, inc int, what string, fn func()) {
+	s.seq++
 	heap.Push(&s.q, &event{at: t, tie: s.rng.Uint64(), seq: s.seq, p: p, inc: inc, what: what, fn: fn})
 }
 
@@ -231,14 +249,10 @@ func (s *sim) call(p *proc, what string, do func() (func(), string), failed func
 		s.log("store %s %s", what, note)
 		back := s.now + s.latency()
 		if !s.calm && s.rng.IntN(50) == 0 {
-			s.at(back, p, what+" lost", func() { failed(errLost) })
+			s.atInc(back, p, inc, what+" lost", func() { failed(errLost) })
 			return
 		}
-		s.at(back, p, what+" reply", func() {
-			if p.inc == inc {
-				reply()
-			}
-		})
+		s.atInc(back, p, inc, what+" reply", reply)
 	})
 }
 

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"container/heap"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -36,17 +35,36 @@ func (s *sim) run() string {
 			}
 		}
 		ev.fn()
-		if s.calm && s.ledAt < 0 && s.allLed() {
-			s.ledAt = s.now - s.cfg.faultFor
-			s.log("all shards led, %v after the calm began", s.ledAt)
+		if s.calm && s.ledAt < 0 && s.now >= s.nextCheck {
+			s.nextCheck = s.now + 20*time.Millisecond
+			if s.allLed() {
+				s.ledAt = s.now - s.cfg.faultFor
+				s.log("all shards led, %v after the calm began", s.ledAt)
+			}
 		}
 	}
 	s.now = end
-	if !s.allLed() {
+	switch bound := ledBound(); {
+	case !s.allLed():
 		s.fail("shards not led %v after the faults stopped: %v", s.cfg.calmFor, s.unled())
+	case s.ledAt < 0 || s.ledAt > bound:
+		s.fail("every shard was led only %v after the faults stopped; the bound is %v", s.ledAt, bound)
 	}
-	sum := sha256.Sum256(s.ledger.Bytes())
-	return hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(s.hash.Sum(nil)[:8])
+}
+
+// ledBound is the liveness bound the simulation checks: once the faults
+// stop (every worker running and reaching the store), every shard is led
+// within 3 × LeaderTimeout + 3 × FrequentInterval, the longest of each in
+// the pool: the coordinator's election (a lease), its era's wait (a
+// lease, and the first pages applied), a dead session's lease, and the
+// grants read by their workers.
+func ledBound() time.Duration {
+	var fi, lt time.Duration
+	for _, t := range timings {
+		fi, lt = max(fi, t.fi), max(lt, t.lt)
+	}
+	return 3*lt + 3*fi
 }
 
 func (s *sim) unled() []string {

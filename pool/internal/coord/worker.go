@@ -211,6 +211,9 @@ func (w *Worker) timer(now time.Time, fx []Effect) []Effect {
 func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effect {
 	var fx []Effect
 	wr := w.inflight
+	if wr == nil {
+		return w.timer(now, fx) // no write in flight: a stray reply
+	}
 	w.inflight = nil
 	switch {
 	case err == nil:

@@ -40,7 +40,7 @@ func (f *fixture) add() int {
 	p, err := New(Config{Store: f.st, Prefix: "pools/t/", ID: fmt.Sprintf("w%d", len(f.pools)), Shards: f.shards,
 		FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+		Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
 	if err != nil {
 		f.t.Fatalf("New() = %v", err)
 	}

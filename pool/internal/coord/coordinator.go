@@ -79,6 +79,7 @@ type Coordinator struct {
 	keys    map[string]*key
 	shards  map[string]bool
 	order   []string // cfg.Shards by hash
+	rank    map[string]int
 	owner   map[string]string
 	ghosts  []ghost
 	listing bool
@@ -118,6 +119,10 @@ func (c *Coordinator) SetShards(shards []string) {
 		}
 		return cmpString(a, b)
 	})
+	c.rank = map[string]int{}
+	for i, s := range c.order {
+		c.rank[s] = i
+	}
 }
 
 func cmpString(a, b string) int {
@@ -518,33 +523,37 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		}
 	}
 	want := map[string]map[string]uint64{}
+	var takers []string // live workers below their target, whose page is not being written
 	for _, id := range live {
 		k := c.keys[id]
+		mine := slices.DeleteFunc(sortedKeys(k.page.shards), func(s string) bool { return !c.shards[s] })
+		slices.SortFunc(mine, func(a, b string) int { return c.rank[a] - c.rank[b] })
 		m := map[string]uint64{}
-		for _, s := range c.order {
-			if t, ok := k.page.shards[s]; ok && len(m) < target[id] {
-				m[s] = t
-			}
+		for _, s := range mine[:min(len(mine), target[id])] {
+			m[s] = k.page.shards[s]
 		}
 		want[id] = m
+		if len(m) < target[id] && !k.page.writing {
+			takers = append(takers, id)
+		}
 	}
-	// Grant the free shards.
+	slices.SortStableFunc(takers, func(a, b string) int {
+		return (target[b] - len(want[b])) - (target[a] - len(want[a]))
+	})
+	// Grant the free shards: back to the worker that had one if it takes,
+	// else round the takers, most short first.
+	next := 0
 	for _, s := range c.order {
+		if len(takers) == 0 {
+			break
+		}
 		if held[s] {
 			continue
 		}
-		to := ""
-		if o := c.owner[s]; want[o] != nil && len(want[o]) < target[o] {
-			to = o // back to the worker that had it
-		} else {
-			for _, id := range live {
-				if d := target[id] - len(want[id]); d > 0 && (to == "" || d > target[to]-len(want[to])) {
-					to = id
-				}
-			}
-		}
-		if to == "" {
-			break
+		to := c.owner[s]
+		if !slices.Contains(takers, to) {
+			to = takers[next%len(takers)]
+			next++
 		}
 		if c.grants+1 >= 1<<32 {
 			return append(fx, c.stepDown(now, errors.New("the era has granted 2^32 shards"))...)
@@ -552,6 +561,9 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		c.grants++
 		want[to][s] = c.term<<32 | c.grants
 		c.owner[s] = to
+		if len(want[to]) >= target[to] {
+			takers = slices.DeleteFunc(takers, func(id string) bool { return id == to })
+		}
 	}
 	for _, id := range live {
 		k := c.keys[id]

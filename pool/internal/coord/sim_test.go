@@ -27,6 +27,8 @@ type simConfig struct {
 	faultEvery      time.Duration // mean time between faults
 	calmFor         time.Duration // how long the run goes on after the faults stop
 	maxWorkers      int           // joins stop there
+	timing          *timing       // every worker's, if set; else drawn
+	noLog           bool          // keep no ledger (measurements at scale)
 }
 
 var defaultSim = simConfig{workers: 5, shards: 16, faultFor: 90 * time.Second, faultEvery: 2 * time.Second, calmFor: 40 * time.Second, maxWorkers: 8}
@@ -69,6 +71,7 @@ type proc struct {
 	noRunTill time.Duration
 	ls        map[string]*lship
 	sessions  int
+	calls     map[string]int // store requests sent, by kind
 }
 
 type event struct {
@@ -134,6 +137,7 @@ type sim struct {
 	faults    map[string]int
 	overlaps  int
 	nextCheck time.Duration
+	starts    int
 }
 
 var (
@@ -155,6 +159,9 @@ func newSim(seed uint64, cfg simConfig) *sim {
 }
 
 func (s *sim) log(format string, args ...any) {
+	if s.cfg.noLog {
+		return
+	}
 	s.line = strconv.AppendFloat(s.line[:0], s.now.Seconds(), 'f', 4, 64)
 	s.line = append(s.line, ' ')
 	s.line = fmt.Appendf(s.line, format, args...)
@@ -195,7 +202,10 @@ func (s *sim) atInc(t time.Duration, p *proc, inc int, what string, fn func()) {
 
 func (s *sim) addProc() *proc {
 	p := &proc{id: fmt.Sprintf("w%d", len(s.procs)), n: len(s.procs), rate: 0.95 + 0.1*s.rng.Float64(),
-		off: s.dur(0, time.Hour), tm: timings[s.rng.IntN(2)]}
+		off: s.dur(0, time.Hour), tm: timings[s.rng.IntN(2)], calls: map[string]int{}}
+	if s.cfg.timing != nil {
+		p.tm = *s.cfg.timing
+	}
 	s.procs = append(s.procs, p)
 	s.start(p)
 	return p
@@ -239,6 +249,7 @@ func (s *sim) reachable(p *proc, pool bool) bool {
 // reply comes back after another (or is lost).
 func (s *sim) call(p *proc, what string, do func() (func(), string), failed func(error)) {
 	inc := p.inc
+	p.calls[strings.Fields(what)[0]]++
 	if !s.reachable(p, true) {
 		s.at(s.now+p.tm.fi, p, what+" timeout", func() { failed(errTimeout) })
 		return
@@ -401,6 +412,7 @@ func (s *sim) started(p *proc, sh string, term uint64, deadline time.Time) {
 		s.fail("shard %s: term %d after %d", sh, term, s.maxTerm[sh])
 	}
 	s.maxTerm[sh] = max(s.maxTerm[sh], term)
+	s.starts++
 	p.ls[sh] = &lship{term: term, deadline: deadline}
 }
 

@@ -14,27 +14,13 @@ func (s *sim) run() string {
 	s.at(s.dur(0, 2*s.cfg.faultEvery), nil, "fault", s.fault)
 	s.at(s.cfg.faultFor, nil, "calm", s.calmDown)
 	for len(s.q) > 0 {
+		if s.q[0].at > end {
+			break
+		}
 		ev := heap.Pop(&s.q).(*event)
-		if ev.at > end {
+		if !s.deliver(ev) {
 			break
 		}
-		s.now = ev.at
-		s.steps++
-		if s.steps > 3_000_000 {
-			s.fail("stuck: %d events by %v, the last %s", s.steps, s.now, ev.what)
-			break
-		}
-		if p := ev.p; p != nil {
-			if p.inc != ev.inc || !p.up {
-				continue
-			}
-			if s.now < p.pauseTill {
-				ev.at, ev.tie = p.pauseTill, s.rng.Uint64()
-				heap.Push(&s.q, ev)
-				continue
-			}
-		}
-		ev.fn()
 		if s.calm && s.ledAt < 0 && s.now >= s.nextCheck {
 			s.nextCheck = s.now + 20*time.Millisecond
 			if s.allLed() {
@@ -51,6 +37,28 @@ func (s *sim) run() string {
 		s.fail("every shard was led only %v after the faults stopped; the bound is %v", s.ledAt, bound)
 	}
 	return hex.EncodeToString(s.hash.Sum(nil)[:8])
+}
+
+// deliver runs one event; it reports false when the run is stuck.
+func (s *sim) deliver(ev *event) bool {
+	s.now = ev.at
+	s.steps++
+	if s.steps > 3_000_000 {
+		s.fail("stuck: %d events by %v, the last %s", s.steps, s.now, ev.what)
+		return false
+	}
+	if p := ev.p; p != nil {
+		if p.inc != ev.inc || !p.up {
+			return true
+		}
+		if s.now < p.pauseTill {
+			ev.at, ev.tie = p.pauseTill, s.rng.Uint64()
+			heap.Push(&s.q, ev)
+			return true
+		}
+	}
+	ev.fn()
+	return true
 }
 
 // ledBound is the liveness bound the simulation checks: once the faults

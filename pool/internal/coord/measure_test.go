@@ -1,0 +1,188 @@
+package coord
+
+import (
+	"container/heap"
+	"flag"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// The figures of the pool in virtual time, at the defaults (FrequentInterval
+// 5 s, LeaderTimeout 15 s), store latencies of 2 to 40 ms and no faults:
+//
+//	go test ./pool/internal/coord -run TestFigures -sim.figures -v
+var simFigures = flag.Bool("sim.figures", false, "TestFigures measures the pool in virtual time")
+
+// step runs the events due up to t.
+func (s *sim) step(t time.Duration) {
+	for len(s.q) > 0 && s.q[0].at <= t {
+		ev := heap.Pop(&s.q).(*event)
+		if !s.deliver(ev) {
+			return
+		}
+	}
+	s.now = t
+}
+
+// waitFor runs until cond holds, checking every 20 ms, for at most limit;
+// it returns how long that took.
+func (s *sim) waitFor(limit time.Duration, cond func() bool) (time.Duration, bool) {
+	start := s.now
+	for s.now-start <= limit {
+		if cond() {
+			return s.now - start, true
+		}
+		s.step(s.now + 20*time.Millisecond)
+	}
+	return s.now - start, false
+}
+
+// balanced reports whether every shard is led once and every running
+// worker leads ⌊N/W⌋ or ⌈N/W⌉.
+func (s *sim) balanced() bool {
+	if !s.allLed() {
+		return false
+	}
+	var up []*proc
+	for _, p := range s.procs {
+		if p.up {
+			up = append(up, p)
+		}
+	}
+	lo := len(s.shards) / len(up)
+	for _, p := range up {
+		n := 0
+		for _, l := range p.ls {
+			if s.live(p, l) {
+				n++
+			}
+		}
+		if n < lo || n > lo+1 {
+			return false
+		}
+	}
+	return true
+}
+
+type figures struct {
+	cold, crash, coordCrash, join, leave []float64 // in LeaderTimeouts
+	workerPuts, workerGets, coordReads    []float64 // per FrequentInterval
+	joinMoves                             []float64
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return -1
+	}
+	ys := slices.Clone(xs)
+	slices.Sort(ys)
+	return ys[len(ys)/2]
+}
+
+func maxOf(xs []float64) float64 {
+	if len(xs) == 0 {
+		return -1
+	}
+	return slices.Max(xs)
+}
+
+// measure plays one seed of the scenario: a cold start, a steady state,
+// a worker's crash, the coordinator's crash, a join and a leave.
+func measure(t *testing.T, seed uint64, workers, shards int, f *figures) {
+	tm := timing{5 * time.Second, 15 * time.Second}
+	s := newSim(seed, simConfig{workers: 0, shards: shards, timing: &tm, noLog: true, maxWorkers: workers + 1})
+	s.calm = true // no faults, no lost replies, no slow calls
+	for range workers {
+		s.addProc()
+	}
+	lt := tm.lt.Seconds()
+	limit := 10 * tm.lt
+	if d, ok := s.waitFor(limit, s.balanced); ok {
+		f.cold = append(f.cold, d.Seconds()/lt)
+	} else {
+		t.Fatalf("seed %d: %d workers over %d shards not balanced %v after a cold start", seed, workers, shards, limit)
+	}
+	s.step(s.now + 2*tm.lt)
+	// Steady state: the requests of 10 intervals.
+	before := map[*proc]map[string]int{}
+	for _, p := range s.procs {
+		before[p] = map[string]int{"put": p.calls["put"], "get": p.calls["get"], "list": p.calls["list"]}
+	}
+	s.step(s.now + 10*tm.fi)
+	coordinator := s.holder
+	var puts, gets float64
+	n := 0
+	for _, p := range s.procs {
+		dp, dg, dl := p.calls["put"]-before[p]["put"], p.calls["get"]-before[p]["get"], p.calls["list"]-before[p]["list"]
+		if p == coordinator {
+			f.coordReads = append(f.coordReads, float64(dl+dg)/10)
+			continue
+		}
+		puts += float64(dp)
+		gets += float64(dg)
+		n++
+	}
+	f.workerPuts = append(f.workerPuts, puts/float64(n)/10)
+	f.workerGets = append(f.workerGets, gets/float64(n)/10)
+	// A worker's crash, at a phase drawn from the seed.
+	s.step(s.now + s.dur(0, tm.fi))
+	victim := s.procs[0]
+	if victim == coordinator {
+		victim = s.procs[1]
+	}
+	s.kill(victim)
+	if d, ok := s.waitFor(limit, s.allLed); ok {
+		f.crash = append(f.crash, d.Seconds()/lt)
+	} else {
+		t.Fatalf("seed %d: shards not led again %v after a worker's crash", seed, limit)
+	}
+	s.waitFor(limit, s.balanced)
+	s.step(s.now + s.dur(0, tm.fi))
+	s.kill(coordinator)
+	if d, ok := s.waitFor(limit, s.allLed); ok {
+		f.coordCrash = append(f.coordCrash, d.Seconds()/lt)
+	} else {
+		t.Fatalf("seed %d: shards not led again %v after the coordinator's crash", seed, limit)
+	}
+	s.waitFor(limit, s.balanced)
+	starts := s.starts
+	s.addProc()
+	if d, ok := s.waitFor(limit, s.balanced); ok {
+		f.join = append(f.join, d.Seconds()/lt)
+		f.joinMoves = append(f.joinMoves, float64(s.starts-starts))
+	} else {
+		t.Fatalf("seed %d: not balanced %v after a join", seed, limit)
+	}
+	s.step(s.now + s.dur(0, tm.fi))
+	leaver := s.procs[len(s.procs)-1]
+	s.wdo(leaver, leaver.w.Leave(leaver.local(s.now)))
+	if d, ok := s.waitFor(limit, func() bool { return !leaver.up && s.allLed() }); ok {
+		f.leave = append(f.leave, d.Seconds()/lt)
+	} else {
+		t.Fatalf("seed %d: shards not led again %v after a leave", seed, limit)
+	}
+	if len(s.fails) > 0 {
+		t.Fatalf("seed %d: %v", seed, s.fails)
+	}
+}
+
+func TestFigures(t *testing.T) {
+	if !*simFigures {
+		t.Skip("measurements: run with -sim.figures")
+	}
+	for _, c := range []struct{ workers, shards, seeds int }{{10, 100, 21}, {30, 300, 11}, {100, 1000, 5}} {
+		var f figures
+		for seed := range c.seeds {
+			measure(t, uint64(seed+1), c.workers, c.shards, &f)
+		}
+		fmt.Printf("%d workers, %d shards, %d seeds (LeaderTimeout 15 s, FrequentInterval 5 s):\n", c.workers, c.shards, c.seeds)
+		fmt.Printf("  cold start balanced: median %.2f, max %.2f LeaderTimeouts\n", median(f.cold), maxOf(f.cold))
+		fmt.Printf("  worker crash, shards led again: median %.2f, max %.2f\n", median(f.crash), maxOf(f.crash))
+		fmt.Printf("  coordinator crash, shards led again: median %.2f, max %.2f\n", median(f.coordCrash), maxOf(f.coordCrash))
+		fmt.Printf("  join balanced: median %.2f, max %.2f; leaderships started %.0f (median)\n", median(f.join), maxOf(f.join), median(f.joinMoves))
+		fmt.Printf("  leave (drain 0 to 2.5 s), shards led again: median %.2f, max %.2f\n", median(f.leave), maxOf(f.leave))
+		fmt.Printf("  steady state per worker per interval: %.2f PUT, %.2f GET; coordinator's reads %.2f\n", median(f.workerPuts), median(f.workerGets), median(f.coordReads))
+	}
+}

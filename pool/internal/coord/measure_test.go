@@ -68,8 +68,8 @@ func (s *sim) balanced() bool {
 
 type figures struct {
 	cold, crash, coordCrash, join, leave []float64 // in LeaderTimeouts
-	workerPuts, workerGets, coordReads    []float64 // per FrequentInterval
-	joinMoves                             []float64
+	workerPuts, workerGets, coordReads   []float64 // per FrequentInterval
+	joinMoves                            []float64
 }
 
 func median(xs []float64) float64 {

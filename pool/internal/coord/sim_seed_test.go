@@ -3,19 +3,21 @@ package coord
 import (
 	"flag"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 )
 
 var (
-	simSeeds = flag.Int("sim.seeds", 200, "seeds TestSimulation runs")
+	simSeeds = flag.Int("sim.seeds", defaultSeeds(), "seeds TestSimulation runs (default $S3LECT_SIM_SEEDS, else 200)")
 	simFirst = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
 )
 
-func runSeed(seed uint64) *sim {
-	s := newSim(seed, defaultSim)
-	s.run()
-	return s
+func defaultSeeds() int {
+	if n, err := strconv.Atoi(os.Getenv("S3LECT_SIM_SEEDS")); err == nil && n > 0 {
+		return n
+	}
+	return 200
 }
 
 // TestSimulation runs seeds of the pool under faults and checks that no

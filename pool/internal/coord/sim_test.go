@@ -72,6 +72,7 @@ type proc struct {
 	ls        map[string]*lship
 	sessions  int
 	calls     map[string]int // store requests sent, by kind
+	twin      bool           // a second process of another's ID
 }
 
 type event struct {
@@ -227,7 +228,7 @@ func (s *sim) start(p *proc) {
 	p.c, p.ls = nil, map[string]*lship{}
 	p.w = NewWorker(WorkerConfig{ID: p.id, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt, NewSession: func() string {
 		p.sessions++
-		return fmt.Sprintf("%s.%d.%d", p.id, p.inc, p.sessions)
+		return fmt.Sprintf("%s.%d.%d.%d", p.id, p.n, p.inc, p.sessions) // random in the executor: the process index keeps twins apart
 	}})
 	s.log("%s start #%d fi=%v lt=%v", p.id, p.inc, p.tm.fi, p.tm.lt)
 	s.wdo(p, p.w.Start(p.local(s.now)))

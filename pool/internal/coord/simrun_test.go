@@ -106,7 +106,10 @@ func (s *sim) calmDown() {
 		if p.pauseTill > s.now {
 			p.pauseTill = s.now
 		}
-		if !p.up {
+		switch {
+		case p.twin && p.up:
+			s.kill(p)
+		case !p.up && !p.twin:
 			s.start(p)
 		}
 	}
@@ -133,7 +136,7 @@ func (s *sim) fault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
-	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime"}
+	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
@@ -193,6 +196,16 @@ func (s *sim) fault() {
 				break
 			}
 		}
+	case "twin":
+		// A second process given the same ID, for a while.
+		tw := &proc{id: p.id, n: len(s.procs), rate: 0.95 + 0.1*s.rng.Float64(), off: s.dur(0, time.Hour), tm: p.tm, calls: map[string]int{}, twin: true}
+		s.procs = append(s.procs, tw)
+		s.start(tw)
+		s.at(s.now+s.dur(p.tm.lt, 4*p.tm.lt), nil, "twin ends", func() {
+			if tw.up {
+				s.kill(tw)
+			}
+		})
 	case "retime":
 		s.kill(p)
 		p.tm = timings[s.rng.IntN(len(timings))]

@@ -70,27 +70,28 @@ type key struct {
 // Coordinator decides the assignment for one era: the term of one
 // leadership of the pool's election.
 type Coordinator struct {
-	cfg     CoordConfig
-	term    uint64
-	grants  uint64
-	n       uint64 // page writes of this era
-	lmax    time.Duration
-	maxTTL  int64
-	keys    map[string]*key
-	shards  map[string]bool
-	order   []string // cfg.Shards by hash
-	rank    map[string]int
-	owner   map[string]string
-	ghosts  []ghost
-	listing bool
-	listed  bool      // the era's first listing has returned
-	allRead time.Time // every key of the first listing read; zero before
-	nextLst time.Time
-	lastOK  time.Time
-	first   time.Time // the first session seen joining an empty pool
-	lastNew time.Time
-	down    bool
-	sweep   int
+	cfg      CoordConfig
+	term     uint64
+	grants   uint64
+	n        uint64 // page writes of this era
+	lmax     time.Duration
+	maxTTL   int64
+	keys     map[string]*key
+	shards   map[string]bool
+	order    []string // cfg.Shards by hash
+	rank     map[string]int
+	capacity int // shards one page can name
+	owner    map[string]string
+	ghosts   []ghost
+	listing  bool
+	listed   bool      // the era's first listing has returned
+	allRead  time.Time // every key of the first listing read; zero before
+	nextLst  time.Time
+	lastOK   time.Time
+	first    time.Time // the first session seen joining an empty pool
+	lastNew  time.Time
+	down     bool
+	sweep    int
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
@@ -120,9 +121,21 @@ func (c *Coordinator) SetShards(shards []string) {
 		return cmpString(a, b)
 	})
 	c.rank = map[string]int{}
+	longest := 0
 	for i, s := range c.order {
 		c.rank[s] = i
+		longest = max(longest, len(Marshal(s)))
 	}
+	c.capacity = PageCapacity(longest)
+}
+
+// PageCapacity is how many shards whose names take at most encoded bytes
+// in JSON (quotes included) one page, or one session object, can list
+// within store.MaxObjectSize: a worker never leads more. An entry takes
+// the name, a colon, a term of at most 20 digits and a comma; 1 KiB is
+// kept for the rest of the object.
+func PageCapacity(encoded int) int {
+	return (store.MaxObjectSize - 1024) / (encoded + 22)
 }
 
 func cmpString(a, b string) int {
@@ -521,6 +534,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		if i < n%w {
 			target[id]++
 		}
+		target[id] = min(target[id], c.capacity) // a page must fit an object
 	}
 	want := map[string]map[string]uint64{}
 	var takers []string // live workers below their target, whose page is not being written

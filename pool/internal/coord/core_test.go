@@ -252,3 +252,22 @@ func TestCoordinatorStepsDownBeforeALaterEra(t *testing.T) {
 		t.Fatalf("PageRead(era 5) in era 4 = %v; want step-down", ops(fx))
 	}
 }
+
+func TestPagesAtCapacityFitAnObject(t *testing.T) {
+	for _, name := range []string{"s%d", "shard-%05d", "a-rather-long-shard-name-of-some-service-%05d", "\x01\x02%05d"} {
+		var shards []string
+		for i := range 20_000 {
+			shards = append(shards, fmt.Sprintf(name, i))
+		}
+		c := NewCoordinator(CoordConfig{Shards: shards, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 1<<32-1)
+		m := map[string]uint64{}
+		for _, s := range c.order[:min(c.capacity, len(c.order))] {
+			m[s] = 1<<64 - 1
+		}
+		p := Marshal(Page{V: wireVersion, Ver: Ver{1<<32 - 1, 1<<64 - 1}, ID: strings.Repeat("w", 200), Session: "0123456789abcdef", Shards: m, MaxTTL: 1 << 62})
+		sess := Marshal(Session{V: wireVersion, ID: strings.Repeat("w", 200), Session: "0123456789abcdef", Seq: 1<<64 - 1, TTL: 1 << 62, Applied: Ver{1<<32 - 1, 1<<64 - 1}, Leads: m})
+		if len(p) > store.MaxObjectSize || len(sess) > store.MaxObjectSize {
+			t.Errorf("names like %q: a page of %d shards takes %d bytes, a session %d; want at most %d", name, c.capacity, len(p), len(sess), store.MaxObjectSize)
+		}
+	}
+}

@@ -136,7 +136,7 @@ func (s *sim) fault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
-	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin"}
+	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
@@ -196,6 +196,22 @@ func (s *sim) fault() {
 				break
 			}
 		}
+	case "unseen":
+		// A worker cut off the store has its session object deleted as
+		// the coordinator resigns: the next era, elected at once, may
+		// never see that session, whose lease still runs.
+		h := s.holder
+		if h == nil || !h.up || h == p {
+			return
+		}
+		if o := s.store["workers/"+p.id]; o != nil && o.data != nil {
+			s.etags++
+			o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
+			o.hist = append(o.hist, nil)
+		}
+		p.cutTill = s.now + p.tm.lt
+		s.holder, h.c, h.noRunTill = nil, nil, s.now+h.tm.lt
+		s.log("operator delete workers/%s, cut off till %.4f, as the coordinator %s resigns", p.id, p.cutTill.Seconds(), h.id)
 	case "twin":
 		// A second process given the same ID, for a while.
 		tw := &proc{id: p.id, n: len(s.procs), rate: 0.95 + 0.1*s.rng.Float64(), off: s.dur(0, time.Hour), tm: p.tm, calls: map[string]int{}, twin: true}

@@ -120,3 +120,40 @@ func TestRunRefusesTheOldPoolsObjects(t *testing.T) {
 		}
 	})
 }
+
+func TestTwoWorkersOfOneIDEndWithErrDuplicateID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 2, 8)
+		time.Sleep(8 * time.Second)
+		twin, err := New(Config{Store: f.st, Prefix: "pools/t/", ID: "w1", Shards: f.shards,
+			FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		twinErr := make(chan error, 1)
+		go func() { twinErr <- twin.Run(ctx) }()
+		var got error
+		twinDone := false
+		select {
+		case got = <-twinErr:
+			twinDone = true
+		case got = <-f.errs[1]:
+			f.errs[1] <- nil // the original found the duplicate: stop() expects nil
+		case <-time.After(time.Minute):
+			t.Fatal("two workers of ID w1 ran side by side for a minute")
+		}
+		if !errors.Is(got, ErrDuplicateID) {
+			t.Fatalf("Run() of a duplicate = %v; want ErrDuplicateID", got)
+		}
+		stop()
+		if !twinDone {
+			<-twinErr
+		}
+		f.stop(0)
+		f.stop(1)
+	})
+}

@@ -9,8 +9,10 @@ import (
 )
 
 var (
-	simSeeds = flag.Int("sim.seeds", defaultSeeds(), "seeds TestSimulation runs (default $S3LECT_SIM_SEEDS, else 200)")
-	simFirst = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
+	simSeeds   = flag.Int("sim.seeds", defaultSeeds(), "seeds TestSimulation runs (default $S3LECT_SIM_SEEDS, else 200)")
+	simFirst   = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
+	simWorkers = flag.Int("sim.workers", defaultSim.workers, "workers at the start of each TestSimulation run")
+	simShards  = flag.Int("sim.shards", defaultSim.shards, "shards of each TestSimulation run")
 )
 
 func defaultSeeds() int {
@@ -28,7 +30,9 @@ func TestSimulation(t *testing.T) {
 	failed := 0
 	for i := range *simSeeds {
 		seed := *simFirst + uint64(i)
-		s := newSim(seed, defaultSim)
+		cfg := defaultSim
+		cfg.workers, cfg.shards, cfg.maxWorkers = *simWorkers, *simShards, *simWorkers+3
+		s := newSim(seed, cfg)
 		h := func() string {
 			defer func() {
 				if r := recover(); r != nil {
@@ -43,7 +47,7 @@ func TestSimulation(t *testing.T) {
 		if len(s.fails) > 0 {
 			failed++
 			if failed <= 1 {
-				r := newSim(seed, defaultSim) // the same history, its ledger kept
+				r := newSim(seed, cfg) // the same history, its ledger kept
 				r.keep = true
 				if rh := r.run(); rh != h {
 					t.Errorf("seed %d replayed to ledger %s; first run %s", seed, rh, h)

@@ -186,3 +186,48 @@ func TestFigures(t *testing.T) {
 		fmt.Printf("  steady state per worker per interval: %.2f PUT, %.2f GET; coordinator's reads %.2f\n", median(f.workerPuts), median(f.workerGets), median(f.coordReads))
 	}
 }
+
+var simScale = flag.String("sim.scale", "", "TestScale's pool, WORKERSxSHARDS (such as 1000x100000): a cold start and a steady state in virtual time")
+
+// TestScale starts a large pool in virtual time at the defaults and
+// reports when it is balanced and what the steady state costs.
+func TestScale(t *testing.T) {
+	if *simScale == "" {
+		t.Skip("measurements: run with -sim.scale 1000x100000")
+	}
+	var workers, shards int
+	if _, err := fmt.Sscanf(*simScale, "%dx%d", &workers, &shards); err != nil {
+		t.Fatalf("-sim.scale %q: want WORKERSxSHARDS", *simScale)
+	}
+	tm := timing{5 * time.Second, 15 * time.Second}
+	s := newSim(1, simConfig{shards: shards, timing: &tm, noLog: true, maxWorkers: workers})
+	s.calm = true
+	for range workers {
+		s.addProc()
+	}
+	start := time.Now()
+	d, ok := s.waitFor(10*tm.lt, s.balanced)
+	if !ok {
+		t.Fatalf("%d workers over %d shards not balanced %v after a cold start", workers, shards, d)
+	}
+	t.Logf("%d workers over %d shards: balanced %.2f LeaderTimeouts after a cold start (%v of CPU)", workers, shards, d.Seconds()/tm.lt.Seconds(), time.Since(start).Round(time.Second))
+	s.step(s.now + 2*tm.lt)
+	before := map[*proc][3]int{}
+	for _, p := range s.procs {
+		before[p] = [3]int{p.calls["put"], p.calls["get"], p.calls["list"]}
+	}
+	s.step(s.now + 10*tm.fi)
+	var puts, gets, n int
+	for _, p := range s.procs {
+		b := before[p]
+		if p == s.holder {
+			t.Logf("the coordinator: %.2f listings and %.2f reads per interval", float64(p.calls["list"]-b[2])/10, float64(p.calls["get"]-b[1])/10)
+			continue
+		}
+		puts, gets, n = puts+p.calls["put"]-b[0], gets+p.calls["get"]-b[1], n+1
+	}
+	t.Logf("per worker per interval: %.2f PUT, %.2f GET", float64(puts)/float64(n)/10, float64(gets)/float64(n)/10)
+	if len(s.fails) > 0 {
+		t.Fatal(s.fails)
+	}
+}

@@ -76,16 +76,18 @@ func ledBound() time.Duration {
 }
 
 func (s *sim) unled() []string {
-	var out []string
-	for _, sh := range s.shards {
-		n := 0
-		for _, q := range s.procs {
-			if l := q.ls[sh]; l != nil && s.live(q, l) {
-				n++
+	n := make(map[string]int, len(s.shards))
+	for _, q := range s.procs {
+		for sh, l := range q.ls {
+			if s.live(q, l) {
+				n[sh]++
 			}
 		}
-		if n != 1 {
-			out = append(out, fmt.Sprintf("%s×%d", sh, n))
+	}
+	var out []string
+	for _, sh := range s.shards {
+		if n[sh] != 1 {
+			out = append(out, fmt.Sprintf("%s×%d", sh, n[sh]))
 		}
 	}
 	return out

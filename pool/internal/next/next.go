@@ -54,6 +54,8 @@ type Pool struct {
 	lister store.Lister
 	ran    atomic.Bool
 
+	coordinating atomic.Bool // an era of this worker's runs
+
 	owned                                                atomic.Int64
 	starts, stops, sessions, gets, puts, lists, coordEra atomic.Uint64
 
@@ -151,7 +153,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	coordDone.Go(func() { p.coordinate(cctx, el, wdone) })
 	err = p.work(ctx)
 	close(wdone)
+	if !p.coordinating.Load() {
+		stopCoord() // campaigning: give up
+	}
+	coordDone.Wait() // coordinating: it ends after handing this worker's shards over
 	stopCoord()
-	coordDone.Wait()
 	return err
 }

@@ -163,8 +163,8 @@ func (p *Pool) work(ctx context.Context) error {
 			do(w.Leave(p.clock.Now()))
 		}
 	}
+	r.stop() // the calls in flight (the closing news) finish first
 	cancel()
-	r.stop()
 	return result
 }
 
@@ -260,6 +260,8 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 		return
 	}
 	p.coordEra.Store(term)
+	p.coordinating.Store(true)
+	defer p.coordinating.Store(false)
 	p.log.Info("coordinating the pool", "term", term)
 	c := coord.NewCoordinator(coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout}, term)
 	lctx := lead.Context()
@@ -333,6 +335,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 		}
 	}
 	do(c.Begin(p.clock.Now()))
+	var grace <-chan time.Time
 	for !down {
 		select {
 		case f := <-r.ev:
@@ -342,6 +345,11 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 		case <-lctx.Done():
 			return
 		case <-wdone:
+			// This worker has closed its session: coordinate two more
+			// intervals, so that its shards go to the others before the
+			// election starts a new era (which waits a lease).
+			wdone, grace = nil, time.After(2*p.cfg.FrequentInterval)
+		case <-grace:
 			return
 		}
 	}

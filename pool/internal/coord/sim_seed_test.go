@@ -13,6 +13,7 @@ var (
 	simFirst   = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
 	simWorkers = flag.Int("sim.workers", defaultSim.workers, "workers at the start of each TestSimulation run")
 	simShards  = flag.Int("sim.shards", defaultSim.shards, "shards of each TestSimulation run")
+	simContent = flag.Bool("sim.content-etags", false, "the store's ETags hash the bytes (S3 without versioning): outside the protocol's assumptions")
 )
 
 func defaultSeeds() int {
@@ -31,7 +32,7 @@ func TestSimulation(t *testing.T) {
 	for i := range *simSeeds {
 		seed := *simFirst + uint64(i)
 		cfg := defaultSim
-		cfg.workers, cfg.shards, cfg.maxWorkers = *simWorkers, *simShards, *simWorkers+3
+		cfg.workers, cfg.shards, cfg.maxWorkers, cfg.contentETags = *simWorkers, *simShards, *simWorkers+3, *simContent
 		s := newSim(seed, cfg)
 		h := func() string {
 			defer func() {

@@ -29,6 +29,7 @@ type simConfig struct {
 	maxWorkers      int           // joins stop there
 	timing          *timing       // every worker's, if set; else drawn
 	noLog           bool          // keep no ledger (measurements at scale)
+	contentETags    bool          // ETags hash the bytes (docs/pool-coordinator.md, section 7)
 }
 
 var defaultSim = simConfig{workers: 5, shards: 16, faultFor: 90 * time.Second, faultEvery: 2 * time.Second, calmFor: 40 * time.Second, maxWorkers: 8}
@@ -318,9 +319,20 @@ func (s *sim) put(key string, data []byte, ifMatch string, cond bool) (string, e
 		s.store[key] = o
 	}
 	s.etags++
-	o.data, o.etag = slices.Clone(data), fmt.Sprintf("e%d", s.etags)
+	o.data, o.etag = slices.Clone(data), s.etagOf(data)
 	o.hist = append(o.hist, o.data)
 	return o.etag, nil
+}
+
+// etagOf is a new write's ETag: unique per write (a version ID, a
+// generation), or with contentETags a hash of the bytes, as S3 without
+// versioning gives, so that exact bytes put back have their old ETag.
+func (s *sim) etagOf(data []byte) string {
+	if s.cfg.contentETags && data != nil {
+		sum := sha256.Sum256(data)
+		return fmt.Sprintf("h%x", sum[:6])
+	}
+	return fmt.Sprintf("e%d", s.etags)
 }
 
 // wdo carries out a worker's effects.

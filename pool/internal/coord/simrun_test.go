@@ -174,7 +174,7 @@ func (s *sim) fault() {
 			data = o.hist[len(o.hist)-1-s.rng.IntN(min(len(o.hist), 6))]
 		}
 		s.etags++
-		o.data, o.etag = data, fmt.Sprintf("e%d", s.etags)
+		o.data, o.etag = data, s.etagOf(data)
 		o.hist = append(o.hist, data)
 		s.log("operator %s %s: %s", kind, k, data)
 	case "leave":

@@ -12,8 +12,7 @@ import (
 // The figures of the pool in virtual time, at the defaults (FrequentInterval
 // 5 s, LeaderTimeout 15 s), store latencies of 2 to 40 ms and no faults:
 //
-//	go test ./pool/internal/coord -run TestFigures -sim.figures -v
-var simFigures = flag.Bool("sim.figures", false, "TestFigures measures the pool in virtual time")
+//	go test ./pool/internal/coord -run '^$' -bench BenchmarkFigures -benchtime 1x
 
 // step runs the events due up to t.
 func (s *sim) step(t time.Duration) {
@@ -90,7 +89,7 @@ func maxOf(xs []float64) float64 {
 
 // measure plays one seed of the scenario: a cold start, a steady state,
 // a worker's crash, the coordinator's crash, a join and a leave.
-func measure(t *testing.T, seed uint64, workers, shards int, f *figures) {
+func measure(t testing.TB, seed uint64, workers, shards int, f *figures) {
 	tm := timing{5 * time.Second, 15 * time.Second}
 	s := newSim(seed, simConfig{workers: 0, shards: shards, timing: &tm, noLog: true, maxWorkers: workers + 1})
 	s.calm = true // no faults, no lost replies, no slow calls
@@ -168,10 +167,15 @@ func measure(t *testing.T, seed uint64, workers, shards int, f *figures) {
 	}
 }
 
-func TestFigures(t *testing.T) {
-	if !*simFigures {
-		t.Skip("measurements: run with -sim.figures")
+// BenchmarkFigures prints the figures; each iteration plays every
+// scenario once more.
+func BenchmarkFigures(b *testing.B) {
+	for b.Loop() {
+		figuresOnce(b)
 	}
+}
+
+func figuresOnce(t testing.TB) {
 	for _, c := range []struct{ workers, shards, seeds int }{{10, 100, 21}, {30, 300, 11}, {100, 1000, 5}} {
 		var f figures
 		for seed := range c.seeds {
@@ -187,14 +191,19 @@ func TestFigures(t *testing.T) {
 	}
 }
 
-var simScale = flag.String("sim.scale", "", "TestScale's pool, WORKERSxSHARDS (such as 1000x100000): a cold start and a steady state in virtual time")
+var simScale = flag.String("sim.scale", "100x10000", "BenchmarkScale's pool, WORKERSxSHARDS: a cold start and a steady state in virtual time")
 
-// TestScale starts a large pool in virtual time at the defaults and
-// reports when it is balanced and what the steady state costs.
-func TestScale(t *testing.T) {
-	if *simScale == "" {
-		t.Skip("measurements: run with -sim.scale 1000x100000")
+// BenchmarkScale starts a large pool in virtual time at the defaults and
+// reports when it is balanced and what the steady state costs:
+//
+//	go test ./pool/internal/coord -run '^$' -bench BenchmarkScale -benchtime 1x -sim.scale 300x30000
+func BenchmarkScale(b *testing.B) {
+	for b.Loop() {
+		scaleOnce(b)
 	}
+}
+
+func scaleOnce(t testing.TB) {
 	var workers, shards int
 	if _, err := fmt.Sscanf(*simScale, "%dx%d", &workers, &shards); err != nil {
 		t.Fatalf("-sim.scale %q: want WORKERSxSHARDS", *simScale)

@@ -256,7 +256,7 @@ func TestCoordinatorStepsDownBeforeALaterEra(t *testing.T) {
 func TestPagesAtCapacityFitAnObject(t *testing.T) {
 	for _, name := range []string{"s%d", "shard-%05d", "a-rather-long-shard-name-of-some-service-%05d", "\x01\x02%05d"} {
 		var shards []string
-		for i := range 20_000 {
+		for i := range 5_000 {
 			shards = append(shards, fmt.Sprintf(name, i))
 		}
 		c := NewCoordinator(CoordConfig{Shards: shards, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 1<<32-1)

@@ -69,6 +69,7 @@ type figures struct {
 	cold, crash, coordCrash, join, leave []float64 // in LeaderTimeouts
 	workerPuts, workerGets, coordReads   []float64 // per FrequentInterval
 	joinMoves                            []float64
+	restartBack                          []float64 // the share of its shards a restarted worker got back
 }
 
 func median(xs []float64) float64 {
@@ -162,6 +163,25 @@ func measure(t testing.TB, seed uint64, workers, shards int, f *figures) {
 	} else {
 		t.Fatalf("seed %d: shards not led again %v after a leave", seed, limit)
 	}
+	// A worker restarted with its ID (a crash, then a new process at once).
+	s.waitFor(limit, s.balanced)
+	back := s.procs[1]
+	if !back.up || back == s.holder {
+		back = s.procs[2]
+	}
+	had := sortedKeys(back.ls)
+	s.kill(back)
+	s.start(back)
+	if _, ok := s.waitFor(limit, s.balanced); !ok {
+		t.Fatalf("seed %d: not balanced %v after a restart", seed, limit)
+	}
+	got := 0
+	for _, sh := range had {
+		if l := back.ls[sh]; l != nil && s.live(back, l) {
+			got++
+		}
+	}
+	f.restartBack = append(f.restartBack, float64(got)/float64(max(len(had), 1)))
 	if len(s.fails) > 0 {
 		t.Fatalf("seed %d: %v", seed, s.fails)
 	}
@@ -187,6 +207,7 @@ func figuresOnce(t testing.TB) {
 		fmt.Printf("  coordinator crash, shards led again: median %.2f, max %.2f\n", median(f.coordCrash), maxOf(f.coordCrash))
 		fmt.Printf("  join balanced: median %.2f, max %.2f; leaderships started %.0f (median)\n", median(f.join), maxOf(f.join), median(f.joinMoves))
 		fmt.Printf("  leave (drain 0 to 2.5 s), shards led again: median %.2f, max %.2f\n", median(f.leave), maxOf(f.leave))
+		fmt.Printf("  a worker restarted with its ID got back %.0f%% of its shards (median)\n", 100*median(f.restartBack))
 		fmt.Printf("  steady state per worker per interval: %.2f PUT, %.2f GET; coordinator's reads %.2f\n", median(f.workerPuts), median(f.workerGets), median(f.coordReads))
 	}
 }

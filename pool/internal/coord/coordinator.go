@@ -1,0 +1,463 @@
+package coord
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// CoordConfig configures a Coordinator.
+type CoordConfig struct {
+	Shards           []string
+	FrequentInterval time.Duration
+	LeaderTimeout    time.Duration
+}
+
+// view is a live session as the coordinator last read it.
+type view struct {
+	session string
+	seq     uint64
+	etag    string
+	wait    time.Duration // how long its object must stand unchanged: max(own LeaderTimeout, ttl)
+	applied Ver
+	leads   map[string]uint64
+	early   bool // read before every key of the era's first listing was: it may hold any shard until it applies this era's page
+}
+
+// ghost is a session whose object was written over (or deleted, or
+// restored): it can write no more, and its lease is over by until.
+type ghost struct {
+	until time.Time
+	holds map[string]bool
+	all   bool
+}
+
+type pageState struct {
+	read    bool   // read in this era
+	etag    string // as last written or read
+	session string // the session the latest shards are for
+	shards  map[string]uint64
+	hist    []histEntry // pages written for session above its applied version
+	writing bool
+	dirty   bool      // the last write's outcome is unknown: write again
+	wrote   time.Time // the last write's success
+}
+
+type histEntry struct {
+	ver    Ver
+	shards map[string]uint64
+}
+
+type key struct {
+	sight   string    // the session object's ETag, last seen ("" absent)
+	seen    time.Time // when sight was first seen
+	news    string
+	cur     *view
+	gone    map[string]bool // sessions over on this key
+	getting bool
+	getAt   time.Time // when the read in flight was asked for
+	wantGet bool
+	paging  bool
+	page    pageState
+}
+
+// Coordinator decides the assignment for one era: the term of one
+// leadership of the pool's election.
+type Coordinator struct {
+	cfg      CoordConfig
+	term     uint64
+	grants   uint64
+	n        uint64 // page writes of this era
+	lmax     time.Duration
+	maxTTL   int64
+	keys     map[string]*key
+	shards   map[string]bool
+	order    []string // cfg.Shards by hash
+	rank     map[string]int
+	capacity int // shards one page can name
+	owner    map[string]string
+	ghosts   []ghost
+	listing  bool
+	listed   bool      // the era's first listing has returned
+	allRead  time.Time // every key of the first listing read; zero before
+	nextLst  time.Time
+	lastOK   time.Time
+	first    time.Time // the first session seen joining an empty pool
+	lastNew  time.Time
+	down     bool
+	sweep    int
+}
+
+// NewCoordinator returns the coordinator of the era of term, which must
+// be below 2^32 (shard terms are term<<32 + a count of the era's grants).
+func NewCoordinator(cfg CoordConfig, term uint64) *Coordinator {
+	c := &Coordinator{cfg: cfg, term: term, keys: map[string]*key{}, owner: map[string]string{},
+		lmax: cfg.LeaderTimeout, maxTTL: ttlMillis(cfg.LeaderTimeout)}
+	c.SetShards(cfg.Shards)
+	return c
+}
+
+// SetShards changes the shards the pool runs.
+func (c *Coordinator) SetShards(shards []string) {
+	c.shards = map[string]bool{}
+	for _, s := range shards {
+		c.shards[s] = true
+	}
+	c.order = slices.Clone(shards)
+	slices.SortFunc(c.order, func(a, b string) int {
+		ha, hb := shardHash(a), shardHash(b)
+		switch {
+		case ha < hb:
+			return -1
+		case ha > hb:
+			return 1
+		}
+		return cmpString(a, b)
+	})
+	c.rank = map[string]int{}
+	longest := 0
+	for i, s := range c.order {
+		c.rank[s] = i
+		longest = max(longest, len(Marshal(s)))
+	}
+	c.capacity = PageCapacity(longest)
+}
+
+// PageCapacity is how many shards whose names take at most encoded bytes
+// in JSON (quotes included) one page, or one session object, can list
+// within store.MaxObjectSize: a worker never leads more. An entry takes
+// the name, a colon, a term of at most 20 digits and a comma; 1 KiB is
+// kept for the rest of the object.
+func PageCapacity(encoded int) int {
+	return (store.MaxObjectSize - 1024) / (encoded + 22)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// shardHash orders the shards the same way in every era, and scatters
+// names that sort together.
+func shardHash(s string) uint64 {
+	sum := sha256.Sum256([]byte(s))
+	return binary.BigEndian.Uint64(sum[:])
+}
+
+// Term is the era's term.
+func (c *Coordinator) Term() uint64 { return c.term }
+
+// Ready reports whether the era decides grants: every session it found at
+// its start has applied one of its pages or is over, and a lease has passed
+// since it read them.
+func (c *Coordinator) Ready(now time.Time) bool {
+	if c.allRead.IsZero() || now.Before(c.allRead.Add(c.lmax)) {
+		return false
+	}
+	for _, g := range c.ghosts {
+		if g.all && now.Before(g.until) {
+			return false
+		}
+	}
+	for _, k := range c.keys {
+		if k.cur != nil && k.cur.early && k.cur.applied.Era < c.term {
+			return false
+		}
+	}
+	return true
+}
+
+// Begin starts the era.
+func (c *Coordinator) Begin(now time.Time) []Effect {
+	c.lastOK = now
+	return c.after(now, nil)
+}
+
+func (c *Coordinator) k(id string) *key {
+	k := c.keys[id]
+	if k == nil {
+		k = &key{gone: map[string]bool{}}
+		c.keys[id] = k
+	}
+	return k
+}
+
+// Listed is the result of OpList: the workers' objects by worker ID.
+func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error) []Effect {
+	c.listing = false
+	if err != nil || c.down {
+		return c.after(now, nil)
+	}
+	c.lastOK = now
+	for _, id := range sortedKeys(entries) {
+		e := entries[id]
+		k := c.k(id)
+		if e.Session != k.sight {
+			k.sight, k.seen = e.Session, now
+			if k.cur == nil || len(k.page.hist) > 0 {
+				k.wantGet = true // new, or owing this coordinator an acknowledgement
+			}
+		}
+		if e.News != k.news {
+			k.news = e.News
+			k.wantGet = true
+		}
+		if !c.listed {
+			k.wantGet = true
+		}
+	}
+	for _, id := range sortedKeys(c.keys) {
+		if _, ok := entries[id]; !ok {
+			k := c.keys[id]
+			if k.sight != "" || k.cur != nil {
+				k.sight, k.seen, k.wantGet = "", now, true
+			}
+		}
+	}
+	if ids := sortedKeys(c.keys); len(ids) > 0 {
+		c.sweep++
+		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost
+	}
+	c.listed = true
+	return c.after(now, nil)
+}
+
+// SessionRead is the result of OpGetSession for worker id.
+func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag string, err error) []Effect {
+	k := c.k(id)
+	k.getting = false
+	if err != nil || c.down {
+		k.wantGet = true
+		return c.after(now, nil)
+	}
+	c.lastOK = now
+	if etag != k.sight {
+		k.sight, k.seen = etag, now
+	}
+	s, perr := ParseSession(data, id)
+	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
+	switch {
+	case ok && k.cur != nil && s.Session == k.cur.session:
+		v := k.cur
+		if s.Seq < v.seq || s.Seq == v.seq && etag != v.etag {
+			c.ghost(now, k) // an earlier write put back: the session can write no more
+			break
+		}
+		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads
+		if v.applied.Less(s.Applied) {
+			v.applied = s.Applied
+			h := k.page.hist[:0]
+			for _, e := range k.page.hist {
+				if v.applied.Less(e.ver) {
+					h = append(h, e)
+				}
+			}
+			k.page.hist = h
+		}
+		if len(k.page.hist) > 0 && !k.page.writing && !k.page.wrote.IsZero() && now.Sub(k.page.wrote) > 2*c.cfg.FrequentInterval {
+			// Renewing, but not applying its page: the page may have been
+			// deleted or put back. Read it, and write it again.
+			k.page.read, k.page.dirty, k.page.wrote = false, true, time.Time{}
+		}
+		if s.Closed {
+			c.over(k)
+		} else if !k.getAt.Before(k.seen.Add(v.wait)) {
+			c.over(k) // unchanged for its lease, by a read sent after it: over
+		}
+	default:
+		if k.cur != nil {
+			c.ghost(now, k)
+		}
+		if ok && !k.gone[s.Session] {
+			if s.Closed {
+				k.gone[s.Session] = true
+				break
+			}
+			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
+				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond), early: c.allRead.IsZero()}
+			c.maxTTL = max(c.maxTTL, s.TTL)
+			if c.allRead.IsZero() {
+				c.lmax = max(c.lmax, k.cur.wait)
+			}
+			if c.first.IsZero() {
+				c.first = now
+			}
+			c.lastNew = now
+			if k.page.session != s.Session {
+				k.page.session, k.page.shards, k.page.hist = s.Session, nil, nil
+			}
+		}
+	}
+	return c.after(now, nil)
+}
+
+// ghost ends k's live session as written over.
+func (c *Coordinator) ghost(now time.Time, k *key) {
+	v := k.cur
+	g := ghost{until: now.Add(v.wait), holds: map[string]bool{}}
+	g.all = c.holds(k, g.holds)
+	c.ghosts = append(c.ghosts, g)
+	k.gone[v.session] = true
+	k.cur = nil
+}
+
+// over ends k's live session: closed, or its lease over.
+func (c *Coordinator) over(k *key) {
+	k.gone[k.cur.session] = true
+	k.cur = nil
+	k.page.hist = nil
+}
+
+// holds adds to into the shards k's live session may lead: those it
+// lists, and those of every page written for it above the one it applied;
+// it reports whether that session may lead any shard (read at the era's
+// start, it may apply a page of an earlier era that this one never saw).
+func (c *Coordinator) holds(k *key, into map[string]bool) bool {
+	v := k.cur
+	for s := range v.leads {
+		into[s] = true
+	}
+	for _, e := range k.page.hist {
+		for s := range e.shards {
+			into[s] = true
+		}
+	}
+	for s := range k.page.shards {
+		into[s] = true
+	}
+	return v.early && v.applied.Era < c.term
+}
+
+// PageRead is the result of OpGetPage for worker id.
+func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag string, err error) []Effect {
+	k := c.k(id)
+	k.paging = false
+	if err != nil || c.down {
+		return c.after(now, nil)
+	}
+	c.lastOK = now
+	k.page.read, k.page.etag = true, etag
+	if etag != "" {
+		if p, perr := ParsePage(data, id); perr == nil {
+			if c.term < p.Ver.Era {
+				return c.stepDown(now, fmt.Errorf("page %q was written in era %d, after this era (%d)", id, p.Ver.Era, c.term))
+			}
+			if c.allRead.IsZero() {
+				c.maxTTL = max(c.maxTTL, p.MaxTTL)
+				c.lmax = max(c.lmax, time.Duration(p.MaxTTL)*time.Millisecond)
+			}
+		}
+	}
+	return c.after(now, nil)
+}
+
+// PagePut is the result of OpPutPage for worker id.
+func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) []Effect {
+	k := c.k(id)
+	k.page.writing = false
+	switch {
+	case err == nil:
+		c.lastOK = now
+		k.page.etag, k.page.dirty, k.page.wrote = etag, false, now
+	case errors.Is(err, store.ErrPreconditionFailed):
+		k.page.read, k.page.dirty = false, true // read it again, then write over it
+	default:
+		k.page.dirty = true
+	}
+	return c.after(now, nil)
+}
+
+func (c *Coordinator) stepDown(now time.Time, err error) []Effect {
+	c.down = true
+	return []Effect{{Op: OpStepDown, Err: err}}
+}
+
+// Tick is a timer that fired.
+func (c *Coordinator) Tick(now time.Time) []Effect { return c.after(now, nil) }
+
+// after runs the era's rules once an event has been taken in.
+func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
+	if c.down {
+		return fx
+	}
+	if now.Sub(c.lastOK) > c.cfg.LeaderTimeout {
+		return c.stepDown(now, fmt.Errorf("no store call succeeded for %v", now.Sub(c.lastOK)))
+	}
+	if !c.listing && !now.Before(c.nextLst) {
+		c.listing = true
+		c.nextLst = now.Add(c.cfg.FrequentInterval)
+		fx = append(fx, Effect{Op: OpList})
+	}
+	g := c.ghosts[:0]
+	for _, gh := range c.ghosts {
+		if now.Before(gh.until) {
+			g = append(g, gh)
+		}
+	}
+	c.ghosts = g
+	if c.listed && c.allRead.IsZero() {
+		done := true
+		for _, k := range c.keys {
+			if k.wantGet || k.getting || !k.page.read {
+				done = false
+			}
+		}
+		if done {
+			c.allRead = now
+		}
+	}
+	for _, id := range sortedKeys(c.keys) {
+		k := c.keys[id]
+		if k.cur != nil && !now.Before(k.seen.Add(k.cur.wait)) && !k.getting {
+			k.wantGet = true // its lease may be over: a fresh read decides
+		}
+		if k.wantGet && !k.getting {
+			k.wantGet, k.getting, k.getAt = false, true, now
+			fx = append(fx, Effect{Op: OpGetSession, Key: id})
+		}
+		if !k.page.read && !k.paging && !k.page.writing {
+			k.paging = true
+			fx = append(fx, Effect{Op: OpGetPage, Key: id})
+		}
+	}
+	fx = c.plan(now, fx)
+	return c.timer(now, fx)
+}
+
+func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
+	at := c.nextLst
+	if c.listing || !at.After(now) {
+		at = now.Add(c.cfg.FrequentInterval)
+	}
+	soon := func(t time.Time) {
+		if t.After(now) && t.Before(at) {
+			at = t
+		}
+	}
+	for _, k := range c.keys {
+		if k.cur != nil {
+			soon(k.seen.Add(k.cur.wait))
+		}
+	}
+	for _, g := range c.ghosts {
+		soon(g.until)
+	}
+	if !c.allRead.IsZero() {
+		soon(c.allRead.Add(c.lmax))
+	}
+	if !c.first.IsZero() {
+		soon(c.lastNew.Add(c.cfg.FrequentInterval))
+		soon(c.first.Add(c.cfg.LeaderTimeout))
+	}
+	return append(fx, Effect{Op: OpTimer, At: at})
+}

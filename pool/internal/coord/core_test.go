@@ -1,0 +1,273 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+// ops lists the effects as "op shard" strings, timers left out.
+func ops(fx []Effect) []string {
+	var out []string
+	for _, e := range fx {
+		switch e.Op {
+		case OpTimer:
+		case OpStart, OpStop:
+			out = append(out, e.Op.String()+" "+e.Shard)
+		default:
+			out = append(out, e.Op.String())
+		}
+	}
+	return out
+}
+
+func find(fx []Effect, op Op) (Effect, bool) {
+	for _, e := range fx {
+		if e.Op == op {
+			return e, true
+		}
+	}
+	return Effect{}, false
+}
+
+// liveWorker returns a worker whose session "s1" is open, its lease from
+// a write sent at 0.
+func liveWorker(t *testing.T) *Worker {
+	t.Helper()
+	n := 0
+	w := NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
+		NewSession: func() string { n++; return fmt.Sprintf("s%d", n) }})
+	w.Start(at(0))
+	fx := w.SessionRead(at(0), nil, "", nil)
+	if e, ok := find(fx, OpPutSession); !ok || e.IfMatch != "" {
+		t.Fatalf("SessionRead(absent) = %v; want a create", ops(fx))
+	}
+	w.SessionPut(at(10*time.Millisecond), at(0), "e1", nil)
+	return w
+}
+
+func page(session string, ver Ver, shards map[string]uint64) []byte {
+	return Marshal(Page{V: wireVersion, Ver: ver, ID: "w1", Session: session, Shards: shards})
+}
+
+func TestWorkerRules(t *testing.T) {
+	ms := func(d int) time.Time { return at(time.Duration(d) * time.Millisecond) }
+	tests := []struct {
+		name string
+		run  func(w *Worker) []Effect // the last event's effects
+		want []string
+	}{
+		{"a page's shard is only listed: Work waits for the write", func(w *Worker) []Effect {
+			return w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+		}, []string{"put-session"}},
+		{"Work starts once the write listing the shard lands", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+			return w.SessionPut(ms(40), ms(20), "e2", nil)
+		}, []string{"extend", "start a", "put-news"}[1:]},
+		{"a page for another session is ignored", func(w *Worker) []Effect {
+			return w.PageRead(ms(20), page("s0", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+		}, nil},
+		{"a page older than the one applied is ignored", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{2, 1}, map[string]uint64{"a": 5}), "p1", nil)
+			w.SessionPut(ms(40), ms(20), "e2", nil)
+			return w.PageRead(ms(60), page("s1", Ver{1, 9}, map[string]uint64{"b": 6}), "p0", nil)
+		}, nil},
+		{"a revoked shard stops; the page is acknowledged once its Work returned", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+			w.SessionPut(ms(40), ms(20), "e2", nil)
+			fx := w.PageRead(ms(60), page("s1", Ver{1, 2}, nil), "p2", nil)
+			if got := ops(fx); !slices.Equal(got, []string{"stop a", "put-session"}) {
+				t.Errorf("PageRead(revoke) = %v", got)
+			}
+			if e, _ := find(fx, OpPutSession); !strings.Contains(string(e.Data), `"applied":[1,1]`) {
+				t.Errorf("a draining worker acknowledged the revoking page: %s", e.Data)
+			}
+			w.SessionPut(ms(80), ms(60), "e3", nil)
+			fx = w.WorkDone(ms(90), "a")
+			if e, _ := find(fx, OpPutSession); !strings.Contains(string(e.Data), `"applied":[1,2]`) {
+				t.Errorf("WorkDone did not acknowledge the page: %s", e.Data)
+			}
+			return fx
+		}, []string{"put-session"}},
+		{"a write refused ends the session and every leadership", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5, "b": 6}), "p1", nil)
+			w.SessionPut(ms(40), ms(20), "e2", nil)
+			w.Tick(ms(1100))
+			return w.SessionPut(ms(1110), ms(1100), "", store.ErrPreconditionFailed)
+		}, []string{"stop a", "stop b"}},
+		{"a reply that comes after the lease it gave starts nothing", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+			return w.SessionPut(ms(2800), ms(20), "e2", nil) // 20 ms + 2.7 s lease
+		}, []string{"get-session"}},
+		{"the lease runs out at a tick: leaderships end", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+			w.SessionPut(ms(40), ms(20), "e2", nil)
+			w.Tick(ms(1100))
+			w.SessionPut(ms(1500), ms(1100), "", errors.New("timeout"))
+			return w.Tick(ms(2720)) // the lease of the write sent at 20 ms
+		}, []string{"stop a"}},
+		{"a shard the same session ran at a term starts no second time at it", func(w *Worker) []Effect {
+			w.PageRead(ms(20), page("s1", Ver{1, 1}, map[string]uint64{"a": 5}), "p1", nil)
+			w.SessionPut(ms(40), ms(20), "e2", nil)
+			w.PageRead(ms(60), page("s1", Ver{1, 2}, nil), "p2", nil)
+			w.SessionPut(ms(80), ms(60), "e3", nil)
+			w.WorkDone(ms(90), "a")
+			w.SessionPut(ms(100), ms(90), "e4", nil)
+			w.PageRead(ms(120), page("s1", Ver{1, 3}, map[string]uint64{"a": 5}), "p3", nil)
+			return w.SessionPut(ms(140), ms(120), "e5", nil)
+		}, []string{"extend"}[:0]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := liveWorker(t)
+			got := ops(tc.run(w))
+			want := tc.want
+			got = slices.DeleteFunc(got, func(s string) bool { return s == "extend" || s == "put-news" || s == "get-page" })
+			want = slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == "extend" || s == "put-news" || s == "get-page" })
+			if !slices.Equal(got, want) {
+				t.Errorf("effects = %v; want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestWorkerFindsADuplicate(t *testing.T) {
+	w := liveWorker(t)
+	foreign := Marshal(Session{V: wireVersion, ID: "w1", Session: "other", Seq: 1, TTL: 3000})
+	for i := range 2 {
+		now := at(time.Duration(i+1) * 1100 * time.Millisecond)
+		w.Tick(now)
+		w.SessionPut(now, now, "", store.ErrPreconditionFailed)
+		fx := w.SessionRead(now, foreign, "x", nil)
+		if e, ok := find(fx, OpFail); ok != (i == 1) || ok && !errors.Is(e.Err, ErrDuplicateID) {
+			t.Fatalf("displacement %d: effects %v", i+1, ops(fx))
+		}
+		w.SessionPut(now, now, "y", nil)
+	}
+}
+
+func session(id, sess string, seq uint64, applied Ver, leads map[string]uint64) []byte {
+	return Marshal(Session{V: wireVersion, ID: id, Session: sess, Seq: seq, TTL: 3000, Applied: applied, Leads: leads})
+}
+
+// readyCoordinator returns the coordinator of era 1 over shards a to d,
+// with workers w1 and w2 live (sessions s1, s2), ready to grant.
+func readyCoordinator(t *testing.T) *Coordinator {
+	t.Helper()
+	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 1)
+	c.Begin(at(0))
+	c.Listed(at(0), map[string]Entry{"w1": {Session: "e1"}, "w2": {Session: "e2"}}, nil)
+	for _, id := range []string{"w1", "w2"} {
+		c.PageRead(at(0), id, nil, "", nil)
+		c.SessionRead(at(0), id, session(id, "s"+id[1:], 1, Ver{}, nil), "e"+id[1:], nil)
+	}
+	if c.Ready(at(2 * time.Second)) {
+		t.Fatal("Ready() before a lease passed since the era read every key")
+	}
+	return c
+}
+
+func grants(fx []Effect) map[string]map[string]uint64 {
+	out := map[string]map[string]uint64{}
+	for _, e := range fx {
+		if e.Op == OpPutPage {
+			var p Page
+			p, _ = ParsePage(e.Data, e.Key)
+			out[e.Key] = p.Shards
+		}
+	}
+	return out
+}
+
+func TestCoordinatorGrantsEvenlyOnceReady(t *testing.T) {
+	c := readyCoordinator(t)
+	// The first pages (empty) are acknowledged.
+	for _, id := range []string{"w1", "w2"} {
+		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
+		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
+	}
+	fx := c.Tick(at(3 * time.Second))
+	g := grants(fx)
+	if len(g["w1"]) != 2 || len(g["w2"]) != 2 {
+		t.Fatalf("grants = %v; want two shards each", g)
+	}
+	for _, m := range g {
+		for s, term := range m {
+			if term>>32 != 1 {
+				t.Errorf("shard %s granted at term %#x; want era 1 in the high half", s, term)
+			}
+		}
+	}
+}
+
+func TestCoordinatorFreesADeadSessionsShardsOnlyAfterAFreshRead(t *testing.T) {
+	c := readyCoordinator(t)
+	for _, id := range []string{"w1", "w2"} {
+		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
+		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
+	}
+	g := grants(c.Tick(at(3 * time.Second)))
+	for _, id := range []string{"w1", "w2"} {
+		c.PagePut(at(3100*time.Millisecond), id, "q"+id, nil)
+	}
+	// w2 acknowledges and lists its shards; w1 too, then w1 stops renewing.
+	c.SessionRead(at(3500*time.Millisecond), "w1", session("w1", "s1", 3, Ver{1, 3}, g["w1"]), "g1", nil)
+	c.SessionRead(at(3500*time.Millisecond), "w2", session("w2", "s2", 3, Ver{1, 4}, g["w2"]), "g2", nil)
+	for _, e := range c.Listed(at(4*time.Second), map[string]Entry{"w1": {Session: "g1"}, "w2": {Session: "h2"}}, nil) {
+		switch {
+		case e.Op == OpGetSession && e.Key == "w1":
+			c.SessionRead(at(4100*time.Millisecond), "w1", session("w1", "s1", 3, Ver{1, 3}, g["w1"]), "g1", nil)
+		case e.Op == OpGetSession && e.Key == "w2":
+			c.SessionRead(at(4100*time.Millisecond), "w2", session("w2", "s2", 4, Ver{1, 4}, g["w2"]), "h2", nil)
+		}
+	}
+	if fx := c.Tick(at(6500 * time.Millisecond)); len(grants(fx)) != 0 {
+		t.Fatalf("granted %v before w1's session stood unchanged for its lease", grants(fx))
+	}
+	fx := c.Tick(at(7 * time.Second)) // 4 s + 3 s: a fresh read decides
+	if _, ok := find(fx, OpGetSession); !ok {
+		t.Fatalf("Tick() at the lease's end = %v; want a read of w1's session", ops(fx))
+	}
+	c.Listed(at(7*time.Second), map[string]Entry{"w1": {Session: "g1"}, "w2": {Session: "i2"}}, nil)
+	fx = c.SessionRead(at(7100*time.Millisecond), "w1", session("w1", "s1", 3, Ver{1, 3}, g["w1"]), "g1", nil)
+	if got := grants(fx)["w2"]; len(got) != 4 {
+		t.Fatalf("after w1's lease: grants %v (%v); want all four shards on w2; %s", grants(fx), ops(fx), c.debug(at(7100*time.Millisecond)))
+	}
+}
+
+func TestCoordinatorStepsDownBeforeALaterEra(t *testing.T) {
+	c := NewCoordinator(CoordConfig{Shards: []string{"a"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 4)
+	c.Begin(at(0))
+	fx := c.PageRead(at(0), "w1", Marshal(Page{V: wireVersion, Ver: Ver{5, 1}, ID: "w1", Session: "s"}), "p", nil)
+	if _, ok := find(fx, OpStepDown); !ok {
+		t.Fatalf("PageRead(era 5) in era 4 = %v; want step-down", ops(fx))
+	}
+}
+
+func TestPagesAtCapacityFitAnObject(t *testing.T) {
+	for _, name := range []string{"s%d", "shard-%05d", "a-rather-long-shard-name-of-some-service-%05d", "\x01\x02%05d"} {
+		var shards []string
+		for i := range 5_000 {
+			shards = append(shards, fmt.Sprintf(name, i))
+		}
+		c := NewCoordinator(CoordConfig{Shards: shards, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 1<<32-1)
+		m := map[string]uint64{}
+		for _, s := range c.order[:min(c.capacity, len(c.order))] {
+			m[s] = 1<<64 - 1
+		}
+		p := Marshal(Page{V: wireVersion, Ver: Ver{1<<32 - 1, 1<<64 - 1}, ID: strings.Repeat("w", 200), Session: "0123456789abcdef", Shards: m, MaxTTL: 1 << 62})
+		sess := Marshal(Session{V: wireVersion, ID: strings.Repeat("w", 200), Session: "0123456789abcdef", Seq: 1<<64 - 1, TTL: 1 << 62, Applied: Ver{1<<32 - 1, 1<<64 - 1}, Leads: m})
+		if len(p) > store.MaxObjectSize || len(sess) > store.MaxObjectSize {
+			t.Errorf("names like %q: a page of %d shards takes %d bytes, a session %d; want at most %d", name, c.capacity, len(p), len(sess), store.MaxObjectSize)
+		}
+	}
+}

@@ -1,0 +1,163 @@
+package coord
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Ver orders the pages of the assignment: Era is the term of the
+// coordinator's leadership that wrote it, N counts that coordinator's
+// page writes. A worker applies a page only if its Ver is above the one
+// it applied.
+type Ver struct{ Era, N uint64 }
+
+// Less reports whether v orders before w.
+func (v Ver) Less(w Ver) bool { return v.Era < w.Era || v.Era == w.Era && v.N < w.N }
+
+func (v Ver) MarshalJSON() ([]byte, error) { return json.Marshal([2]uint64{v.Era, v.N}) }
+
+func (v *Ver) UnmarshalJSON(b []byte) error {
+	var a [2]uint64
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	v.Era, v.N = a[0], a[1]
+	return nil
+}
+
+// wireVersion marks the objects of this protocol; the old pool's records
+// carry none.
+const wireVersion = 2
+
+// Session is a worker's session object, workers/<ID>.json: one per
+// worker, rewritten every FrequentInterval by that worker alone, each
+// write conditional on its last.
+type Session struct {
+	V       int               `json:"v"`
+	ID      string            `json:"id"`
+	Session string            `json:"session"` // random per session; "" in a coordinator's fence
+	Seq     uint64            `json:"seq"`     // rises with every write of the session
+	TTL     int64             `json:"ttl"`     // the writer's LeaderTimeout, ms, rounded up
+	Applied Ver               `json:"applied"` // the page applied, its releases drained
+	Leads   map[string]uint64 `json:"leads,omitempty"`
+	Closed  bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
+	Fenced  uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
+}
+
+// Page is one worker's page of the assignment, assign/<ID>.json, written
+// by the coordinator alone.
+type Page struct {
+	V       int               `json:"v"`
+	Ver     Ver               `json:"ver"`
+	ID      string            `json:"id"`
+	Session string            `json:"session"` // the session the shards are for
+	Shards  map[string]uint64 `json:"shards,omitempty"`
+	MaxTTL  int64             `json:"maxTTL"` // the longest lease the coordinator has seen, ms
+}
+
+// Marshal encodes a session or page; its errors cannot happen with these
+// types.
+func Marshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// ParseSession decodes a session object. A nil error needs the right
+// version and an ID that matches id.
+func ParseSession(data []byte, id string) (Session, error) {
+	var s Session
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Session{}, fmt.Errorf("session %q: %w", id, err)
+	}
+	if s.V != wireVersion || s.ID != id || s.TTL < 0 {
+		return Session{}, fmt.Errorf("session %q: not a version %d session of this worker", id, wireVersion)
+	}
+	return s, nil
+}
+
+// ParsePage decodes a page.
+func ParsePage(data []byte, id string) (Page, error) {
+	var p Page
+	if err := json.Unmarshal(data, &p); err != nil {
+		return Page{}, fmt.Errorf("page %q: %w", id, err)
+	}
+	if p.V != wireVersion || p.ID != id {
+		return Page{}, fmt.Errorf("page %q: not a version %d page of this worker", id, wireVersion)
+	}
+	return p, nil
+}
+
+// Op names an effect.
+type Op int
+
+const (
+	OpTimer      Op = iota // call Tick at At (replaces the earlier timer)
+	OpGetSession           // read Key's session object
+	OpPutSession           // write Data to Key's session object, If-Match IfMatch, not after At
+	OpPutNews              // write Data to Key's news object (unconditional: any ETag)
+	OpGetPage              // read Key's page
+	OpPutPage              // write Data to Key's page, If-Match IfMatch (Ver: its version)
+	OpList                 // list the session and news objects
+	OpStart                // start Work for Shard at Term, its lease ending at At
+	OpStop                 // end Shard's leadership (its Work drains)
+	OpExtend               // move every leadership's end to At
+	OpClosed               // the worker's session is closed: Run may return
+	OpFail                 // stop with Err
+	OpStepDown             // the coordinator stops: resign its election with Err
+)
+
+var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down"}
+
+func (o Op) String() string { return opNames[o] }
+
+// Effect is one thing the core asks its executor to do.
+type Effect struct {
+	Op      Op
+	Key     string // a worker ID
+	Data    []byte
+	IfMatch string
+	Ver     Ver
+	Shard   string
+	Term    uint64
+	At      time.Time
+	Err     error
+}
+
+func (e Effect) String() string {
+	s := e.Op.String()
+	if e.Key != "" {
+		s += " " + e.Key
+	}
+	if e.Shard != "" {
+		s += fmt.Sprintf(" %s@%d", e.Shard, e.Term)
+	}
+	if e.Op == OpPutPage {
+		s += fmt.Sprintf(" v%d.%d %s", e.Ver.Era, e.Ver.N, e.Data)
+	}
+	if e.Op == OpPutSession {
+		s += " " + string(e.Data)
+	}
+	if e.Err != nil {
+		s += " err=" + e.Err.Error()
+	}
+	return s
+}
+
+// ErrDuplicateID is a worker whose session another process of the same ID
+// displaced twice.
+var ErrDuplicateID = errors.New("duplicate worker ID")
+
+// Entry is one key of a listing, by worker: Session is the ETag of its
+// session object, News of its news object ("" when absent).
+type Entry struct{ Session, News string }
+
+func sortedKeys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys(m)) }
+
+func ttlMillis(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }

@@ -1,0 +1,397 @@
+package coord
+
+import (
+	"errors"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// WorkerConfig configures a Worker.
+type WorkerConfig struct {
+	ID               string
+	FrequentInterval time.Duration
+	LeaderTimeout    time.Duration
+	// NewSession draws a new session ID (random, never drawn before).
+	NewSession func() string
+}
+
+type wstate int
+
+const (
+	wOpen   wstate = iota // reading its key, then creating a session
+	wLive                 // the session's lease holds
+	wEnding               // the session is over; reopening once Work has drained
+	wDone                 // Closed or Fail emitted
+)
+
+// write is a session write in flight.
+type write struct {
+	seq    uint64
+	listed map[string]uint64 // the shards it lists that wait to start
+	closed bool
+	news   bool
+}
+
+// Worker is one worker's side of the protocol: its session, the page it
+// applied, the shards whose Work runs. Its methods are the events; each
+// returns the effects for the executor to carry out, in order.
+type Worker struct {
+	cfg    WorkerConfig
+	margin time.Duration
+	st     wstate
+
+	sess      string
+	mine      map[string]bool // the sessions this worker opened
+	displaced int             // live sessions ended by a foreign session of this ID
+	checkDup  bool
+	etag      string // the object as this worker last wrote (or, opening, read) it
+	seq       uint64
+	deadline  time.Time // the session's lease ends
+	nextTick  time.Time
+
+	applied  Ver               // the page applied, releases drained
+	target   Ver               // the page applied, releases maybe draining
+	page     map[string]uint64 // the target page's shards
+	running  map[string]uint64 // Work started and not returned: listed in the session
+	stopping map[string]bool   // running shards whose leadership ended
+	starting map[string]uint64 // to start once a write listing them lands
+	resigned map[string]bool   // named by the target page, but Work returned by itself
+	started  map[string]uint64 // the highest term each shard's Work started at, ever
+
+	inflight *write
+	wantPut  bool
+	wantNews bool
+	readPage bool
+	reading  bool // a session read in flight
+	paging   bool // a page read in flight
+	leaving  bool
+}
+
+// NewWorker returns a worker that starts with Start.
+func NewWorker(cfg WorkerConfig) *Worker {
+	return &Worker{cfg: cfg, margin: cfg.LeaderTimeout / 10, mine: map[string]bool{},
+		running: map[string]uint64{}, stopping: map[string]bool{}, starting: map[string]uint64{}, resigned: map[string]bool{}, started: map[string]uint64{}}
+}
+
+// Session returns the current session ("" between sessions) and the
+// page version applied.
+func (w *Worker) Session() (string, Ver) { return w.sess, w.applied }
+
+// Leads returns the shards whose Work runs with a live leadership.
+func (w *Worker) Leads() map[string]uint64 {
+	out := map[string]uint64{}
+	for s, t := range w.running {
+		if !w.stopping[s] {
+			out[s] = t
+		}
+	}
+	return out
+}
+
+// Start opens the first session.
+func (w *Worker) Start(now time.Time) []Effect {
+	var fx []Effect
+	w.open(&fx)
+	return w.timer(now, fx)
+}
+
+func (w *Worker) open(fx *[]Effect) {
+	w.st = wOpen
+	if !w.reading && w.inflight == nil {
+		w.reading = true
+		*fx = append(*fx, Effect{Op: OpGetSession, Key: w.cfg.ID})
+	}
+}
+
+// SessionRead is the result of OpGetSession.
+func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error) []Effect {
+	var fx []Effect
+	w.reading = false
+	if w.st != wOpen || err != nil {
+		return w.timer(now, fx) // retried at the next tick
+	}
+	if w.checkDup && etag != "" {
+		if s, perr := ParseSession(data, w.cfg.ID); perr == nil && s.Session != "" && !w.mine[s.Session] && !s.Closed {
+			w.displaced++
+		}
+		w.checkDup = false
+		if w.displaced >= 2 {
+			w.st = wDone
+			return append(fx, Effect{Op: OpFail, Err: ErrDuplicateID})
+		}
+	}
+	if w.leaving {
+		w.st = wDone
+		return append(fx, Effect{Op: OpClosed})
+	}
+	w.etag = etag
+	w.sess = w.cfg.NewSession()
+	w.mine[w.sess] = true
+	w.seq = 0
+	w.applied, w.target, w.page = Ver{}, Ver{}, nil
+	clear(w.resigned)
+	w.put(now, &fx)
+	return w.timer(now, fx)
+}
+
+func (w *Worker) content(closed bool) Session {
+	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout),
+		Applied: w.applied, Closed: closed}
+	if !closed {
+		s.Leads = map[string]uint64{}
+		for sh, t := range w.running {
+			s.Leads[sh] = t
+		}
+		for sh, t := range w.starting {
+			s.Leads[sh] = t
+		}
+	}
+	return s
+}
+
+// put writes the session now, or after the write in flight.
+func (w *Worker) put(now time.Time, fx *[]Effect) {
+	if w.inflight != nil {
+		w.wantPut = true
+		return
+	}
+	w.wantPut = false
+	closed := w.leaving && len(w.running) == 0
+	s := w.content(closed)
+	wr := &write{seq: s.Seq, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
+	for sh, t := range w.starting {
+		wr.listed[sh] = t
+	}
+	w.wantNews = false
+	w.inflight = wr
+	e := Effect{Op: OpPutSession, Key: w.cfg.ID, Data: Marshal(s), IfMatch: w.etag}
+	if w.st == wLive {
+		e.At = w.deadline // no attempt is sent once the lease is over
+	}
+	*fx = append(*fx, e)
+}
+
+// Tick is a timer that fired.
+func (w *Worker) Tick(now time.Time) []Effect {
+	var fx []Effect
+	switch w.st {
+	case wOpen:
+		w.open(&fx)
+	case wLive:
+		if !now.Before(w.deadline) {
+			w.end(now, false, &fx)
+			break
+		}
+		if !now.Before(w.nextTick) {
+			w.nextTick = now.Add(w.cfg.FrequentInterval)
+			w.readPage = true
+			w.put(now, &fx)
+		}
+	}
+	return w.timer(now, fx)
+}
+
+func (w *Worker) timer(now time.Time, fx []Effect) []Effect {
+	if w.st == wDone {
+		return fx
+	}
+	at := now.Add(w.cfg.FrequentInterval)
+	if w.st == wLive {
+		at = w.nextTick
+		if w.deadline.Before(at) {
+			at = w.deadline
+		}
+	}
+	return append(fx, Effect{Op: OpTimer, At: at})
+}
+
+// SessionPut is the result of OpPutSession; sent is when its first
+// attempt went out.
+func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effect {
+	var fx []Effect
+	wr := w.inflight
+	if wr == nil {
+		return w.timer(now, fx) // no write in flight: a stray reply
+	}
+	w.inflight = nil
+	switch {
+	case err == nil:
+		w.etag, w.seq = etag, wr.seq
+		if w.st == wOpen {
+			w.st = wLive
+			w.nextTick = now.Add(w.cfg.FrequentInterval)
+			w.readPage = true
+		}
+		if w.st != wLive {
+			break
+		}
+		w.deadline = sent.Add(w.cfg.LeaderTimeout - w.margin)
+		if !now.Before(w.deadline) {
+			w.end(now, false, &fx) // the reply came after the lease it gave
+			break
+		}
+		if wr.closed {
+			w.st = wDone
+			return append(fx, Effect{Op: OpPutNews, Key: w.cfg.ID, Data: Marshal(Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq, Closed: true})},
+				Effect{Op: OpClosed})
+		}
+		if len(w.running) > 0 {
+			fx = append(fx, Effect{Op: OpExtend, At: w.deadline})
+		}
+		for _, sh := range sortedKeys(wr.listed) {
+			if t, ok := w.starting[sh]; ok && t == wr.listed[sh] {
+				delete(w.starting, sh)
+				w.running[sh] = t
+				w.started[sh] = t
+				fx = append(fx, Effect{Op: OpStart, Shard: sh, Term: t, At: w.deadline})
+			}
+		}
+		if wr.news {
+			fx = append(fx, Effect{Op: OpPutNews, Key: w.cfg.ID, Data: Marshal(Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq})})
+		}
+		if w.readPage && !w.paging && !w.leaving {
+			w.readPage, w.paging = false, true
+			fx = append(fx, Effect{Op: OpGetPage, Key: w.cfg.ID})
+		}
+		if w.wantPut || len(w.starting) > 0 || w.leaving && len(w.running) == 0 {
+			w.put(now, &fx)
+		}
+	case errors.Is(err, store.ErrPreconditionFailed):
+		// Another write took the object: this session is over.
+		if w.st == wLive {
+			w.end(now, true, &fx)
+		} else if w.st == wOpen {
+			w.open(&fx)
+		}
+	default:
+		// Unknown outcome: the lease runs on; the next tick writes again.
+		if wr.news {
+			w.wantNews = true
+		}
+	}
+	return w.timer(now, fx)
+}
+
+// NewsPut is the result of OpPutNews: a news write that failed is made
+// again after the next session write.
+func (w *Worker) NewsPut(now time.Time, err error) []Effect {
+	if err != nil && w.st == wLive {
+		w.wantNews = true
+	}
+	return nil
+}
+
+// end ends the session: every leadership ends now, and a new session
+// opens once their Work has returned.
+func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
+	for _, sh := range sortedKeys(w.running) {
+		if !w.stopping[sh] {
+			w.stopping[sh] = true
+			*fx = append(*fx, Effect{Op: OpStop, Shard: sh})
+		}
+	}
+	clear(w.starting)
+	w.sess = ""
+	w.st = wEnding
+	w.checkDup = w.checkDup || displaced
+	w.wantPut, w.readPage, w.wantNews = false, false, false
+	w.reopen(fx)
+}
+
+func (w *Worker) reopen(fx *[]Effect) {
+	if w.st == wEnding && len(w.running) == 0 {
+		w.open(fx)
+	}
+}
+
+// PageRead is the result of OpGetPage.
+func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []Effect {
+	var fx []Effect
+	w.paging = false
+	if err != nil || etag == "" || w.st != wLive || w.leaving {
+		return w.timer(now, fx)
+	}
+	p, perr := ParsePage(data, w.cfg.ID)
+	if perr != nil || p.Session != w.sess || !w.target.Less(p.Ver) {
+		return w.timer(now, fx)
+	}
+	w.target, w.page = p.Ver, p.Shards
+	clear(w.resigned)
+	for _, sh := range sortedKeys(w.running) {
+		if t, ok := w.page[sh]; (!ok || t != w.running[sh]) && !w.stopping[sh] {
+			w.stopping[sh] = true
+			fx = append(fx, Effect{Op: OpStop, Shard: sh})
+		}
+	}
+	w.settle()
+	w.put(now, &fx)
+	return w.timer(now, fx)
+}
+
+// settle lists the target page's shards that do not run, and acknowledges
+// the page once no release is draining.
+func (w *Worker) settle() {
+	clear(w.starting)
+	for sh, t := range w.page {
+		if _, ok := w.running[sh]; !ok && !w.resigned[sh] && t > w.started[sh] {
+			w.starting[sh] = t
+		}
+	}
+	if len(w.stopping) == 0 && w.applied != w.target {
+		w.applied = w.target
+		w.wantNews = true
+	}
+}
+
+// WorkDone reports that shard's Work returned.
+func (w *Worker) WorkDone(now time.Time, shard string) []Effect {
+	var fx []Effect
+	if _, ok := w.running[shard]; !ok {
+		return w.timer(now, fx)
+	}
+	was := w.stopping[shard]
+	delete(w.running, shard)
+	delete(w.stopping, shard)
+	switch {
+	case w.st == wLive && w.leaving:
+		if len(w.running) == 0 {
+			w.put(now, &fx)
+		}
+	case w.st == wLive:
+		if !was {
+			w.resigned[shard] = true // Work returned by itself: given up until a newer page
+		}
+		w.settle()
+		w.wantNews = true
+		w.put(now, &fx)
+	case w.st == wEnding:
+		w.reopen(&fx)
+	}
+	return w.timer(now, fx)
+}
+
+// Leave ends the worker: its shards' leaderships end, and once their
+// Work has returned the session is closed (its last write lists nothing).
+func (w *Worker) Leave(now time.Time) []Effect {
+	var fx []Effect
+	if w.leaving || w.st == wDone {
+		return fx
+	}
+	w.leaving = true
+	for _, sh := range sortedKeys(w.running) {
+		if !w.stopping[sh] {
+			w.stopping[sh] = true
+			fx = append(fx, Effect{Op: OpStop, Shard: sh})
+		}
+	}
+	clear(w.starting)
+	switch {
+	case w.st == wLive && len(w.running) == 0:
+		w.put(now, &fx)
+	case w.st != wLive && len(w.running) == 0 && !w.reading && w.inflight == nil:
+		w.st = wDone
+		fx = append(fx, Effect{Op: OpClosed})
+	}
+	return w.timer(now, fx)
+}

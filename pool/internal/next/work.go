@@ -1,0 +1,366 @@
+package next
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/internal/lease"
+	"github.com/s3lect/s3lect/internal/shardlead"
+	"github.com/s3lect/s3lect/pool/internal/coord"
+	"github.com/s3lect/s3lect/store"
+)
+
+// runner is the one goroutine that owns a core (a worker's or a
+// coordinator's): store calls run in goroutines of their own and send
+// their results back to it as functions to run.
+type runner struct {
+	ev    chan func()
+	quit  chan struct{} // closed when the loop ends: results are dropped
+	calls sync.WaitGroup
+	timer *time.Timer
+}
+
+func newRunner() *runner {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &runner{ev: make(chan func()), quit: make(chan struct{}), timer: t}
+}
+
+// async runs call in a goroutine and hands its result, the function it
+// returns, to the loop.
+func (r *runner) async(call func() func()) {
+	r.calls.Go(func() {
+		f := call()
+		select {
+		case r.ev <- f:
+		case <-r.quit:
+		}
+	})
+}
+
+// stop ends the loop's side: calls in flight are dropped, and waited for.
+func (r *runner) stop() {
+	close(r.quit)
+	r.timer.Stop()
+	r.calls.Wait()
+}
+
+// work runs this worker's side until its session is closed (after ctx
+// ends) or it finds a duplicate.
+func (p *Pool) work(ctx context.Context) error {
+	w := coord.NewWorker(coord.WorkerConfig{ID: p.cfg.ID, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
+		NewSession: func() string {
+			p.sessions.Add(1)
+			return lease.NewID()
+		}})
+	r := newRunner()
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	leads := newLeaderships(p.clock)
+	runs := map[string]shardlead.Control{}
+	key := p.sessionKey(p.cfg.ID)
+	var sess lease.Sighting // the session object as last written or read
+	newsTag := ""
+	var result error
+	done := false
+	var do func([]coord.Effect)
+	do = func(fx []coord.Effect) {
+		for _, e := range fx {
+			switch e.Op {
+			case coord.OpTimer:
+				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
+			case coord.OpGetSession:
+				r.async(func() func() {
+					data, etag, err := p.calls.Get(cctx, key)
+					return func() {
+						if err == nil {
+							sess = lease.Sight(data, etag)
+						}
+						do(w.SessionRead(p.clock.Now(), data, etag, err))
+					}
+				})
+			case coord.OpPutSession:
+				over := sess
+				if over.ETag != e.IfMatch {
+					over = lease.Sighting{ETag: e.IfMatch}
+				}
+				data, notAfter, sent := e.Data, e.At, p.clock.Now()
+				r.async(func() func() {
+					etag, _, err := p.calls.Put(cctx, key, data, over, notAfter)
+					return func() {
+						if err == nil {
+							sess = lease.Sight(data, etag)
+						}
+						do(w.SessionPut(p.clock.Now(), sent, etag, err))
+					}
+				})
+			case coord.OpPutNews:
+				data, tag := e.Data, newsTag
+				r.async(func() func() {
+					etag, err := p.putNews(cctx, data, tag)
+					return func() {
+						if err == nil {
+							newsTag = etag
+						}
+						do(w.NewsPut(p.clock.Now(), err))
+					}
+				})
+			case coord.OpGetPage:
+				r.async(func() func() {
+					data, etag, err := p.calls.Get(cctx, p.pageKey(p.cfg.ID))
+					return func() { do(w.PageRead(p.clock.Now(), data, etag, err)) }
+				})
+			case coord.OpStart:
+				shard := e.Shard
+				l, ctl := leads(cctx, e.Term, e.At, func() {})
+				runs[shard] = ctl
+				p.setLeading(shard, true)
+				p.starts.Add(1)
+				r.calls.Go(func() {
+					p.cfg.Work(l.Context(), shard, l)
+					r.ev <- func() { // the loop waits for every Work: never dropped
+						ctl.Exit(nil)
+						delete(runs, shard)
+						p.setLeading(shard, false)
+						do(w.WorkDone(p.clock.Now(), shard))
+					}
+				})
+			case coord.OpStop:
+				if ctl := runs[e.Shard]; ctl != nil {
+					p.stops.Add(1)
+					p.setLeading(e.Shard, false)
+					ctl.End(s3lect.ErrResigned)
+				}
+			case coord.OpExtend:
+				for _, sh := range slices.Sorted(maps.Keys(runs)) {
+					runs[sh].Extend(e.At)
+				}
+			case coord.OpClosed:
+				done = true
+			case coord.OpFail:
+				done = true
+				result = fmt.Errorf("%w: another process writes session %q", ErrDuplicateID, key)
+			}
+		}
+	}
+	do(w.Start(p.clock.Now()))
+	leave := ctx.Done()
+	for !done {
+		select {
+		case f := <-r.ev:
+			f()
+		case <-r.timer.C:
+			do(w.Tick(p.clock.Now()))
+		case <-leave:
+			leave = nil
+			do(w.Leave(p.clock.Now()))
+		}
+	}
+	r.stop() // the calls in flight (the closing news) finish first
+	cancel()
+	return result
+}
+
+// putNews writes the worker's news object over whatever it holds: it
+// only tells the coordinator when to read the session.
+func (p *Pool) putNews(ctx context.Context, data []byte, tag string) (string, error) {
+	key := p.newsKey(p.cfg.ID)
+	for range 2 {
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.FrequentInterval)
+		etag, err := p.cfg.Store.PutIfMatch(cctx, key, data, tag)
+		cancel()
+		p.count("put", err)
+		if !errors.Is(err, store.ErrPreconditionFailed) {
+			return etag, err
+		}
+		if _, tag, err = p.calls.Get(ctx, key); err != nil {
+			return "", err
+		}
+	}
+	return "", store.ErrPreconditionFailed
+}
+
+func (p *Pool) setLeading(shard string, on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on {
+		p.leading[shard] = true
+	} else {
+		delete(p.leading, shard)
+	}
+	p.owned.Store(int64(len(p.leading)))
+}
+
+// Leading returns the shards this worker leads, sorted.
+func (p *Pool) Leading() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.leading))
+}
+
+// Stats is a worker's counters since New.
+type Stats struct {
+	Pool, Worker string
+	Owned        int    // shards led now
+	Claims       uint64 // leaderships started
+	Releases     uint64 // leaderships ended by a page or Run's end
+	Sessions     uint64
+	Coordinator  uint64 // the era (election term) this worker last coordinated; 0: never
+	Gets, Puts   uint64
+	Lists        uint64
+}
+
+// Stats returns the worker's figures. It waits for nothing.
+func (p *Pool) Stats() Stats {
+	return Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: int(p.owned.Load()), Claims: p.starts.Load(), Releases: p.stops.Load(),
+		Sessions: p.sessions.Load(), Coordinator: p.coordEra.Load(), Gets: p.gets.Load(), Puts: p.puts.Load(), Lists: p.lists.Load()}
+}
+
+// coordinate campaigns for the pool's coordinator, and coordinates while
+// it leads, until ctx ends or the worker's side is done.
+func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan struct{}) {
+	for ctx.Err() == nil {
+		lead, err := el.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			p.log.Warn("coordinator campaign failed", "err", err)
+			select {
+			case <-time.After(p.cfg.FrequentInterval):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		p.lead(lead, wdone)
+		rctx, cancel := context.WithTimeout(context.Background(), p.cfg.FrequentInterval)
+		lead.Resign(rctx)
+		cancel()
+		select {
+		case <-wdone:
+			return
+		default:
+		}
+	}
+}
+
+// lead runs one era of the coordinator, until the leadership ends, the
+// core steps down or the worker's side is done.
+func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
+	term := lead.Term()
+	if term >= 1<<32 {
+		p.log.Error("the coordinator's election term is at 2^32: shard terms would not fit; delete the coordinator's lockfile and term object to start again", "term", term)
+		return
+	}
+	p.coordEra.Store(term)
+	p.coordinating.Store(true)
+	defer p.coordinating.Store(false)
+	p.log.Info("coordinating the pool", "term", term)
+	c := coord.NewCoordinator(coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout}, term)
+	lctx := lead.Context()
+	r := newRunner()
+	defer r.stop()
+	pages := map[string]lease.Sighting{}
+	down := false
+	var do func([]coord.Effect)
+	do = func(fx []coord.Effect) {
+		for _, e := range fx {
+			if lctx.Err() != nil {
+				return // no call once the leadership is over
+			}
+			switch e.Op {
+			case coord.OpTimer:
+				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
+			case coord.OpList:
+				r.async(func() func() {
+					es, err := p.calls.List(lctx, p.cfg.Prefix)
+					m := map[string]coord.Entry{}
+					for _, en := range es {
+						rel := strings.TrimPrefix(en.Key, p.cfg.Prefix)
+						if id, ok := cutKey(rel, "workers/"); ok {
+							x := m[id]
+							x.Session = en.ETag
+							m[id] = x
+						} else if id, ok := cutKey(rel, "news/"); ok {
+							x := m[id]
+							x.News = en.ETag
+							m[id] = x
+						}
+					}
+					return func() { do(c.Listed(p.clock.Now(), m, err)) }
+				})
+			case coord.OpGetSession:
+				id := e.Key
+				r.async(func() func() {
+					data, etag, err := p.calls.Get(lctx, p.sessionKey(id))
+					return func() { do(c.SessionRead(p.clock.Now(), id, data, etag, err)) }
+				})
+			case coord.OpGetPage:
+				id := e.Key
+				r.async(func() func() {
+					data, etag, err := p.calls.Get(lctx, p.pageKey(id))
+					return func() {
+						if err == nil {
+							pages[id] = lease.Sight(data, etag)
+						}
+						do(c.PageRead(p.clock.Now(), id, data, etag, err))
+					}
+				})
+			case coord.OpPutPage:
+				id, data := e.Key, e.Data
+				over := pages[id]
+				if over.ETag != e.IfMatch {
+					over = lease.Sighting{ETag: e.IfMatch}
+				}
+				r.async(func() func() {
+					etag, _, err := p.calls.Put(lctx, p.pageKey(id), data, over, time.Time{})
+					return func() {
+						if err == nil {
+							pages[id] = lease.Sight(data, etag)
+						}
+						do(c.PagePut(p.clock.Now(), id, etag, err))
+					}
+				})
+			case coord.OpStepDown:
+				p.log.Warn("the coordinator steps down", "term", term, "err", e.Err)
+				down = true
+			}
+		}
+	}
+	do(c.Begin(p.clock.Now()))
+	var grace <-chan time.Time
+	for !down {
+		select {
+		case f := <-r.ev:
+			f()
+		case <-r.timer.C:
+			do(c.Tick(p.clock.Now()))
+		case <-lctx.Done():
+			return
+		case <-wdone:
+			// This worker has closed its session: coordinate two more
+			// intervals, so that its shards go to the others before the
+			// election starts a new era (which waits a lease).
+			wdone, grace = nil, time.After(2*p.cfg.FrequentInterval)
+		case <-grace:
+			return
+		}
+	}
+}
+
+// cutKey returns the worker ID of a key dir/<ID>.json.
+func cutKey(rel, dir string) (string, bool) {
+	id, ok := strings.CutPrefix(rel, dir)
+	if !ok {
+		return "", false
+	}
+	id, ok = strings.CutSuffix(id, ".json")
+	return id, ok && id != "" && !strings.Contains(id, "/")
+}

@@ -18,6 +18,12 @@ import (
 // (docs/protocol.md, 3.1).
 const noTTLLease = DefaultLeaderTimeout
 
+// maxAnchoredHeld is the largest held time (milliseconds) that section
+// 3.2's bound uses: a hundred years, so that the held time stretched by
+// an eighth, plus a lease of at most lease.MaxTiming, stays far inside
+// time.Duration. A record claiming more is waited out by section 3.1 alone.
+const maxAnchoredHeld = 100 * 365 * 24 * int64(time.Hour/time.Millisecond)
+
 // lease returns how long a follower must watch v unchanged before it may
 // take it over (section 3.1): the longer of its own LeaderTimeout and the
 // lease the record states; for a record that states none, the longest
@@ -128,13 +134,15 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 		return n
 	case rec.LastUpdated.IsZero():
 		n.kind, n.rec, n.term = kindVacant, rec, rec.Term
-		n.ttl = time.Duration(rec.TTL) * time.Millisecond
+		n.ttl = lease.TTL(rec.TTL)
 		return n
 	}
 	n.kind, n.rec, n.term = kindHeld, rec, rec.Term
-	n.ttl = time.Duration(rec.TTL) * time.Millisecond
-	if rec.Lease == "" {
-		return n // an older writer: observed silence only
+	n.ttl = lease.TTL(rec.TTL)
+	if rec.Lease == "" || rec.Held > maxAnchoredHeld {
+		// An older writer, or a held time beyond any the arithmetic below
+		// can stretch without overflow: observed silence only.
+		return n
 	}
 	a := now.Add(-stretch(time.Duration(rec.Held)*time.Millisecond - time.Millisecond))
 	switch {

@@ -166,7 +166,10 @@ type ElectorConfig struct {
 	// unchanged for the longer of its own LeaderTimeout and the record's
 	// ttl, so instances with different LeaderTimeouts can share a
 	// lockfile, and a rolling change of it is safe. It must exceed two
-	// FrequentIntervals. Default 15s.
+	// FrequentIntervals. Default 15s. Like every timing here, it may be
+	// at most ten years: New refuses a longer one (time.Duration's
+	// maximum, Go's usual "no timeout", included) rather than let the
+	// lease arithmetic overflow.
 	//
 	// A record without ttl (written by the original s3lect or by s3lect
 	// before protocol version 3), and unreadable content, is waited out
@@ -251,6 +254,10 @@ func (cfg ElectorConfig) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("s3lect: invalid config: "+format, args...)
 	}
+	tooLong := func(field string, d time.Duration) error {
+		return bad("%s %v is too long: the largest allowed is %v (ten years), beyond which the lease arithmetic could overflow; "+
+			"for a lease that practically never ends, use %v", field, d, lease.MaxTiming, lease.MaxTiming)
+	}
 	switch {
 	case cfg.Store == nil && cfg.Bucket == "":
 		return bad("Store is nil and Bucket is empty; set one of them")
@@ -269,6 +276,14 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":
 		return bad("ServerID is empty")
+	case cfg.FrequentInterval > lease.MaxTiming:
+		return tooLong("FrequentInterval", cfg.FrequentInterval)
+	case cfg.InfrequentInterval > lease.MaxTiming:
+		return tooLong("InfrequentInterval", cfg.InfrequentInterval)
+	case cfg.LeaderTimeout > lease.MaxTiming:
+		return tooLong("LeaderTimeout", cfg.LeaderTimeout)
+	case cfg.PeerTimeout > lease.MaxTiming:
+		return tooLong("PeerTimeout", cfg.PeerTimeout)
 	case cfg.FrequentInterval < 0:
 		return bad("FrequentInterval %v is negative", cfg.FrequentInterval)
 	case cfg.InfrequentInterval < 0:

@@ -42,6 +42,10 @@ type World struct {
 	Faults  Faults
 	Counts  *Tally
 	History *History // the last writes of each key, for restores
+	// Gate, if set, orders the calls that reach the shared store at one
+	// virtual instant by the stores' names (Store.Name), so that a seed
+	// replays exactly (Gate).
+	Gate *Gate
 
 	lists listLog
 }
@@ -66,6 +70,9 @@ type Store struct {
 	w      *World
 	OnPut  func()           // called as each write starts, before anything else
 	OnLand func(key string) // called as each write lands
+	// Name orders this store's calls among the others' at one instant,
+	// under the world's Gate: unique per node incarnation ("n2/1").
+	Name string
 
 	mu          sync.Mutex
 	r           *rand.Rand
@@ -185,6 +192,11 @@ func (s *Store) roll() (fail, lost, hang bool, before, after time.Duration, down
 // in which case op may still land.
 func call[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error) {
 	var zero T
+	inner := op
+	op = func() (v T, err error) {
+		s.w.Gate.Do(s.Name, func() { v, err = inner() })
+		return v, err
+	}
 	fail, lost, hang, before, after, down := s.roll()
 	if down || hang {
 		<-ctx.Done()

@@ -21,4 +21,5 @@ const (
 	mutStepNoWait      = false // a step-down request is released at once, without waiting for the holder (handover.go)
 	mutNoHandoverHold  = false // a resigner may take its own released record back at once (handover.go)
 	mutNoReleaseReread = false // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
+	mutMonoClock       = false // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
 )

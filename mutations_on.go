@@ -16,4 +16,5 @@ var (
 	mutStepNoWait      bool // a step-down request is released at once, without waiting for the holder (handover.go)
 	mutNoHandoverHold  bool // a resigner may take its own released record back at once (handover.go)
 	mutNoReleaseReread bool // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
+	mutMonoClock       bool // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
 )

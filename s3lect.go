@@ -25,9 +25,11 @@
 //     leader that is paused after its context was cancelled.
 //   - A leader that cannot renew stops by itself: its Context is cancelled
 //     no later than LeaderTimeout minus a tenth after the start of its last
-//     successful write, by its own monotonic clock. A suspended or paused
-//     VM's clock may not count the suspension; Leadership.Context says
-//     exactly what Err then catches.
+//     successful write, by its own clock: monotonic, and on Linux also
+//     counting a suspend of the host (CLOCK_BOOTTIME), checked at least
+//     every LeaderTimeout/20. A VM paused by its hypervisor, or a suspend
+//     on other systems, is caught only by the wall clock once it is set
+//     right; Leadership.Context says exactly what Err then catches.
 //
 // The protocol, its timing rules and the argument for its safety are in
 // docs/protocol.md in the repository.
@@ -430,6 +432,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	if mutMarginZero {
 		e.margin = 0
 	}
+	e.clock.MonoOnly = mutMonoClock
 	e.snap.Store(&snapshot{next: make(chan struct{})})
 	return e, nil
 }

@@ -35,6 +35,7 @@ type simVariant struct {
 	foreign     bool // a writer without terms, leases or ttl (the original s3lect, or worse) takes the lockfile now and then
 	deleter     bool // the lockfile, its term object, or both are deleted now and then
 	stepDown    bool // operators write step-down requests (s3lect release), some to a named member, some at once; holders Transfer (review of issue 29)
+	suspend     bool // hosts are suspended now and then: monotonic clocks stop, calls wait for the resume (sim_restore_test.go)
 }
 
 var simVariants = []simVariant{
@@ -211,6 +212,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 	incarnations := make([]int, p.nodes)
 	rolled := make([]bool, p.nodes) // node i runs its second configuration (rolling variant)
 	var start func(i, incarnation int) *simNode
+	sleeps := &simSleeps{}
 
 	// restartLater starts node i again after a while, unless it was
 	// restarted meanwhile.
@@ -255,6 +257,9 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		e.newLease = func() string { return fmt.Sprintf("%016x", lr.Uint64()) } // drawn by the run loop alone
 		// Each incarnation's clock runs at its own rate, within 5%.
 		e.clock.Rate = simworld.ClockRate(nr, false)
+		if v.suspend {
+			e.clock.Slept = sleeps.host(i, incarnation)
+		}
 		if v.peer {
 			peers.Add(cfg.ServerAddr, PeerHandler(e))
 		}
@@ -633,6 +638,13 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 				}
 			})
 		}
+	}
+	if v.suspend {
+		addSuspends(r, p, &events, counts, sleeps, func(i int) (*simworld.Store, int) {
+			nmu.Lock()
+			defer nmu.Unlock()
+			return nodes[i].st, incarnations[i]
+		}, leaderOr)
 	}
 	if v.rewind {
 		// The store crashes now and then, loses its last one or two

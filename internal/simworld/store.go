@@ -190,14 +190,23 @@ func (s *Store) roll() (fail, lost, hang bool, before, after time.Duration, down
 // call runs op as a remote call: it reaches the store after a delay and
 // its reply comes back after another, unless the caller gives up first,
 // in which case op may still land.
-func call[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error) {
+//
+// Under the world's Gate, the faults are drawn and the call lands each at
+// a still moment of its instant, in the order of the store's name and
+// what (the operation and key): two goroutines of one node that call at
+// one instant (a resumed process's renewer and reader) draw in one order.
+func call[T any](ctx context.Context, s *Store, what string, op func() (T, error)) (T, error) {
 	var zero T
 	inner := op
 	op = func() (v T, err error) {
-		s.w.Gate.Do(s.Name, func() { v, err = inner() })
+		s.w.Gate.Do(s.Name+" "+what, func() { v, err = inner() })
 		return v, err
 	}
-	fail, lost, hang, before, after, down := s.roll()
+	var (
+		fail, lost, hang, down bool
+		before, after          time.Duration
+	)
+	s.w.Gate.Do(s.Name+" "+what, func() { fail, lost, hang, before, after, down = s.roll() })
 	if down || hang {
 		<-ctx.Done()
 		return zero, ctx.Err()
@@ -244,7 +253,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		data []byte
 		etag string
 	}
-	g, err := call(ctx, s, func() (got, error) {
+	g, err := call(ctx, s, "get "+key, func() (got, error) {
 		if !rw.sameEpoch(ep) {
 			return got{}, ErrStoreDown // the server crashed with the request in flight
 		}
@@ -264,7 +273,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 		return "", ErrStoreDown
 	}
 	ep := rw.epochNow()
-	return call(ctx, s, func() (string, error) {
+	return call(ctx, s, "put "+key, func() (string, error) {
 		if !rw.sameEpoch(ep) {
 			return "", ErrStoreDown // the server crashed with the request in flight
 		}
@@ -295,7 +304,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		return nil, errors.New("simworld: the shared store does not list")
 	}
 	lag := s.w.Faults.ListLag
-	return call(ctx, s, func() ([]store.Entry, error) {
+	return call(ctx, s, "list "+prefix, func() ([]store.Entry, error) {
 		now, err := lister.List(context.Background(), prefix)
 		if err != nil {
 			return nil, err

@@ -48,7 +48,7 @@ const (
 	kindVacant              // a released record: lastUpdated is zero
 	kindHeld                // a valid record with a live-looking lease
 	kindCorrupt             // unreadable content: a holder that never renews
-	kindOurs                // our own record, left by a leadership of this elector that has ended
+	kindOurs                // our own record, left by a leadership of this elector that has ended, not read since
 )
 
 // view is what the elector knows of the lockfile: its current sighting.
@@ -116,8 +116,13 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 	if etag == "" {
 		n.kind = kindAbsent
 	}
-	if v.kind != kindUnknown && etag == v.etag && (n.sum == v.sum || mutETagOnly) {
-		return v // unchanged: keep the time we first saw it
+	if v.kind != kindUnknown && (v.kind != kindOurs || mutExLeaderShortcut) && etag == v.etag && (n.sum == v.sum || mutETagOnly) {
+		// Unchanged: keep the time we first saw it. Not a record this
+		// elector wrote and has not read since (kindOurs): the same bytes
+		// under the same ETag may be a restore of it, made while this
+		// elector could not read, so its first read starts the wait
+		// (docs/protocol.md, 4.3, T8).
+		return v
 	}
 	if etag == "" {
 		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs
@@ -168,7 +173,9 @@ func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
 	case kindUnknown:
 		return time.Time{}, false
 	case kindOurs:
-		return v.seenAt, true
+		if mutExLeaderShortcut {
+			return v.seenAt, true
+		}
 	case kindVacant:
 		// A release by a version 3 leader is its own, written over its
 		// own record: nobody holds the lease. One that states no lease

@@ -18,8 +18,9 @@ const (
 	mutIgnoreTTL    = false // a follower waits its own LeaderTimeout whatever the record says (version 2)
 	mutNoTermObject = false // takeovers neither read nor raise the term object (version 2)
 
-	mutStepNoWait      = false // a step-down request is released at once, without waiting for the holder (handover.go)
-	mutNoHandoverHold  = false // a resigner may take its own released record back at once (handover.go)
-	mutNoReleaseReread = false // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
-	mutMonoClock       = false // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
+	mutStepNoWait       = false // a step-down request is released at once, without waiting for the holder (handover.go)
+	mutNoHandoverHold   = false // a resigner may take its own released record back at once (handover.go)
+	mutNoReleaseReread  = false // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
+	mutMonoClock        = false // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
+	mutExLeaderShortcut = false // an ex-leader takes its own last acknowledged write over at once (version 3's T8/E5)
 )

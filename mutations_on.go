@@ -13,8 +13,9 @@ var (
 	mutIgnoreTTL    bool // a follower waits its own LeaderTimeout whatever the record says (version 2)
 	mutNoTermObject bool // takeovers neither read nor raise the term object (version 2)
 
-	mutStepNoWait      bool // a step-down request is released at once, without waiting for the holder (handover.go)
-	mutNoHandoverHold  bool // a resigner may take its own released record back at once (handover.go)
-	mutNoReleaseReread bool // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
-	mutMonoClock       bool // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
+	mutStepNoWait       bool // a step-down request is released at once, without waiting for the holder (handover.go)
+	mutNoHandoverHold   bool // a resigner may take its own released record back at once (handover.go)
+	mutNoReleaseReread  bool // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
+	mutMonoClock        bool // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
+	mutExLeaderShortcut bool // an ex-leader takes its own last acknowledged write over at once (version 3's T8/E5)
 )

@@ -59,6 +59,10 @@ type view struct {
 	kind kind
 	etag string   // "" when absent
 	sum  [32]byte // SHA-256 of the content; zero when absent
+	// token is the store's sighting token the content was read with
+	// (store.Sighter): "" when none was (a peer answer, a store without
+	// tokens, the elector's own write).
+	token string
 	rec  Record   // valid for kindVacant, kindHeld and kindOurs
 	term uint64   // the term a takeover must exceed
 
@@ -97,7 +101,8 @@ func (v view) key() leaseKey { return leaseKey{v.rec.LeaderID, v.rec.Term, v.rec
 
 // same reports whether w is the same sighting as v.
 func (v view) same(w view) bool {
-	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly)
+	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly) &&
+		(v.token == "" || w.token == "" || v.token == w.token || mutSightNoToken)
 }
 
 // stretch returns d lengthened by δ = 1/8 (docs/protocol.md, 3.2).
@@ -109,14 +114,28 @@ func stretch(d time.Duration) time.Duration {
 }
 
 // observe returns the view after a read at local time now that returned
-// data and etag (absent when etag == "").
+// data and etag (absent when etag == ""), without a sighting token.
 func (v view) observe(data []byte, etag string, now time.Time) view {
+	return v.observeToken(data, etag, "", now)
+}
+
+// observeToken is observe for a read that came with the store's sighting
+// token (store.Sighter; "" if none). A token other than the one the view
+// was read with is a new sighting, though ETag and bytes be the same: a
+// restore of earlier bytes (docs/protocol.md, 2.1). A view without a
+// token (heard from the peer, or from a store without tokens) takes the
+// first token read for the same ETag and bytes as its own.
+func (v view) observeToken(data []byte, etag, token string, now time.Time) view {
 	s := lease.Sight(data, etag)
-	n := view{etag: s.ETag, sum: s.Sum, seenAt: now}
+	n := view{etag: s.ETag, sum: s.Sum, seenAt: now, token: token}
 	if etag == "" {
 		n.kind = kindAbsent
 	}
-	if v.kind != kindUnknown && (v.kind != kindOurs || mutExLeaderShortcut) && etag == v.etag && (n.sum == v.sum || mutETagOnly) {
+	sameToken := v.token == "" || v.token == token || mutSightNoToken
+	if v.kind != kindUnknown && (v.kind != kindOurs || mutExLeaderShortcut) && etag == v.etag && (n.sum == v.sum || mutETagOnly) && sameToken {
+		if v.token == "" {
+			v.token = token
+		}
 		// Unchanged: keep the time we first saw it. Not a record this
 		// elector wrote and has not read since (kindOurs): the same bytes
 		// under the same ETag may be a restore of it, made while this
@@ -153,14 +172,20 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 	switch {
 	case v.kind != kindHeld || v.key() != n.key():
 		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
-	case rec.Held >= v.maxHeld:
+	case rec.Held > v.maxHeld || rec.Held == v.maxHeld && mutSightNoToken:
+		// A later send of the same leadership. A new sighting with the
+		// held time already seen is not one: an operator's restore of
+		// what this follower read (new token, same bytes), or a
+		// step-down request (the record as it was, plus stepDown). Only
+		// its own sighting counts then (default, below).
 		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
 		if v.anchored && v.anchor.Before(a) {
 			n.anchor = v.anchor
 		}
 	default:
-		// The leader's time went backwards: a rewound store or a liar.
-		// Only this sighting's own time is trusted from here on.
+		// The leader's time did not go forward: a restore, a rewound
+		// store or a liar. Only this sighting's own time is trusted from
+		// here on.
 		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
 	}
 	return n

@@ -18,4 +18,5 @@ var (
 	mutNoReleaseReread  bool // a refused release is not followed by a read for a step-down request over it (heartbeat.go)
 	mutMonoClock        bool // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
 	mutExLeaderShortcut bool // an ex-leader takes its own last acknowledged write over at once (version 3's T8/E5)
+	mutSightNoToken     bool // a sighting ignores the store's token: a restore of exact bytes looks unchanged (store.Sighter)
 )

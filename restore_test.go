@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect/internal/simworld"
+	"github.com/s3lect/s3lect/store/memstore"
 )
 
 // TestExLeaderWaitsOutARestoreOfItsOwnWrite: issue 43's ex-leader case. A
@@ -102,6 +103,111 @@ func TestExLeaderWaitsOutARestoreOfItsOwnWrite(t *testing.T) {
 				time.Since(start.Add(11*time.Minute)))
 		}
 		again.Resign(context.Background())
+		a.Close()
+		b.Close()
+	})
+}
+
+// restoringStore is a store whose every read of the lockfile, once armed,
+// is preceded by a restore of the bytes the previous read returned: an
+// operator putting back, right before a follower's next read, the
+// version that follower last saw.
+type restoringStore struct {
+	*memstore.Store
+	mu       sync.Mutex
+	armed    bool
+	last     []byte
+	restores int
+}
+
+func (s *restoringStore) before(ctx context.Context, key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.armed || key != testKey || s.last == nil {
+		return
+	}
+	if _, etag, err := s.Store.Get(ctx, key); err == nil {
+		if _, err := s.Store.PutIfMatch(ctx, key, s.last, etag); err == nil {
+			s.restores++
+			s.armed = false // once
+		}
+	}
+}
+
+func (s *restoringStore) after(key string, data []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if key == testKey {
+		s.last = data
+	}
+}
+
+func (s *restoringStore) Get(ctx context.Context, key string) ([]byte, string, error) {
+	s.before(ctx, key)
+	data, etag, err := s.Store.Get(ctx, key)
+	s.after(key, data)
+	return data, etag, err
+}
+
+func (s *restoringStore) GetSighting(ctx context.Context, key string) ([]byte, string, string, error) {
+	s.before(ctx, key)
+	data, etag, token, err := s.Store.GetSighting(ctx, key)
+	s.after(key, data)
+	return data, etag, token, err
+}
+
+// TestStableFollowerSeesARestoreOfWhatItRead: issue 43's first case. A
+// stable follower (reading every InfrequentInterval) last read version X
+// of the lockfile; right before its next read, the lockfile is put back
+// to X (the same bytes, so the same ETag). The follower must not take it
+// for "unchanged since its first sight" and take over at once while the
+// leader is live; the store's sighting token (store.Sighter) tells the
+// restore from X. With sightings by ETag and bytes alone (mutation
+// notoken), the follower took over during the live lease.
+func TestStableFollowerSeesARestoreOfWhatItRead(t *testing.T) {
+	defer setMutation(t)()
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		a, err := New(ElectorConfig{Store: mem, LockfilePath: testKey, ServerID: "a", Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs := &restoringStore{Store: mem}
+		b, err := New(ElectorConfig{Store: fs, LockfilePath: testKey, ServerID: "b", Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lead, err := a.Campaign(t.Context())
+		if err != nil {
+			t.Fatalf("Campaign() = %v", err)
+		}
+		won := make(chan bool, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+			defer cancel()
+			l, err := b.Campaign(ctx)
+			if err != nil {
+				won <- false
+				return
+			}
+			won <- lead.Context().Err() == nil // was the leader live when the follower won?
+			l.Resign(context.Background())
+		}()
+		time.Sleep(2 * time.Minute) // the follower is stable
+		if b.Stats().Mode != "infrequent" {
+			t.Fatalf("follower's mode after two minutes = %q; want infrequent", b.Stats().Mode)
+		}
+		fs.mu.Lock()
+		fs.armed = true
+		fs.mu.Unlock()
+		if overlap := <-won; overlap {
+			t.Errorf("the follower took over while the leader's leadership was live, after the lockfile was restored to what it last read")
+		}
+		fs.mu.Lock()
+		if fs.restores != 1 {
+			t.Errorf("%d restores; want 1", fs.restores)
+		}
+		fs.mu.Unlock()
 		a.Close()
 		b.Close()
 	})

@@ -15,5 +15,5 @@ func setMutation(t *testing.T) func() {
 	return simworld.SetMutation(t, map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly,
 		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject,
 		"stepnowait": &mutStepNoWait, "nohold": &mutNoHandoverHold,
-		"noreread": &mutNoReleaseReread, "monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut}, "")
+		"noreread": &mutNoReleaseReread, "monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken}, "")
 }

@@ -263,6 +263,34 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 	return g.data, g.etag, err
 }
 
+// GetSighting implements store.Sighter where the shared store does
+// (memstore); elsewhere the token is "".
+func (s *Store) GetSighting(ctx context.Context, key string) ([]byte, string, string, error) {
+	sg, ok := s.w.Shared.(store.Sighter)
+	if !ok {
+		data, etag, err := s.Get(ctx, key)
+		return data, etag, "", err
+	}
+	s.resume()
+	rw := s.w.Rewind
+	if rw.Down() {
+		return nil, "", "", ErrStoreDown
+	}
+	ep := rw.epochNow()
+	type got struct {
+		data        []byte
+		etag, token string
+	}
+	g, err := call(ctx, s, "get "+key, func() (got, error) {
+		if !rw.sameEpoch(ep) {
+			return got{}, ErrStoreDown
+		}
+		d, e, tk, err := sg.GetSighting(context.Background(), key)
+		return got{d, e, tk}, err
+	})
+	return g.data, g.etag, g.token, err
+}
+
 func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
 	if s.OnPut != nil {
 		s.OnPut()

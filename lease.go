@@ -59,12 +59,13 @@ type view struct {
 	kind kind
 	etag string   // "" when absent
 	sum  [32]byte // SHA-256 of the content; zero when absent
+	rec  Record   // valid for kindVacant, kindHeld and kindOurs
+	term uint64   // the term a takeover must exceed
+
 	// token is the store's sighting token the content was read with
 	// (store.Sighter): "" when none was (a peer answer, a store without
 	// tokens, the elector's own write).
 	token string
-	rec  Record   // valid for kindVacant, kindHeld and kindOurs
-	term uint64   // the term a takeover must exceed
 
 	// seenAt is the local monotonic time at which this sighting was first
 	// seen. Expiry is measured from it, never from rec.LastUpdated.

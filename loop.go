@@ -169,7 +169,9 @@ func (lp *loop) step(ev event) {
 	}
 }
 
-func (lp *loop) read(f doRead) { lp.send(lp.readCtx, &lp.reader, f.gen, getReq{key: lp.e.key, sighting: true}) }
+func (lp *loop) read(f doRead) {
+	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{key: lp.e.key, sighting: true})
+}
 
 func (lp *loop) readTerm(f doReadTerm) {
 	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{key: lp.e.termKey})

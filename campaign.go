@@ -221,7 +221,7 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 			// states.
 			c.sh.termSeen = seen
 			v.heldBefore = true
-			v.ttl = max(v.ttl, time.Duration(obj.TTL)*time.Millisecond)
+			v.ttl = max(v.ttl, lease.TTL(obj.TTL))
 			if now.After(v.seenAt) {
 				v.seenAt = now
 			}
@@ -237,7 +237,7 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	if c.camp.recreate {
 		var obj termObject
 		if json.Unmarshal(ev.data, &obj) == nil && obj.TTL > 0 {
-			v.ttl = max(v.ttl, time.Duration(obj.TTL)*time.Millisecond) // the wait before the leadership is handed out
+			v.ttl = max(v.ttl, lease.TTL(obj.TTL)) // the wait before the leadership is handed out
 		}
 	}
 	c.sh.maxTerm = max(c.sh.maxTerm, high)

@@ -251,7 +251,8 @@ type (
 		data   []byte // what a read returned
 		etag   string // "" with a nil err: absent
 		err    error
-		unsure bool // a write attempt's outcome is unknown
+		unsure bool   // a write attempt's outcome is unknown
+		token  string // a read's sighting token (store.Sighter), "" if none
 	}
 )
 

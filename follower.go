@@ -127,7 +127,7 @@ func (c *core) readDone(f *follower, ev evStore, sent, now time.Time, emit func(
 	if c.adoptClaim(ev, now, emit) {
 		return
 	}
-	f.readReturned(&c.sh, ev.data, ev.etag, sent, now, emit)
+	f.readReturned(&c.sh, ev.data, ev.etag, ev.token, sent, now, emit)
 }
 
 // readFailed takes in a read that failed, permanently or not.
@@ -141,11 +141,11 @@ func (f *follower) readFailed(p params, err error, permanent bool, sent time.Tim
 
 // readReturned takes in a read, sent at sent, that returned data and etag
 // ("" for an absent lockfile) at now.
-func (f *follower) readReturned(sh *shared, data []byte, etag string, sent, now time.Time, emit func(effect)) {
+func (f *follower) readReturned(sh *shared, data []byte, etag, token string, sent, now time.Time, emit func(effect)) {
 	p := sh.p
 	f.readErr, f.stale = nil, false
 	before := f.v
-	f.v = f.v.observe(data, etag, now)
+	f.v = f.v.observeToken(data, etag, token, now)
 	sh.maxTerm = max(sh.maxTerm, f.v.term)
 	sh.maxTTL = max(sh.maxTTL, f.v.ttl)
 	fresh := !before.same(f.v)

@@ -171,7 +171,7 @@ func (c *core) finishLead(l *leader, now time.Time, emit func(effect)) bool {
 		// it vouches for nothing, and a release would let a follower take
 		// over at once. It is left held, and waited out by everyone,
 		// this elector too, from now (section 4, Takeover).
-		c.leadOver(view{kind: kindHeld, etag: l.etag, sum: l.sum, rec: l.rec, term: l.rec.Term, seenAt: now,
+		c.leadOver(view{kind: kindOurs, etag: l.etag, sum: l.sum, rec: l.rec, term: l.rec.Term, seenAt: now,
 			ttl: time.Duration(l.rec.TTL) * time.Millisecond}, now.Add(c.sh.p.fi), now, nil, emit)
 	case errors.Is(l.ending, ErrLeaseExpired):
 		// The store did not take our renewals; the record stays as it is.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/s3lect/s3lect/internal/lease"
 )
 
 // Leadership is one term of leadership won by Campaign.
@@ -26,8 +28,8 @@ type Leadership struct {
 	// checks it too (a cross-check for clocks that stop while the process
 	// does not run, such as a paused VM's monotonic clock).
 	wallDeadline atomic.Int64
-	expiry       *time.Timer // cancels ctx at the deadline, whatever the run loop is doing
-	stopDone     func() bool // stops the AfterFunc that reports the end (to the run loop, or to a pool: ended)
+	expiry       atomic.Pointer[time.Timer] // cancels ctx at the deadline, whatever the run loop is doing
+	stopDone     func() bool                // stops the AfterFunc that reports the end (to the run loop, or to a pool: ended)
 
 	// Announce (announce.go); the run loop's alone.
 	annAt   time.Time        // the announced moment, once a renewal carries it (local time)
@@ -43,7 +45,9 @@ func newLeadership(e *Elector, parent context.Context, term uint64, deadline tim
 	l := &Leadership{e: e, ctx: ctx, cancel: cancel, term: term, exited: make(chan struct{})}
 	l.pub = leaseContext{Context: ctx, l: l}
 	l.setDeadline(deadline)
-	l.expiry = time.AfterFunc(e.clock.RealUntil(deadline), func() { l.cancel(ErrLeaseExpired) })
+	t := time.AfterFunc(lease.MaxTiming, l.check) // armed below, once stored
+	l.expiry.Store(t)
+	t.Reset(l.untilCheck())
 	if ended == nil {
 		ended = func() {
 			select {
@@ -59,19 +63,42 @@ func newLeadership(e *Elector, parent context.Context, term uint64, deadline tim
 // extend moves the lease's end after a renewal.
 func (l *Leadership) extend(deadline time.Time) {
 	l.setDeadline(deadline)
-	l.expiry.Reset(l.e.clock.RealUntil(deadline))
+	l.expiry.Load().Reset(l.untilCheck())
+}
+
+// untilCheck returns when the expiry timer must next look at the clocks:
+// at the deadline, or a tick (lease.Tick) from now if that is sooner. A Go
+// timer runs on the monotonic clock and fires late by a suspend of the
+// host; the tick after the resume finds the lease over on the local
+// clock, which counts the suspend (docs/protocol.md, 3.1).
+func (l *Leadership) untilCheck() time.Duration {
+	d := l.e.clock.RealUntil(l.e.clock.Base.Add(time.Duration(l.deadline.Load())))
+	return min(d, lease.Tick(l.e.cfg.LeaderTimeout))
+}
+
+// check is the expiry timer: it ends the leadership once the lease is
+// over, else looks again later.
+func (l *Leadership) check() {
+	if l.expired() {
+		l.cancel(ErrLeaseExpired)
+		return
+	}
+	if l.ctx.Err() == nil {
+		l.expiry.Load().Reset(l.untilCheck())
+	}
 }
 
 // setDeadline records the lease's end, a local time read from the
-// elector's clock (it carries a wall reading too).
+// elector's clock, and the same end on the wall clock: the wall time now
+// plus what is left of the lease.
 func (l *Leadership) setDeadline(deadline time.Time) {
 	l.deadline.Store(int64(deadline.Sub(l.e.clock.Base)))
-	l.wallDeadline.Store(deadline.UnixNano())
+	l.wallDeadline.Store(l.e.clock.Wall().Add(deadline.Sub(l.e.clock.Now())).UnixNano())
 }
 
 // stop releases the leadership's timers once it is over.
 func (l *Leadership) stop() {
-	l.expiry.Stop()
+	l.expiry.Load().Stop()
 	l.stopDone()
 }
 
@@ -82,20 +109,22 @@ func (l *Leadership) stop() {
 //   - ErrLeadershipLost: another holder wrote the lockfile;
 //   - ErrLeaseExpired: renewals failed, by retries running out or by the
 //     lease deadline (LeaderTimeout minus a tenth after the start of the
-//     last successful write) passing on this instance's monotonic clock;
+//     last successful write) passing on this instance's local clock;
 //   - ErrResigned: Resign or Close was called (after Close the cause
 //     also matches ErrClosed);
 //   - the cause of the Campaign context, when that ended.
 //
 // Its Err also reads the clocks, so that a process resumed after a pause
 // that asks Err before the expiry timer has run already gets the lease's
-// end (ErrLeaseExpired). Exactly: Err reports the end once the monotonic
+// end (ErrLeaseExpired). Exactly: Err reports the end once the local
 // clock has reached the deadline, or the wall clock has reached the wall
-// time of the last successful write's send plus the lease. A process
-// stopped by SIGSTOP, or descheduled, is caught by the monotonic clock,
-// which keeps running. A suspended or paused VM is not, by that clock
-// alone: Go's monotonic clock (CLOCK_MONOTONIC on Linux) does not count
-// the time a system is suspended, and a paused guest's may not either. The
+// time the lease was set at plus what was left of it. The local clock is
+// the monotonic one plus, on Linux, the time the host spent suspended
+// (CLOCK_BOOTTIME less CLOCK_MONOTONIC): a process stopped by SIGSTOP,
+// descheduled, or on a suspended Linux host, is caught by it, and the
+// expiry timer looks at it at least every LeaderTimeout/20, so the
+// context ends within that of a resume. A VM paused by its hypervisor,
+// or a suspend on other systems, is not counted by it. The
 // wall clock catches it only once it has been set right after the resume
 // (a paravirtual clock, or an NTP step), and only if Err is asked after
 // that; until then nothing inside the process can know. A wall clock

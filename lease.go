@@ -18,6 +18,12 @@ import (
 // (docs/protocol.md, 3.1).
 const noTTLLease = DefaultLeaderTimeout
 
+// maxAnchoredHeld is the largest held time (milliseconds) that section
+// 3.2's bound uses: a hundred years, so that the held time stretched by
+// an eighth, plus a lease of at most lease.MaxTiming, stays far inside
+// time.Duration. A record claiming more is waited out by section 3.1 alone.
+const maxAnchoredHeld = 100 * 365 * 24 * int64(time.Hour/time.Millisecond)
+
 // lease returns how long a follower must watch v unchanged before it may
 // take it over (section 3.1): the longer of its own LeaderTimeout and the
 // lease the record states; for a record that states none, the longest
@@ -42,7 +48,7 @@ const (
 	kindVacant              // a released record: lastUpdated is zero
 	kindHeld                // a valid record with a live-looking lease
 	kindCorrupt             // unreadable content: a holder that never renews
-	kindOurs                // our own record, left by a leadership of this elector that has ended
+	kindOurs                // our own record, left by a leadership of this elector that has ended, not read since
 )
 
 // view is what the elector knows of the lockfile: its current sighting.
@@ -55,6 +61,11 @@ type view struct {
 	sum  [32]byte // SHA-256 of the content; zero when absent
 	rec  Record   // valid for kindVacant, kindHeld and kindOurs
 	term uint64   // the term a takeover must exceed
+
+	// token is the store's sighting token the content was read with
+	// (store.Sighter): "" when none was (a peer answer, a store without
+	// tokens, the elector's own write).
+	token string
 
 	// seenAt is the local monotonic time at which this sighting was first
 	// seen. Expiry is measured from it, never from rec.LastUpdated.
@@ -91,7 +102,8 @@ func (v view) key() leaseKey { return leaseKey{v.rec.LeaderID, v.rec.Term, v.rec
 
 // same reports whether w is the same sighting as v.
 func (v view) same(w view) bool {
-	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly)
+	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly) &&
+		(v.token == "" || w.token == "" || v.token == w.token || mutSightNoToken)
 }
 
 // stretch returns d lengthened by δ = 1/8 (docs/protocol.md, 3.2).
@@ -103,15 +115,34 @@ func stretch(d time.Duration) time.Duration {
 }
 
 // observe returns the view after a read at local time now that returned
-// data and etag (absent when etag == "").
+// data and etag (absent when etag == ""), without a sighting token.
 func (v view) observe(data []byte, etag string, now time.Time) view {
+	return v.observeToken(data, etag, "", now)
+}
+
+// observeToken is observe for a read that came with the store's sighting
+// token (store.Sighter; "" if none). A token other than the one the view
+// was read with is a new sighting, though ETag and bytes be the same: a
+// restore of earlier bytes (docs/protocol.md, 2.1). A view without a
+// token (heard from the peer, or from a store without tokens) takes the
+// first token read for the same ETag and bytes as its own.
+func (v view) observeToken(data []byte, etag, token string, now time.Time) view {
 	s := lease.Sight(data, etag)
-	n := view{etag: s.ETag, sum: s.Sum, seenAt: now}
+	n := view{etag: s.ETag, sum: s.Sum, seenAt: now, token: token}
 	if etag == "" {
 		n.kind = kindAbsent
 	}
-	if v.kind != kindUnknown && etag == v.etag && (n.sum == v.sum || mutETagOnly) {
-		return v // unchanged: keep the time we first saw it
+	sameToken := v.token == "" || v.token == token || mutSightNoToken
+	if v.kind != kindUnknown && (v.kind != kindOurs || mutExLeaderShortcut) && etag == v.etag && (n.sum == v.sum || mutETagOnly) && sameToken {
+		if v.token == "" {
+			v.token = token
+		}
+		// Unchanged: keep the time we first saw it. Not a record this
+		// elector wrote and has not read since (kindOurs): the same bytes
+		// under the same ETag may be a restore of it, made while this
+		// elector could not read, so its first read starts the wait
+		// (docs/protocol.md, 4.3, T8).
+		return v
 	}
 	if etag == "" {
 		n.heldBefore = v.heldBefore || v.kind == kindHeld || v.kind == kindCorrupt || v.kind == kindOurs
@@ -128,26 +159,34 @@ func (v view) observe(data []byte, etag string, now time.Time) view {
 		return n
 	case rec.LastUpdated.IsZero():
 		n.kind, n.rec, n.term = kindVacant, rec, rec.Term
-		n.ttl = time.Duration(rec.TTL) * time.Millisecond
+		n.ttl = lease.TTL(rec.TTL)
 		return n
 	}
 	n.kind, n.rec, n.term = kindHeld, rec, rec.Term
-	n.ttl = time.Duration(rec.TTL) * time.Millisecond
-	if rec.Lease == "" {
-		return n // an older writer: observed silence only
+	n.ttl = lease.TTL(rec.TTL)
+	if rec.Lease == "" || rec.Held > maxAnchoredHeld {
+		// An older writer, or a held time beyond any the arithmetic below
+		// can stretch without overflow: observed silence only.
+		return n
 	}
 	a := now.Add(-stretch(time.Duration(rec.Held)*time.Millisecond - time.Millisecond))
 	switch {
 	case v.kind != kindHeld || v.key() != n.key():
 		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
-	case rec.Held >= v.maxHeld:
+	case rec.Held > v.maxHeld || rec.Held == v.maxHeld && mutSightNoToken:
+		// A later send of the same leadership. A new sighting with the
+		// held time already seen is not one: an operator's restore of
+		// what this follower read (new token, same bytes), or a
+		// step-down request (the record as it was, plus stepDown). Only
+		// its own sighting counts then (default, below).
 		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
 		if v.anchored && v.anchor.Before(a) {
 			n.anchor = v.anchor
 		}
 	default:
-		// The leader's time went backwards: a rewound store or a liar.
-		// Only this sighting's own time is trusted from here on.
+		// The leader's time did not go forward: a restore, a rewound
+		// store or a liar. Only this sighting's own time is trusted from
+		// here on.
 		n.anchor, n.maxHeld, n.anchored = a, rec.Held, true
 	}
 	return n
@@ -160,7 +199,9 @@ func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
 	case kindUnknown:
 		return time.Time{}, false
 	case kindOurs:
-		return v.seenAt, true
+		if mutExLeaderShortcut {
+			return v.seenAt, true
+		}
 	case kindVacant:
 		// A release by a version 3 leader is its own, written over its
 		// own record: nobody holds the lease. One that states no lease

@@ -169,10 +169,12 @@ func (lp *loop) step(ev event) {
 	}
 }
 
-func (lp *loop) read(f doRead) { lp.send(lp.readCtx, &lp.reader, f.gen, getReq{lp.e.key}) }
+func (lp *loop) read(f doRead) {
+	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{key: lp.e.key, sighting: true})
+}
 
 func (lp *loop) readTerm(f doReadTerm) {
-	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{lp.e.termKey})
+	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{key: lp.e.termKey})
 }
 
 // A takeover's writes run to their end, under the elector's context, so

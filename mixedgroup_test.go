@@ -3,6 +3,7 @@ package s3lect
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -132,13 +133,15 @@ func TestErrCrossChecksTheWallClock(t *testing.T) {
 		mem := memstore.New()
 		out := make(chan won, 1)
 		a := newNode(t, mem, "a")
+		var jump atomic.Int64 // how far the wall clock is ahead; the expiry timer reads it
+		a.e.clock.WallNow = func() time.Time { return time.Now().Add(time.Duration(jump.Load())) }
 		a.campaign(t.Context(), out)
 		w := mustWin(t, out)
 		time.Sleep(testLT / 2)
 		if err := w.l.Context().Err(); err != nil {
 			t.Fatalf("Err() on a live leadership = %v; want nil", err)
 		}
-		a.e.clock.WallNow = func() time.Time { return time.Now().Add(testLT) } // resumed: the wall clock jumped
+		jump.Store(int64(testLT)) // resumed: the wall clock jumped
 		if err := w.l.Context().Err(); err == nil || !errors.Is(context.Cause(w.l.Context()), ErrLeaseExpired) {
 			t.Fatalf("Err() after the wall clock passed the lease = %v (cause %v); want the lease's end", err, context.Cause(w.l.Context()))
 		}

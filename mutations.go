@@ -26,4 +26,7 @@ const (
 	mutAnnounceRelease  = false // the leader releases at the announced moment, without waiting for the holder (announce.go)
 	mutAnnounceNoLead   = false // Announce returns at once in storage mode, before the followers have read the announcement (announce.go)
 	mutNoReleaseWatch   = false // followers ignore an announcement: they read at their usual pace (announce.go)
+	mutMonoClock        = false // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
+	mutExLeaderShortcut = false // an ex-leader takes its own last acknowledged write over at once (version 3's T8/E5)
+	mutSightNoToken     = false // a sighting ignores the store's token: a restore of exact bytes looks unchanged (store.Sighter)
 )

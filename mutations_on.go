@@ -21,4 +21,7 @@ var (
 	mutAnnounceRelease  bool // the leader releases at the announced moment, without waiting for the holder (announce.go)
 	mutAnnounceNoLead   bool // Announce returns at once in storage mode, before the followers have read the announcement (announce.go)
 	mutNoReleaseWatch   bool // followers ignore an announcement: they read at their usual pace (announce.go)
+	mutMonoClock        bool // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
+	mutExLeaderShortcut bool // an ex-leader takes its own last acknowledged write over at once (version 3's T8/E5)
+	mutSightNoToken     bool // a sighting ignores the store's token: a restore of exact bytes looks unchanged (store.Sighter)
 )

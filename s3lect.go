@@ -25,9 +25,11 @@
 //     leader that is paused after its context was cancelled.
 //   - A leader that cannot renew stops by itself: its Context is cancelled
 //     no later than LeaderTimeout minus a tenth after the start of its last
-//     successful write, by its own monotonic clock. A suspended or paused
-//     VM's clock may not count the suspension; Leadership.Context says
-//     exactly what Err then catches.
+//     successful write, by its own clock: monotonic, and on Linux also
+//     counting a suspend of the host (CLOCK_BOOTTIME), checked at least
+//     every LeaderTimeout/20. A VM paused by its hypervisor, or a suspend
+//     on other systems, is caught only by the wall clock once it is set
+//     right; Leadership.Context says exactly what Err then catches.
 //
 // The protocol, its timing rules and the argument for its safety are in
 // docs/protocol.md in the repository.
@@ -166,7 +168,10 @@ type ElectorConfig struct {
 	// unchanged for the longer of its own LeaderTimeout and the record's
 	// ttl, so instances with different LeaderTimeouts can share a
 	// lockfile, and a rolling change of it is safe. It must exceed two
-	// FrequentIntervals. Default 15s.
+	// FrequentIntervals. Default 15s. Like every timing here, it may be
+	// at most ten years: New refuses a longer one (time.Duration's
+	// maximum, Go's usual "no timeout", included) rather than let the
+	// lease arithmetic overflow.
 	//
 	// A record without ttl (written by the original s3lect or by s3lect
 	// before protocol version 3), and unreadable content, is waited out
@@ -270,6 +275,10 @@ func (cfg ElectorConfig) validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("s3lect: invalid config: "+format, args...)
 	}
+	tooLong := func(field string, d time.Duration) error {
+		return bad("%s %v is too long: the largest allowed is %v (ten years), beyond which the lease arithmetic could overflow; "+
+			"for a lease that practically never ends, use %v", field, d, lease.MaxTiming, lease.MaxTiming)
+	}
 	switch {
 	case cfg.Store == nil && cfg.Bucket == "":
 		return bad("Store is nil and Bucket is empty; set one of them")
@@ -288,6 +297,14 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":
 		return bad("ServerID is empty")
+	case cfg.FrequentInterval > lease.MaxTiming:
+		return tooLong("FrequentInterval", cfg.FrequentInterval)
+	case cfg.InfrequentInterval > lease.MaxTiming:
+		return tooLong("InfrequentInterval", cfg.InfrequentInterval)
+	case cfg.LeaderTimeout > lease.MaxTiming:
+		return tooLong("LeaderTimeout", cfg.LeaderTimeout)
+	case cfg.PeerTimeout > lease.MaxTiming:
+		return tooLong("PeerTimeout", cfg.PeerTimeout)
 	case cfg.FrequentInterval < 0:
 		return bad("FrequentInterval %v is negative", cfg.FrequentInterval)
 	case cfg.InfrequentInterval < 0:
@@ -454,6 +471,7 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	if mutMarginZero {
 		e.margin = 0
 	}
+	e.clock.MonoOnly = mutMonoClock
 	e.snap.Store(&snapshot{next: make(chan struct{})})
 	return e, nil
 }

@@ -16,5 +16,6 @@ func setMutation(t *testing.T) func() {
 		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject,
 		"stepnowait": &mutStepNoWait, "nohold": &mutNoHandoverHold,
 		"noreread": &mutNoReleaseReread, "anntakeover": &mutAnnounceTakeover, "annrelease": &mutAnnounceRelease,
-		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch}, "")
+		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch,
+		"monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken}, "")
 }

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/s3lect/s3lect/internal/simworld"
@@ -37,6 +36,7 @@ type simVariant struct {
 	deleter     bool // the lockfile, its term object, or both are deleted now and then
 	stepDown    bool // operators write step-down requests (s3lect release), some to a named member, some at once; holders Transfer (review of issue 29)
 	announce    bool // holders announce their release, drain, then Resign or Transfer (sim_announce_test.go)
+	suspend     bool // hosts are suspended now and then: monotonic clocks stop, calls wait for the resume (sim_restore_test.go)
 }
 
 var simVariants = []simVariant{
@@ -157,6 +157,18 @@ type simNode struct {
 }
 
 func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
+	counts, _ := simulateSeed(t, seed, v)
+	return counts
+}
+
+// simulateSeed runs one seed of variant v and returns its counters and
+// the hash of its ledger (simworld.Hash): the same on every run of the
+// seed. Everything that happens at one virtual instant and touches the
+// shared world (store calls, operators, scheduled faults) goes through
+// one simworld.Gate, in an order drawn from the seed; every random draw
+// comes from a generator of its own, seeded by the seed and used by one
+// goroutine at a time.
+func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, string) {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5133c7))
 	p := newSimParams(r)
 	p.setCfgs(rand.New(rand.NewPCG(uint64(seed), 0xc0f6)), v)
@@ -168,6 +180,10 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	}
 	w := simworld.NewWorld(p.faults)
 	mem, counts := w.Mem, w.Counts
+	gate := simworld.NewGate()
+	w.Gate = gate
+	stopGate := make(chan struct{})
+	go gate.Run(stopGate)
 	var (
 		rw        *simworld.Rewind
 		lostTerms = map[uint64]bool{} // terms of takeovers the store lost
@@ -197,6 +213,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	incarnations := make([]int, p.nodes)
 	rolled := make([]bool, p.nodes) // node i runs its second configuration (rolling variant)
 	var start func(i, incarnation int) *simNode
+	sleeps := &simSleeps{}
 
 	// restartLater starts node i again after a while, unless it was
 	// restarted meanwhile.
@@ -219,6 +236,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		nr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation)))
 		st := w.NewStore(nr, faulty())
 		st.OnLand = landed
+		st.Name = fmt.Sprintf("n%d/%d", i, incarnation)
 		c := p.cfgs[i][0]
 		if rolled[i] {
 			c = p.cfgs[i][1]
@@ -229,14 +247,20 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stdout, nil)).With("node", id)
 		}
 		if v.peer {
-			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers}
+			pr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation+800)))
+			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers.From(pr)}
 		}
 		e, err := New(cfg)
 		if err != nil {
 			t.Fatalf("seed %d: New() = %v", seed, err)
 		}
+		lr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation+900)))
+		e.newLease = func() string { return fmt.Sprintf("%016x", lr.Uint64()) } // drawn by the run loop alone
 		// Each incarnation's clock runs at its own rate, within 5%.
 		e.clock.Rate = simworld.ClockRate(nr, false)
+		if v.suspend {
+			e.clock.Slept = sleeps.host(i, incarnation)
+		}
 		if v.peer {
 			peers.Add(cfg.ServerAddr, PeerHandler(e))
 		}
@@ -502,6 +526,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				if err != nil {
 					return
 				}
+				name := fmt.Sprintf("~foreign%d", k)
 				counts.Add("foreign takeover")
 				mu.Lock()
 				lastForeign = time.Now()
@@ -513,7 +538,8 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 						if last && !release {
 							return // it stops: its record stays
 						}
-						if tag, err = mem.PutIfMatch(context.Background(), testKey, rec(last), tag); err != nil {
+						gate.Do(name, func() { tag, err = mem.PutIfMatch(context.Background(), testKey, rec(last), tag) })
+						if err != nil {
 							return // someone else took it
 						}
 						counts.Add("foreign write")
@@ -534,9 +560,9 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			at := time.Duration(r.Int64N(int64(p.faultsFor - 5*time.Second)))
 			what := r.IntN(3)
 			events.Add(at, func() {
-				// Every elector is blocked: what live and exists see
-				// holds until the deletions are done.
-				synctest.Wait()
+				// Every elector is blocked (the event runs through the
+				// gate): what live and exists see holds until the
+				// deletions are done.
 				exists := func(key string) bool {
 					_, _, err := mem.Get(context.Background(), key)
 					return err == nil
@@ -616,6 +642,13 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 			})
 		}
 	}
+	if v.suspend {
+		addSuspends(r, p, &events, counts, sleeps, func(i int) (*simworld.Store, int) {
+			nmu.Lock()
+			defer nmu.Unlock()
+			return nodes[i].st, incarnations[i]
+		}, leaderOr)
+	}
 	if v.rewind {
 		// The store crashes now and then, loses its last one or two
 		// acknowledged writes, and is back after an outage.
@@ -638,6 +671,11 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 				}
 			})
 		}
+	}
+	// The scheduled faults and operators act through the gate, each at a
+	// quiescent moment of its instant.
+	for i := range events {
+		events[i].Fn = gate.Wrap("~event", events[i].Fn)
 	}
 	events.Run(t0)
 	time.Sleep(faultsEnd.Sub(time.Now()))
@@ -668,7 +706,7 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	} else {
 		time.Sleep(p.calmFor)
 	}
-	synctest.Wait()
+	gate.Sync()
 
 	ivs := ledger.Snapshot()[""] // before Close below ends the live ones
 	nmu.Lock()
@@ -679,7 +717,8 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 		n.e.Close()
 		<-n.done
 	}
-	synctest.Wait() // the crashed and closed incarnations' Close calls
+	gate.Sync() // the crashed and closed incarnations' Close calls
+	close(stopGate)
 	mu.Lock()
 	if !lastForeign.IsZero() {
 		// A record without ttl is waited out with the lease assumed for
@@ -699,10 +738,16 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 	allowed := slices.Clone(wipes)
 	lost := maps.Clone(lostTerms)
 	mu.Unlock()
-	if err := checkIntervals(p, ivs, lastFault, func(term uint64) bool { return lost[term] }, allowed); err != nil {
-		t.Errorf("seed %d (%s): %v\nparams %+v\nreplay with -run 'TestSafetySimulation/%s' -sim.seed=%d", seed, v.name, err, p, v.name, seed)
+	out := counts.Counts()
+	hash := simworld.Hash(ivs, out)
+	if *simHashes {
+		t.Logf("seed %d (%s): ledger %s", seed, v.name, hash)
 	}
-	return counts.Counts()
+	if err := checkIntervals(p, ivs, lastFault, func(term uint64) bool { return lost[term] }, allowed); err != nil {
+		t.Errorf("seed %d (%s): %v\nparams %+v\nledger %s:%s\nreplay with -run 'TestSafetySimulation/%s' -sim.seed=%d",
+			seed, v.name, err, p, hash, simworld.Format(ivs, "15:04:05.000000000"), v.name, seed)
+	}
+	return out, hash
 }
 
 // rewindCrash crashes the rewind store, losing its last lost writes for

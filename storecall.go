@@ -32,8 +32,11 @@ type storeReq interface {
 }
 
 type (
-	// getReq reads key.
-	getReq struct{ key string }
+	// getReq reads key; with sighting, with the store's sighting token.
+	getReq struct {
+		key      string
+		sighting bool
+	}
 	// putReq writes data to key over the object as over saw it (the
 	// zero Sighting creates). With a non-zero notAfter, no attempt is
 	// sent from then on.
@@ -124,6 +127,14 @@ func (e *Elector) serveStore(ctx context.Context, ops <-chan storeOp, quit <-cha
 }
 
 func (r getReq) perform(e *Elector, ctx context.Context) (ev evStore) {
+	if r.sighting {
+		var err error
+		ev.data, ev.etag, ev.token, err = e.calls.GetSighting(ctx, r.key)
+		if err != nil {
+			ev.data, ev.etag, ev.token, ev.err = nil, "", "", &opError{"read", r.key, err}
+		}
+		return ev
+	}
 	ev.data, ev.etag, ev.err = e.get(ctx, r.key)
 	return ev
 }

@@ -72,6 +72,27 @@ type Store interface {
 	PutIfMatch(ctx context.Context, key string, data []byte, etag string) (newETag string, err error)
 }
 
+// Sighter is implemented by stores whose reads tell one write from
+// another even when both wrote the same bytes. On S3 and the stores like
+// it an ETag is a hash of the content, so an object put back to bytes it
+// held before (an operator's restore of an old version, a backup sync)
+// has its old ETag again, and a reader that compared ETags and bytes
+// would take the restore for "unchanged since". A follower uses the token
+// to see every write (docs/protocol.md, 2.1).
+//
+// A backend implements it only where its token changes on every write,
+// restores of earlier bytes included; the conformance suite
+// (storetest) checks that a write of exact earlier bytes changes it. A
+// backend whose store gives no such token leaves it out, and its docs
+// state the limit (docs/stores.md).
+type Sighter interface {
+	// GetSighting is Get, plus a token that differs from every token an
+	// earlier write of key was read with: a version ID, a generation, a
+	// write time of fine enough resolution. "" means this read has none
+	// (the follower then falls back to ETag and bytes).
+	GetSighting(ctx context.Context, key string) (data []byte, etag, token string, err error)
+}
+
 // Lister is implemented by stores that can list the keys under a prefix,
 // with each object's current ETag, in one request per page. Package pool
 // uses it to watch every worker's session with one request per interval

@@ -65,6 +65,34 @@ func (c *Calls) Get(ctx context.Context, key string) (data []byte, etag string, 
 	return r.data, r.etag, nil
 }
 
+// GetSighting is Get with the store's sighting token (store.Sighter):
+// "" when the store gives none.
+func (c *Calls) GetSighting(ctx context.Context, key string) (data []byte, etag, token string, err error) {
+	sg, ok := c.Store.(store.Sighter)
+	if !ok {
+		data, etag, err = c.Get(ctx, key)
+		return data, etag, "", err
+	}
+	type result struct {
+		data        []byte
+		etag, token string
+	}
+	r, err := retry.Do(ctx, c.Timeout, func(ctx context.Context, _ int) (result, error) {
+		data, etag, token, err := sg.GetSighting(ctx, key)
+		c.count("get", err)
+		return result{data, etag, token}, err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, "", "", nil
+	case err != nil:
+		return nil, "", "", err
+	case r.etag == "":
+		return nil, "", "", ErrNoETag
+	}
+	return r.data, r.etag, r.token, nil
+}
+
 // ErrNoList is List on a store that does not implement store.Lister.
 var ErrNoList = fmt.Errorf("%w: the store cannot list keys (it does not implement store.Lister)", errors.ErrUnsupported)
 

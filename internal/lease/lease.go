@@ -58,11 +58,31 @@ func TTLMillis(lt time.Duration) int64 {
 // clock up to 5 % fast.
 func Margin(lt time.Duration) time.Duration { return lt / 10 }
 
+// MaxTiming is the longest timing (LeaderTimeout, FrequentInterval,
+// InfrequentInterval, PeerTimeout) a holder or a reader may be configured
+// with: ten years. The lease arithmetic adds a few of them (and their
+// eighths and halves) to a local time, and a LeaderTimeout becomes a
+// record's ttl in whole milliseconds; with every timing at most ten years
+// no such sum comes near time.Duration's 292 years. A longer value is
+// refused by New, not wrapped: time.Duration(math.MaxInt64), Go's usual
+// "no timeout", would otherwise end every lease at once.
+const MaxTiming = 10 * 365 * 24 * time.Hour
+
+// TTL returns a record's ttl (milliseconds) as a duration. A ttl beyond
+// MaxTiming, which no configuration writes, counts as MaxTiming: it is
+// trusted as "very long", never wrapped into a short or negative wait.
+func TTL(ms int64) time.Duration {
+	if ms > MaxTiming.Milliseconds() {
+		return MaxTiming
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
 // Wait returns how long a reader whose LeaderTimeout is own must see a
 // record that states ttl milliseconds unchanged before it counts the
 // writer's lease as over: the longer of the two (docs/protocol.md, 3.1).
 func Wait(own time.Duration, ttl int64) time.Duration {
-	return max(own, time.Duration(ttl)*time.Millisecond)
+	return max(own, TTL(ttl))
 }
 
 // NewID draws a random identity: 16 hex digits (64 bits), for a

@@ -134,3 +134,37 @@ func TestClock(t *testing.T) {
 		}
 	})
 }
+
+// TestClockCountsSuspends: a modelled suspend (Slept) stops the monotonic
+// clock but not the local one (Now), unless MonoOnly; and on a host that
+// does not sleep, the suspended time read from the system is zero and
+// Now does not jitter.
+func TestClockCountsSuspends(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var slept time.Duration
+		c := NewClock()
+		c.Slept = func() time.Duration { return slept }
+		start := c.Now()
+		time.Sleep(10 * time.Second)
+		slept = 4 * time.Second // four of those ten seconds the host was suspended
+		if got := c.Now().Sub(start); got != 10*time.Second {
+			t.Errorf("Now() moved %v over 10 s of which 4 s suspended; want 10s", got)
+		}
+		c.MonoOnly = true
+		if got := c.Now().Sub(start); got != 6*time.Second {
+			t.Errorf("with MonoOnly, Now() moved %v; want the monotonic clock's 6s", got)
+		}
+	})
+	c := NewClock()
+	prev := c.Now()
+	for range 1000 {
+		now := c.Now()
+		if now.Before(prev) {
+			t.Fatalf("Now() went back from %v to %v", prev, now)
+		}
+		prev = now
+	}
+	if d := c.hostSleptSince(); d != 0 {
+		t.Logf("the host was suspended for %v during this test", d) // possible, on a laptop
+	}
+}

@@ -84,10 +84,35 @@ func (p *PeerNet) Asked(addr string) int {
 }
 
 func (p *PeerNet) RoundTrip(req *http.Request) (*http.Response, error) {
+	return p.roundTrip(req, &p.mu, p.r)
+}
+
+// From returns the network as one caller sees it: its requests' faults
+// are drawn from r, not from the network's generator, so that what one
+// caller meets does not depend on the order in which callers' requests
+// at one virtual instant reach the network (a seed replays exactly).
+func (p *PeerNet) From(r *rand.Rand) http.RoundTripper {
+	return &peerCaller{p: p, r: r}
+}
+
+type peerCaller struct {
+	p  *PeerNet
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func (c *peerCaller) RoundTrip(req *http.Request) (*http.Response, error) {
+	return c.p.roundTrip(req, &c.mu, c.r)
+}
+
+// roundTrip serves req, drawing its faults from r under mu.
+func (p *PeerNet) roundTrip(req *http.Request, mu *sync.Mutex, r *rand.Rand) (*http.Response, error) {
+	mu.Lock()
+	x, d := r.Float64(), time.Duration(r.Int64N(int64(time.Second)))
+	mu.Unlock()
 	p.mu.Lock()
 	h := p.hosts[req.URL.Host]
 	p.asked[req.URL.Host]++
-	x, d := p.r.Float64(), time.Duration(p.r.Int64N(int64(time.Second)))
 	if p.healed {
 		x = 1
 	}

@@ -42,6 +42,10 @@ type World struct {
 	Faults  Faults
 	Counts  *Tally
 	History *History // the last writes of each key, for restores
+	// Gate, if set, orders the calls that reach the shared store at one
+	// virtual instant by the stores' names (Store.Name), so that a seed
+	// replays exactly (Gate).
+	Gate *Gate
 
 	lists listLog
 }
@@ -66,6 +70,9 @@ type Store struct {
 	w      *World
 	OnPut  func()           // called as each write starts, before anything else
 	OnLand func(key string) // called as each write lands
+	// Name orders this store's calls among the others' at one instant,
+	// under the world's Gate: unique per node incarnation ("n2/1").
+	Name string
 
 	mu          sync.Mutex
 	r           *rand.Rand
@@ -183,9 +190,23 @@ func (s *Store) roll() (fail, lost, hang bool, before, after time.Duration, down
 // call runs op as a remote call: it reaches the store after a delay and
 // its reply comes back after another, unless the caller gives up first,
 // in which case op may still land.
-func call[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error) {
+//
+// Under the world's Gate, the faults are drawn and the call lands each at
+// a still moment of its instant, in the order of the store's name and
+// what (the operation and key): two goroutines of one node that call at
+// one instant (a resumed process's renewer and reader) draw in one order.
+func call[T any](ctx context.Context, s *Store, what string, op func() (T, error)) (T, error) {
 	var zero T
-	fail, lost, hang, before, after, down := s.roll()
+	inner := op
+	op = func() (v T, err error) {
+		s.w.Gate.Do(s.Name+" "+what, func() { v, err = inner() })
+		return v, err
+	}
+	var (
+		fail, lost, hang, down bool
+		before, after          time.Duration
+	)
+	s.w.Gate.Do(s.Name+" "+what, func() { fail, lost, hang, before, after, down = s.roll() })
 	if down || hang {
 		<-ctx.Done()
 		return zero, ctx.Err()
@@ -232,7 +253,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		data []byte
 		etag string
 	}
-	g, err := call(ctx, s, func() (got, error) {
+	g, err := call(ctx, s, "get "+key, func() (got, error) {
 		if !rw.sameEpoch(ep) {
 			return got{}, ErrStoreDown // the server crashed with the request in flight
 		}
@@ -240,6 +261,34 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return got{d, e}, err
 	})
 	return g.data, g.etag, err
+}
+
+// GetSighting implements store.Sighter where the shared store does
+// (memstore); elsewhere the token is "".
+func (s *Store) GetSighting(ctx context.Context, key string) ([]byte, string, string, error) {
+	sg, ok := s.w.Shared.(store.Sighter)
+	if !ok {
+		data, etag, err := s.Get(ctx, key)
+		return data, etag, "", err
+	}
+	s.resume()
+	rw := s.w.Rewind
+	if rw.Down() {
+		return nil, "", "", ErrStoreDown
+	}
+	ep := rw.epochNow()
+	type got struct {
+		data        []byte
+		etag, token string
+	}
+	g, err := call(ctx, s, "get "+key, func() (got, error) {
+		if !rw.sameEpoch(ep) {
+			return got{}, ErrStoreDown
+		}
+		d, e, tk, err := sg.GetSighting(context.Background(), key)
+		return got{d, e, tk}, err
+	})
+	return g.data, g.etag, g.token, err
 }
 
 func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
@@ -252,7 +301,7 @@ func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag st
 		return "", ErrStoreDown
 	}
 	ep := rw.epochNow()
-	return call(ctx, s, func() (string, error) {
+	return call(ctx, s, "put "+key, func() (string, error) {
 		if !rw.sameEpoch(ep) {
 			return "", ErrStoreDown // the server crashed with the request in flight
 		}
@@ -283,7 +332,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		return nil, errors.New("simworld: the shared store does not list")
 	}
 	lag := s.w.Faults.ListLag
-	return call(ctx, s, func() ([]store.Entry, error) {
+	return call(ctx, s, "list "+prefix, func() ([]store.Entry, error) {
 		now, err := lister.List(context.Background(), prefix)
 		if err != nil {
 			return nil, err

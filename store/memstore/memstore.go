@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -23,16 +24,19 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	objects map[string]object
+	gen     uint64 // writes so far, of every key
 }
 
 type object struct {
 	data []byte
 	etag string
+	gen  uint64 // numbers every write: the sighting token
 }
 
 var (
-	_ store.Store  = (*Store)(nil)
-	_ store.Lister = (*Store)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Lister  = (*Store)(nil)
+	_ store.Sighter = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -52,6 +56,22 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return nil, "", fmt.Errorf("memstore: get %q: %w", key, store.ErrNotFound)
 	}
 	return append([]byte(nil), o.data...), o.etag, nil
+}
+
+// GetSighting implements store.Sighter: the token numbers the write that
+// left the object, so a write of bytes the object held before, which
+// gets the same ETag, has another token.
+func (s *Store) GetSighting(ctx context.Context, key string) ([]byte, string, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", "", fmt.Errorf("memstore: get %q: %w", key, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.objects[key]
+	if !ok {
+		return nil, "", "", fmt.Errorf("memstore: get %q: %w", key, store.ErrNotFound)
+	}
+	return append([]byte(nil), o.data...), o.etag, strconv.FormatUint(o.gen, 10), nil
 }
 
 // PutIfMatch implements store.Store.
@@ -110,7 +130,8 @@ func (s *Store) Set(key string, data []byte) string {
 // the content, the form S3 uses for single-part uploads.
 func (s *Store) putLocked(key string, data []byte) string {
 	sum := md5.Sum(data)
-	o := object{data: append([]byte(nil), data...), etag: `"` + hex.EncodeToString(sum[:]) + `"`}
+	s.gen++
+	o := object{data: append([]byte(nil), data...), etag: `"` + hex.EncodeToString(sum[:]) + `"`, gen: s.gen}
 	s.objects[key] = o
 	return o.etag
 }

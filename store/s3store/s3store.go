@@ -301,6 +301,11 @@ func (s *Store) watchIdentity(o *s3.Options) {
 // Get implements store.Store. It reads at most store.MaxObjectSize+1 bytes
 // of the object.
 func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
+	return s.get(ctx, key, nil)
+}
+
+// get is Get; seen, if set, is shown the response before its body is read.
+func (s *Store) get(ctx context.Context, key string, seen func(*s3.GetObjectOutput)) ([]byte, string, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}, s.opts...)
 	if err != nil {
 		err = s.mapError("get", key, err, false)
@@ -319,11 +324,35 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		return nil, "", err
 	}
 	defer out.Body.Close()
+	if seen != nil {
+		seen(out)
+	}
 	data, err := io.ReadAll(io.LimitReader(out.Body, store.MaxObjectSize+1))
 	if err != nil {
 		return nil, "", fmt.Errorf("s3store: get s3://%s/%s: read body: %w", s.bucket, key, err)
 	}
 	return data, aws.ToString(out.ETag), nil
+}
+
+// GetSighting implements store.Sighter: Get, with the object's version ID
+// as the token where the bucket is versioned (every write, a restore of an
+// old version included, makes a new version), and its Last-Modified time
+// otherwise. Last-Modified counts whole seconds on S3 and MinIO: a write
+// of exact earlier bytes within the same second as the write a reader
+// last saw, on an unversioned bucket, keeps the token, and so does a
+// store that keeps Last-Modified on a copy (docs/stores.md states the
+// limit; the conformance suite finds such a store).
+func (s *Store) GetSighting(ctx context.Context, key string) ([]byte, string, string, error) {
+	var token string
+	data, etag, err := s.get(ctx, key, func(out *s3.GetObjectOutput) {
+		switch {
+		case aws.ToString(out.VersionId) != "" && aws.ToString(out.VersionId) != "null":
+			token = "v:" + aws.ToString(out.VersionId)
+		case out.LastModified != nil:
+			token = "t:" + out.LastModified.UTC().Format(time.RFC3339Nano)
+		}
+	})
+	return data, etag, token, err
 }
 
 // List implements store.Lister with ListObjectsV2 on prefix, following

@@ -59,6 +59,14 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 			tc.fn(t, s, l, prefix)
 		})
 	}
+	t.Run("SightingChangesOnRestore", func(t *testing.T) {
+		s := newStore(t)
+		sg, ok := s.(store.Sighter)
+		if !ok {
+			t.Skipf("%T does not implement store.Sighter (optional: a restore of exact earlier bytes then looks unchanged to a reader; docs/stores.md)", s)
+		}
+		testSightingChangesOnRestore(t, s, sg, "storetest/"+strings.ReplaceAll(t.Name(), "/", "-")+".json")
+	})
 }
 
 func testAbsent(t *testing.T, s store.Store, key string) {

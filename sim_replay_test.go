@@ -2,6 +2,7 @@ package s3lect
 
 import (
 	"flag"
+	"slices"
 	"testing"
 	"testing/synctest"
 
@@ -21,7 +22,7 @@ var (
 func TestSafetySimulationReplays(t *testing.T) {
 	from, _ := simworld.SeedRange()
 	n := int64(1) // the first seed the flags name: this test replays, it does not explore
-	for _, v := range simVariants {
+	for _, v := range append(slices.Clone(simVariants), simAnnounceVariants...) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			for seed := from; seed < from+n; seed++ {

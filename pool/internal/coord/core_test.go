@@ -271,3 +271,62 @@ func TestPagesAtCapacityFitAnObject(t *testing.T) {
 		}
 	}
 }
+
+// TestLateReplyDoesNotRenewAnEndedLease (found by the adversarial review
+// of this pool; fixed in worker.go's SessionPut): W4 says a reply that arrives
+// after the lease its write would give counts as a lease run out; the
+// worker checks the reply against the lease the *new* write gives, not
+// against the lease in force. Scenario (FrequentInterval 1 s,
+// LeaderTimeout 3 s): write X (sent t0+40ms) starts shard a with a lease
+// to t0+2.74s; the next write times out without landing; write Y is sent
+// at t0+2.02s and is slow to land (the simulation's calls land up to
+// 1.2 s late); the worker's process is paused (or its loop busy) from
+// t0+2.02s to t0+3.5s, so Y's reply and the deadline's tick are due
+// together on resume (the executor's select picks either). If Y's reply
+// is taken first, the worker extends a's leadership to t0+4.72s. But the
+// coordinator's confirming read, sent at its first sight of X + L
+// (≥ t0+3.04s), may land before Y: X is then "silent", the session over,
+// a granted elsewhere, and the session, renewing on from Y, is ignored
+// for good (gone).
+func TestLateReplyDoesNotRenewAnEndedLease(t *testing.T) {
+	t0 := time.Time{}.Add(time.Hour)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	w := NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, NewSession: func() string { return "S1" }})
+	find := func(fx []Effect, op Op) (Effect, bool) {
+		for _, e := range fx {
+			if e.Op == op {
+				return e, true
+			}
+		}
+		return Effect{}, false
+	}
+	must := func(fx []Effect, op Op, step string) Effect {
+		t.Helper()
+		e, ok := find(fx, op)
+		if !ok {
+			t.Fatalf("%s: no %v in %v", step, op, fx)
+		}
+		return e
+	}
+	must(w.Start(t0), OpGetSession, "start")
+	must(w.SessionRead(t0, nil, "", nil), OpPutSession, "open")
+	must(w.SessionPut(ms(20), t0, "e0", nil), OpGetPage, "opened")
+	page := Marshal(Page{V: wireVersion, Ver: Ver{5, 1}, ID: "w1", Session: "S1", Shards: map[string]uint64{"a": 5<<32 | 1}})
+	must(w.PageRead(ms(30), page, "p1", nil), OpPutSession, "page applied")
+	st := must(w.SessionPut(ms(60), ms(40), "eX", nil), OpStart, "X landed")
+	if want := ms(40 + 2700); !st.At.Equal(want) {
+		t.Fatalf("a's lease ends at %v; want %v", st.At.Sub(t0), want.Sub(t0))
+	}
+	must(w.Tick(ms(1020)), OpPutSession, "tick 1")
+	w.SessionPut(ms(2020), ms(1020), "", errTimeout)
+	must(w.Tick(ms(2020)), OpPutSession, "tick 2: write Y")
+	// Resumed at t0+3.5s: a's lease (to t0+2.74s) is over; Y's reply is
+	// taken before the tick.
+	fx := w.SessionPut(ms(3500), ms(2020), "eY", nil)
+	if e, ok := find(fx, OpExtend); ok {
+		t.Errorf("a reply taken at t0+3.5s, after the lease in force ended at t0+2.74s, extends the leaderships to t0+%v (%v): a lease that had run out is renewed", e.At.Sub(t0), fx)
+	}
+	if _, ok := find(fx, OpStop); !ok {
+		t.Errorf("no OpStop for a at t0+3.5s, its lease over since t0+2.74s: %v; leads %v", fx, w.Leads())
+	}
+}

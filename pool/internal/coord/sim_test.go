@@ -391,6 +391,7 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 			for _, sh := range sortedKeys(p.ls) {
 				if l := p.ls[sh]; !l.ended {
 					l.deadline = e.At
+					s.checkExtend(p, sh, l)
 				}
 			}
 		case OpClosed, OpFail:

@@ -139,6 +139,9 @@ func (s *sim) fault() {
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
 	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen"}
+	if *simSuspend {
+		kinds = append(kinds, "suspend")
+	}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
@@ -224,6 +227,8 @@ func (s *sim) fault() {
 				s.kill(tw)
 			}
 		})
+	case "suspend":
+		s.suspend(p)
 	case "retime":
 		s.kill(p)
 		p.tm = timings[s.rng.IntN(len(timings))]

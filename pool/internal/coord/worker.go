@@ -217,6 +217,13 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 	w.inflight = nil
 	switch {
 	case err == nil:
+		if w.st == wLive && !now.Before(w.deadline) {
+			// The lease in force ran out before this reply came (a
+			// paused process, a reply that took long): the coordinator
+			// may have given the shards away; a later lease is no use.
+			w.end(now, false, &fx)
+			break
+		}
 		w.etag, w.seq = etag, wr.seq
 		if w.st == wOpen {
 			w.st = wLive

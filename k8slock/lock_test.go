@@ -421,3 +421,61 @@ func TestReleaseOnCancelHandsOverWithinAJitteredRetryPeriod(t *testing.T) {
 		<-b.done
 	})
 }
+
+// counting counts a store's calls.
+type counting struct {
+	store.Store
+	mu         sync.Mutex
+	gets, puts int
+}
+
+func (c *counting) Get(ctx context.Context, key string) ([]byte, string, error) {
+	c.mu.Lock()
+	c.gets++
+	c.mu.Unlock()
+	return c.Store.Get(ctx, key)
+}
+
+func (c *counting) counts() (gets, puts int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gets, c.puts
+}
+
+func (c *counting) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	c.mu.Lock()
+	c.puts++
+	c.mu.Unlock()
+	return c.Store.PutIfMatch(ctx, key, data, etag)
+}
+
+// TestStoreCallsPerHourAtClientGoDefaults counts the store calls of a
+// leader and a candidate over a virtual hour at client-go's defaults
+// (15s, 10s, 2s), and prints them: docs/kubernetes.md prices them.
+func TestStoreCallsPerHourAtClientGoDefaults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		a, b := &counting{Store: mem}, &counting{Store: mem}
+		ea := runElector(t, a, "a", false)
+		time.Sleep(time.Second)
+		eb := runElector(t, b, "b", false)
+		time.Sleep(time.Hour)
+		aGets, aPuts := a.counts()
+		bGets, bPuts := b.counts()
+		t.Logf("leader:    GET %4d/h  PUT %4d/h", aGets, aPuts)
+		t.Logf("candidate: GET %4d/h  PUT %4d/h", bGets, bPuts)
+		// The leader renews every RetryPeriod with a write alone (its
+		// fast path); a candidate reads every RetryPeriod plus a jitter
+		// of up to 1.2 of it: 1.6 on average, 1,125 reads an hour.
+		if aGets > 2 || aPuts < 1795 || aPuts > 1805 {
+			t.Errorf("leader: %d GET and %d PUT an hour; want none and one PUT per 2s (1,800)", aGets, aPuts)
+		}
+		if bPuts != 0 || bGets < 1000 || bGets > 1250 {
+			t.Errorf("candidate: %d GET and %d PUT an hour; want no PUT and about 1,125 GET", bGets, bPuts)
+		}
+		ea.cancel()
+		eb.cancel()
+		<-ea.done
+		<-eb.done
+	})
+}

@@ -4,14 +4,18 @@
 #
 #   go install github.com/google/go-containerregistry/cmd/crane@v0.22.1
 #   bash deploy/image/build.sh s3lect.tar [your-job-binary ...]
-#   docker load -i s3lect.tar    # or podman load, or crane push s3lect.tar REGISTRY/s3lect:TAG
+#   docker load -i s3lect.tar    # or podman load; or crane push s3lect.tar REGISTRY/s3lect:TAG
+#
+# The tarball names the image after crane's throw-away registry
+# (127.0.0.1:PORT/s3lect:build): tag it after loading.
 #
 # The image is one layer on an empty base: /usr/local/bin/s3lect built
 # with CGO_ENABLED=0 (no libc needed), the CA bundle of the machine that
 # builds it (/etc/ssl/certs/ca-certificates.crt, for HTTPS to the store),
 # and any job binaries named on the command line, in /usr/local/bin too
 # (they must be static as well: there is no shell or libc in the image).
-# It runs as user 65532:65532 with s3lect as its entrypoint, so that a
+# The platform is linux/$GOARCH (default: go env GOARCH). It runs as
+# user 65532:65532 with s3lect as its entrypoint, so that a
 # Kubernetes pod gives only the arguments: run -store ... -- /usr/local/bin/JOB.
 #
 # crane needs a registry to set the entrypoint and user: the script runs
@@ -35,7 +39,8 @@ trap cleanup EXIT
 
 root="$tmp/root"
 mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs"
-(cd "$repo" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$root/usr/local/bin/s3lect" ./cmd/s3lect)
+arch=${GOARCH:-$(go env GOARCH)}
+(cd "$repo" && CGO_ENABLED=0 GOOS=linux GOARCH="$arch" go build -trimpath -ldflags='-s -w' -o "$root/usr/local/bin/s3lect" ./cmd/s3lect)
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/"
 for job in "$@"; do
 	install -m 0755 "$job" "$root/usr/local/bin/"
@@ -60,13 +65,14 @@ for _ in $(seq 1 100); do
 	sleep 0.1
 done
 ref="127.0.0.1:$port/s3lect:build"
-"$crane" append --insecure --oci-empty-base --platform linux/amd64 -f "$tmp/layer.tar" -t "$ref" >/dev/null
-"$crane" mutate --insecure "$ref" --entrypoint /usr/local/bin/s3lect --user 65532:65532 --workdir / -t "$ref" >/dev/null
+"$crane" append --insecure --oci-empty-base -f "$tmp/layer.tar" -t "$ref" 2>/dev/null
+"$crane" mutate --insecure "$ref" --set-platform "linux/$arch" --entrypoint /usr/local/bin/s3lect --user 65532:65532 --workdir / -t "$ref" 2>/dev/null
 "$crane" pull --insecure "$ref" "$out"
 
 # What was built.
 config=$("$crane" config --insecure "$ref")
 echo "image: $out ($(du -h "$out" | cut -f1)), config: $config"
+grep -q "\"architecture\":\"$arch\",.*\"os\":\"linux\"" <<<"$config" || { echo "build.sh: the image's platform is not linux/$arch" >&2; exit 1; }
 grep -q '"User":"65532:65532"' <<<"$config" || { echo "build.sh: the image's user is not 65532:65532" >&2; exit 1; }
 grep -q '"Entrypoint":\["/usr/local/bin/s3lect"\]' <<<"$config" || { echo "build.sh: the image's entrypoint is not s3lect" >&2; exit 1; }
 mkdir "$tmp/check"

@@ -64,10 +64,12 @@
 //     and within a tenth for LeaseContext.
 //   - No peer mode, no watchers, no handover to a named successor
 //     (client-go's PreferredHolder and Coordinated modes are carried in
-//     the record but are alpha features of client-go's own), and one
-//     store read per RetryPeriod by every candidate: 30 reads a minute at
-//     client-go's default of 2 s, where a steady Elector follower reads
-//     once per InfrequentInterval.
+//     the record but are alpha features of client-go's own). More store
+//     calls: at client-go's defaults the leader writes every RetryPeriod
+//     (1,800 PUT an hour) and every other candidate reads every
+//     RetryPeriod plus a jitter (1,125 GET an hour), where an Elector
+//     leader writes 720 times an hour and a stable follower reads 120
+//     times, or never in peer mode.
 //   - Unreadable content is never taken over: Get returns an error that
 //     names the key, and client-go retries it until someone deletes or
 //     fixes the object. s3lect's Elector waits such content out instead.

@@ -455,7 +455,7 @@ func TestClientGoProcesses(t *testing.T) {
 	at := mono()
 	killed.cmd.Process.Kill()
 	next := led.waitLeader(t, at, within)
-	figure("SIGKILL of the leader: next leader after %.2fs (client-go's rule: LeaseDuration %v after the last renewal seen, + up to 1.2 RetryPeriod)", (next.start - at).Seconds(), lease)
+	figure("SIGKILL of the leader: next leader after %.2fs (client-go's rule: LeaseDuration %v after the last renewal seen, then the next attempt, RetryPeriod plus a jitter of up to 1.2 of it)", (next.start - at).Seconds(), lease)
 	children["c4"] = startChild(t, led, "c4", endpoint, bucket)
 	time.Sleep(lease)
 
@@ -497,7 +497,7 @@ func TestClientGoProcesses(t *testing.T) {
 	at = mono()
 	leaving.cmd.Process.Signal(syscall.SIGTERM)
 	next = led.waitLeader(t, next.start, within)
-	figure("SIGTERM of the leader with ReleaseOnCancel: next leader after %.2fs (client-go's rule: the next acquire attempt, up to 1.2 RetryPeriod %v)", (next.start - at).Seconds(), retry)
+	figure("SIGTERM of the leader with ReleaseOnCancel: next leader after %.2fs (client-go's rule: the next attempt, within 2.2 × RetryPeriod %v)", (next.start - at).Seconds(), retry)
 	<-leaving.read
 	if err := leaving.cmd.Wait(); err != nil {
 		t.Errorf("%s exited with %v after SIGTERM; want 0:\n%s", leaving.id, err, leaving.stderr.String())

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -89,8 +90,15 @@ func TestKubernetesRecipeDecodesStrictlyAndHangsTogether(t *testing.T) {
 		default:
 			t.Fatalf("unexpected kind %q", tm.Kind)
 		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("%s does not decode strictly into the API type: %v", tm.Kind, err)
+		// As the API server decodes: field names case-sensitive, no
+		// unknown or duplicate fields.
+		js, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		strict, err := kjson.UnmarshalStrict(js, obj, kjson.DisallowDuplicateFields, kjson.DisallowUnknownFields)
+		if err != nil || len(strict) > 0 {
+			t.Fatalf("%s does not decode strictly into the API type: %v %v", tm.Kind, err, strict)
 		}
 	}
 	if svc == nil || dep == nil {
@@ -159,14 +167,18 @@ func TestKubernetesRecipeDecodesStrictlyAndHangsTogether(t *testing.T) {
 
 	grace := durationFlag(t, flags, "grace", 10*time.Second)
 	need := grace + releaseBound(durationFlag(t, flags, "frequent", 5*time.Second))
-	if pod.TerminationGracePeriodSeconds == nil || time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second < need {
-		t.Errorf("terminationGracePeriodSeconds %v; want at least -grace + the release's bound = %v", pod.TerminationGracePeriodSeconds, need)
+	switch tgp := pod.TerminationGracePeriodSeconds; {
+	case tgp == nil:
+		t.Errorf("no terminationGracePeriodSeconds; want at least -grace + the release's bound = %v", need)
+	case time.Duration(*tgp)*time.Second < need:
+		t.Errorf("terminationGracePeriodSeconds %d; want at least -grace + the release's bound = %v", *tgp, need)
+	default:
+		t.Logf("terminationGracePeriodSeconds %d ≥ -grace %v + release bound %v", *tgp, grace, need-grace)
 	}
 	sc := pod.SecurityContext
 	if sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser == 0 {
 		t.Errorf("pod securityContext %+v; want runAsNonRoot and a non-zero runAsUser", sc)
 	}
-	t.Logf("terminationGracePeriodSeconds %d ≥ -grace %v + release bound %v", *pod.TerminationGracePeriodSeconds, grace, need-grace)
 }
 
 func TestSystemdRecipeStopsAfterTheRelease(t *testing.T) {

@@ -361,8 +361,12 @@ func (l *ledger) overlaps(t *testing.T) (gated int, plain []string) {
 					ivs[i].node, ivs[i].term, (ivs[i].lastPlain-ivs[j].start).Seconds(), ivs[j].node, ivs[j].term))
 			}
 		}
-		if i > 0 && ivs[i].term <= ivs[i-1].term {
-			t.Errorf("term went from %d (%s) to %d (%s)", ivs[i-1].term, ivs[i-1].node, ivs[i].term, ivs[i].node)
+		// client-go keeps LeaderTransitions when a holder wins its own
+		// record back (its renewals failed for RenewDeadline, nobody took
+		// over): the same holder may lead twice with one term, another
+		// holder never.
+		if i > 0 && (ivs[i].term < ivs[i-1].term || ivs[i].term == ivs[i-1].term && ivs[i].node != ivs[i-1].node) {
+			t.Errorf("term went from %d (%s) to %d (%s):%s", ivs[i-1].term, ivs[i-1].node, ivs[i].term, ivs[i].node, l.describe())
 		}
 	}
 	return gated, plain
@@ -463,7 +467,7 @@ func TestClientGoProcesses(t *testing.T) {
 	paused := children[next.node]
 	at = mono()
 	paused.cmd.Process.Signal(syscall.SIGSTOP)
-	next = led.waitLeader(t, next.start, within)
+	next = led.waitLeader(t, at, within)
 	figure("SIGSTOP of the leader: next leader after %.2fs", (next.start - at).Seconds())
 	time.Sleep(lease)
 	resumed := mono()
@@ -472,8 +476,12 @@ func TestClientGoProcesses(t *testing.T) {
 	led.mu.Lock()
 	stale := *led.current[paused.id]
 	led.mu.Unlock()
-	if stale.lastWork >= at {
-		t.Errorf("%s did work under LeaseContext at %.3fs, after it was stopped at %.3fs", paused.id, stale.lastWork.Seconds(), at.Seconds())
+	// Work timed just before the stop took effect is allowed (the signal
+	// takes a moment to land); none after the successor started or after
+	// SIGCONT.
+	if stale.lastWork >= next.start || stale.lastWork >= resumed {
+		t.Errorf("%s did work under LeaseContext at %.3fs; it was stopped at %.3fs, %s led from %.3fs, SIGCONT at %.3fs",
+			paused.id, stale.lastWork.Seconds(), at.Seconds(), next.node, next.start.Seconds(), resumed.Seconds())
 	}
 	if stale.lastPlain > resumed {
 		figure("SIGSTOP: client-go's own context stayed live %.2fs after SIGCONT while %s led (LeaseContext: ended before any work)", (stale.lastPlain - resumed).Seconds(), next.node)
@@ -486,7 +494,7 @@ func TestClientGoProcesses(t *testing.T) {
 	parted := children[next.node]
 	at = mono()
 	parted.proxy.partition()
-	next = led.waitLeader(t, next.start, within)
+	next = led.waitLeader(t, at, within)
 	figure("partition of the leader: next leader after %.2fs", (next.start - at).Seconds())
 	time.Sleep(lease)
 	parted.proxy.heal()
@@ -496,7 +504,7 @@ func TestClientGoProcesses(t *testing.T) {
 	leaving := children[next.node]
 	at = mono()
 	leaving.cmd.Process.Signal(syscall.SIGTERM)
-	next = led.waitLeader(t, next.start, within)
+	next = led.waitLeader(t, at, within)
 	figure("SIGTERM of the leader with ReleaseOnCancel: next leader after %.2fs (client-go's rule: the next attempt, within 2.2 × RetryPeriod %v)", (next.start - at).Seconds(), retry)
 	<-leaving.read
 	if err := leaving.cmd.Wait(); err != nil {

@@ -476,6 +476,13 @@ func New(cfg ElectorConfig) (*Elector, error) {
 	return e, nil
 }
 
+// Store returns the store this elector elects on: ElectorConfig.Store, or
+// the S3 store New built from Bucket. A leader fences its objects on it
+// (fence.New(e.Store(), lead.Term())) without building a second client
+// from the same configuration. Close closes the idle connections of a
+// store built from Bucket; later calls open new ones.
+func (e *Elector) Store() store.Store { return e.cfg.Store }
+
 // params returns the fixed inputs of the election's decisions.
 func (e *Elector) params() params {
 	return params{id: e.cfg.ServerID, addr: e.cfg.ServerAddr, fi: e.cfg.FrequentInterval,

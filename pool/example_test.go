@@ -12,7 +12,7 @@ import (
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/pool"
-	"github.com/s3lect/s3lect/store"
+	"github.com/s3lect/s3lect/store/s3store"
 )
 
 // A worker of a pool over 1,000 shards: run it on every pod with the same
@@ -20,7 +20,12 @@ import (
 // shards it leads, and on SIGTERM hands them over (each shard's work is
 // cancelled and waited for, then its record released).
 func Example() {
-	var st store.Store // s3store.New(...), shared by every worker
+	// Every worker elects on the same bucket; AWS_ENDPOINT_URL_S3 and
+	// the credentials come from the environment.
+	st, err := s3store.FromEnvironment(context.Background(), os.Getenv("BUCKET"), false)
+	if err != nil {
+		log.Fatal(err)
+	}
 	var shards []string
 	for i := range 1000 {
 		shards = append(shards, fmt.Sprintf("shard-%04d", i))
@@ -50,7 +55,10 @@ func Example() {
 // and the pool lists the store only every InfrequentInterval while the
 // workers' reports to each other show every one renewing.
 func ExamplePeerHandler() {
-	var st store.Store                   // shared by every worker
+	st, err := s3store.FromEnvironment(context.Background(), os.Getenv("BUCKET"), false) // shared by every worker
+	if err != nil {
+		log.Fatal(err)
+	}
 	var serverTLS, clientTLS *tls.Config // this worker's certificate; the CA that signed the others'
 	p, err := pool.New(pool.Config{
 		Store:      st,

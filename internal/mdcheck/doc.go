@@ -11,4 +11,9 @@
 // same indentation added to every non-blank line (a block is usually a
 // function body shown without its tabs). Blocks of other languages (json,
 // sh) are not checked.
+//
+// And every README paragraph that quotes a measurement names the pages
+// its figures come from, in a line <!-- figures: docs/PAGE.md#section -->
+// before it, and each of its decimal figures stands on one of them
+// (claims_test.go).
 package mdcheck

@@ -49,7 +49,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := run(ctx, ctrl.GetConfigOrDie(), lock, log.Default()); err != nil {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Fatalf("no Kubernetes API server to talk to (%v): run it in a cluster or with KUBECONFIG set; "+
+			"the election alone runs without one: go test -run TestTwoManagersElectOnMinIO -v ./examples/k8smanager (docs/kubernetes.md)", err)
+	}
+	if err := run(ctx, cfg, lock, log.Default()); err != nil {
 		log.Fatal(err)
 	}
 }

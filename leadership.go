@@ -73,6 +73,13 @@ func (l *Leadership) extend(deadline time.Time) {
 // clock, which counts the suspend (docs/protocol.md, 3.1).
 func (l *Leadership) untilCheck() time.Duration {
 	d := l.e.clock.RealUntil(l.e.clock.Base.Add(time.Duration(l.deadline.Load())))
+	if l.e.cfg.LeaderTimeout == 0 {
+		// A pool's shard leadership (poollead.go): its elector carries
+		// only the clock, no LeaderTimeout to pace the looks by, and a
+		// look every millisecond across thousands of shards stalled the
+		// pool. It is checked at its deadline.
+		return d
+	}
 	return min(d, lease.Tick(l.e.cfg.LeaderTimeout))
 }
 

@@ -268,16 +268,22 @@ func TestElectionOnNATS(t *testing.T) {
 	lead := first
 	electors[lead.id].Close() // Close resigns, releasing the lockfile
 	second := rec.next(t)
-	if second.term != first.term+1 {
-		t.Errorf("term after resign = %d; want %d", second.term, first.term+1)
+	// Terms rise but need not be consecutive: a takeover raises the term
+	// object before it writes the lockfile, and one whose lockfile write
+	// fails or is answered too late (a loaded machine) has spent its term.
+	if second.term <= first.term {
+		t.Errorf("term after resign = %d; want above %d", second.term, first.term)
 	}
 	time.Sleep(2 * time.Second)
 
 	// Crash: the leader's connection dies and it never resigns.
 	conns[second.id].Close()
 	third := rec.next(t)
-	if third.term != second.term+1 {
-		t.Errorf("term after crash = %d; want %d", third.term, second.term+1)
+	if third.term <= second.term {
+		t.Errorf("term after crash = %d; want above %d", third.term, second.term)
+	}
+	if third.id == second.id {
+		t.Errorf("%s led again after its connection was closed", third.id)
 	}
 	rec.check(t)
 }

@@ -258,6 +258,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		e.newLease = func() string { return fmt.Sprintf("%016x", lr.Uint64()) } // drawn by the run loop alone
 		// Each incarnation's clock runs at its own rate, within 5%.
 		e.clock.Rate = simworld.ClockRate(nr, false)
+		e.clock.Virtual = true
 		if v.suspend {
 			e.clock.Slept = sleeps.host(i, incarnation)
 		}

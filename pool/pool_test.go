@@ -41,8 +41,9 @@ type group struct {
 	workers []*worker
 
 	mu      sync.Mutex
-	running map[string]map[string]*s3lect.Leadership // shard → worker → its leadership while its Work runs
-	terms   map[string]uint64                        // shard → the last term started
+	running map[string]map[string]*s3lect.Leadership   // shard → worker → its leadership while its Work runs
+	terms   map[string]uint64                          // shard → the last term started
+	wrap    func(id string, s store.Store) store.Store // if set, what each worker's store is wrapped in
 }
 
 type worker struct {
@@ -69,7 +70,11 @@ func newGroup(t *testing.T, workers, shards int) *group {
 func (g *group) add(id string) *worker {
 	g.t.Helper()
 	w := &worker{id: id, fs: faultstore.New(g.mem), done: make(chan error, 1)}
-	p, err := New(Config{Store: w.fs, Prefix: "pools/t/", ID: id, Shards: g.shards, Logger: quiet,
+	var st store.Store = w.fs
+	if g.wrap != nil {
+		st = g.wrap(id, w.fs)
+	}
+	p, err := New(Config{Store: st, Prefix: "pools/t/", ID: id, Shards: g.shards, Logger: quiet,
 		FrequentInterval: testFI, LeaderTimeout: testLT,
 		Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { g.work(ctx, id, shard, lead) }})
 	if err != nil {

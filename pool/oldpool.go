@@ -23,11 +23,16 @@ func (p *Pool) refuseOldPool(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		if rel := strings.TrimPrefix(e.Key, p.cfg.Prefix); oldKey(rel) {
-			return fmt.Errorf("%w: found %q; to upgrade, stop every worker of the old version, then delete %s, %s and %s, or give the new pool another Prefix",
-				ErrOldPool, e.Key, p.cfg.Prefix+"members.json", p.cfg.Prefix+"sessions/", p.cfg.Prefix+"shards/")
+			return p.oldPoolError(e.Key)
 		}
 	}
 	return nil
+}
+
+// oldPoolError is Run's error when it finds key, an old pool's object.
+func (p *Pool) oldPoolError(key string) error {
+	return fmt.Errorf("%w: found %q; to upgrade, stop every worker of the old version, then delete %s, %s and %s, or give the new pool another Prefix",
+		ErrOldPool, key, p.cfg.Prefix+"members.json", p.cfg.Prefix+"sessions/", p.cfg.Prefix+"shards/")
 }
 
 // oldKey reports whether rel, a key under the Prefix, is one the old

@@ -283,8 +283,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	switch {
 	case errors.Is(err, ErrDuplicateID):
 		return fmt.Errorf("%w; give every worker of the pool a unique ID (Config.ID)", err)
-	case errors.Is(err, next.ErrOldPool):
-		return fmt.Errorf("%w: %w", ErrOldPool, err)
+	case errors.Is(err, next.ErrOldPool): // an old worker wrote its member list since the listing
+		return p.oldPoolError(p.cfg.Prefix + "members.json")
 	}
 	return err
 }

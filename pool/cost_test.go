@@ -96,10 +96,12 @@ func steadyCost(t *testing.T, workers, shards int) {
 	t.Logf("%d workers × %d shards: balanced %v after a cold start; per worker per FrequentInterval %.2f PUT, %.2f GET, %.2f LIST; the coordinator %.2f PUT, %.2f GET, %.2f LIST",
 		workers, shards, took, puts, float64(g1-g0)/per, float64(l1-l0)/per,
 		float64(cp1-cp0)/window, float64(cg1-cg0)/window, float64(cl1-cl0)/window)
-	if puts > 1.05 || reads > 2.05 {
+	// The window's edges fall between a worker's calls of one interval:
+	// each counter may hold one call more per worker than the intervals.
+	if puts > 1+1.0/window || reads > 2+2.0/window {
 		t.Errorf("a settled pool's worker made %.2f PUTs and %.2f reads per FrequentInterval; want 1 PUT and at most 2 reads", puts, reads)
 	}
-	if cl := float64(cl1-cl0) / window; cl > 1.05 {
+	if cl := float64(cl1-cl0) / window; cl > 1+1.0/window {
 		t.Errorf("the coordinator listed %.2f times per FrequentInterval; want 1", cl)
 	}
 	// A kill at a phase of the renewal cycle drawn from the pool's size.

@@ -252,6 +252,13 @@ func TestRunsEndHandsShardsOverWithoutWaitingALease(t *testing.T) {
 		if got := leaver.p.Leading(); len(got) != 0 {
 			t.Errorf("after Run returned the worker leads %v; want nothing", got)
 		}
+		g.mu.Lock()
+		for shard, by := range g.running {
+			if by[leaver.id] != nil {
+				t.Errorf("after Run returned, its Work of %s still runs", shard)
+			}
+		}
+		g.mu.Unlock()
 		took := g.waitEven(without(g.workers, leaver), testLT, "a worker's Run ended")
 		t.Logf("its shards led elsewhere %v after Run returned", took)
 	})

@@ -2,10 +2,8 @@ package pool_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,8 +15,8 @@ import (
 
 // A worker of a pool over 1,000 shards: run it on every pod with the same
 // Prefix and shard names. It keeps one session object alive for all the
-// shards it leads, and on SIGTERM hands them over (each shard's work is
-// cancelled and waited for, then its record released).
+// shards the coordinator assigns it, and on SIGTERM hands them over (each
+// shard's work is cancelled and waited for, then its session closed).
 func Example() {
 	// Every worker elects on the same bucket; AWS_ENDPOINT_URL_S3 and
 	// the credentials come from the environment.
@@ -48,37 +46,5 @@ func Example() {
 	defer stop()
 	if err := p.Run(ctx); err != nil {
 		log.Fatal(err) // nil after SIGTERM; an error is the store's refusal, with the fix named
-	}
-}
-
-// A worker in peer mode: it serves PeerHandler on its own HTTPS server,
-// and the pool lists the store only every InfrequentInterval while the
-// workers' reports to each other show every one renewing.
-func ExamplePeerHandler() {
-	st, err := s3store.FromEnvironment(context.Background(), os.Getenv("BUCKET"), false) // shared by every worker
-	if err != nil {
-		log.Fatal(err)
-	}
-	var serverTLS, clientTLS *tls.Config // this worker's certificate; the CA that signed the others'
-	p, err := pool.New(pool.Config{
-		Store:      st,
-		Prefix:     "pools/ingest/",
-		ID:         os.Getenv("POD_NAME"),
-		Shards:     []string{"a", "b", "c"},
-		Work:       func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() },
-		PeerMode:   true,
-		ServerAddr: os.Getenv("POD_IP") + ":8443", // where the others reach this worker
-		PeerTLS:    clientTLS,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	srv := &http.Server{Addr: ":8443", Handler: pool.PeerHandler(p), TLSConfig: serverTLS}
-	go srv.ListenAndServeTLS("", "")
-	defer srv.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := p.Run(ctx); err != nil {
-		log.Fatal(err)
 	}
 }

@@ -13,18 +13,16 @@ import (
 var (
 	famPoolOwned = family{"s3lect_pool_shards_owned", "Shards this worker leads now. " +
 		"The labels pool, worker and store name the worker and must be unique in a registry.", nil}
-	famPoolSeen = family{"s3lect_pool_worker_shards", "Shards each live worker owns, as this worker last saw the pool (by the workers' session records); " +
-		"the owner label names the worker counted.", []string{"owner"}}
-	famPoolBalanced   = family{"s3lect_pool_balanced", "1 when, at this worker's last look, every shard was owned and every live worker owned its fair share (⌊N/W⌋ or ⌈N/W⌉).", nil}
-	famPoolClaims     = family{"s3lect_pool_claims_total", "Shards this worker took: vacant, handed over, or taken over from a worker whose session ended.", nil}
-	famPoolHandovers  = family{"s3lect_pool_handovers_total", "Shards this worker gave up to balance the pool.", nil}
-	famPoolReleases   = family{"s3lect_pool_releases_total", "Shard records this worker wrote released.", nil}
-	famPoolExpired    = family{"s3lect_pool_expired_total", "Leaderships of this worker that ended with its session lease.", nil}
-	famPoolSessions   = family{"s3lect_pool_sessions_total", "Sessions this worker opened (more than one: a session was lost).", nil}
-	famPoolRebalances = family{"s3lect_pool_rebalances_total", "Times this worker saw the pool go from unbalanced to balanced.", nil}
-	famPoolRebalance  = family{"s3lect_pool_last_rebalance_seconds", "How long the last rebalancing took, from the first look that found the pool unbalanced.", nil}
-	famPoolRequests   = family{"s3lect_pool_store_requests_total", "Store call attempts of this worker, by operation.", []string{"op"}}
+	famPoolClaims       = family{"s3lect_pool_claims_total", "Leaderships this worker started: shards the coordinator assigned it.", nil}
+	famPoolReleases     = family{"s3lect_pool_releases_total", "Leaderships this worker ended because the coordinator moved the shard or Run ended.", nil}
+	famPoolSessions     = family{"s3lect_pool_sessions_total", "Sessions this worker opened (more than one: a session was lost).", nil}
+	famPoolCoordinating = family{"s3lect_pool_coordinating", "1 while this worker is the pool's coordinator.", nil}
+	famPoolCoordTerm    = family{"s3lect_pool_coordinator_term", "The coordinator election's term in which this worker last coordinated the pool (0: never).", nil}
+	famPoolRequests     = family{"s3lect_pool_store_requests_total", "Store call attempts of this worker on the pool's objects (not the coordinator election's), by operation.", []string{"op"}}
 )
+
+// poolFamilies are every family a PoolCollector describes.
+var poolFamilies = []family{famPoolOwned, famPoolClaims, famPoolReleases, famPoolSessions, famPoolCoordinating, famPoolCoordTerm, famPoolRequests}
 
 // PoolCollector is a prometheus.Collector over one pool worker.
 type PoolCollector struct {
@@ -48,8 +46,7 @@ func newPoolCollector(p *pool.Pool, store string) *PoolCollector {
 	s := p.Stats()
 	l := prometheus.Labels{"pool": s.Pool, "worker": s.Worker, "store": store}
 	c := &PoolCollector{p: p, store: store, descs: map[string]*prometheus.Desc{}}
-	for _, f := range []family{famPoolOwned, famPoolSeen, famPoolBalanced, famPoolClaims, famPoolHandovers, famPoolReleases,
-		famPoolExpired, famPoolSessions, famPoolRebalances, famPoolRebalance, famPoolRequests} {
+	for _, f := range poolFamilies {
 		c.descs[f.name] = prometheus.NewDesc(f.name, f.help, f.labels, l)
 	}
 	// As for electors (electorDescs.instance): two collectors over
@@ -64,8 +61,7 @@ func newPoolCollector(p *pool.Pool, store string) *PoolCollector {
 // Describe implements prometheus.Collector.
 func (c *PoolCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.descs["instance"]
-	for _, f := range []family{famPoolSeen, famPoolBalanced, famPoolClaims, famPoolHandovers, famPoolReleases,
-		famPoolExpired, famPoolSessions, famPoolRebalances, famPoolRebalance, famPoolRequests, famPoolOwned} {
+	for _, f := range poolFamilies {
 		ch <- c.descs[f.name]
 	}
 }
@@ -81,17 +77,12 @@ func (c *PoolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.descs[f.name], prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(famPoolOwned, float64(s.Owned))
-	for w, n := range s.Workers {
-		gauge(famPoolSeen, float64(n), w)
-	}
-	gauge(famPoolBalanced, b2f(s.Balanced))
 	counter(famPoolClaims, s.Claims)
-	counter(famPoolHandovers, s.Handovers)
 	counter(famPoolReleases, s.Releases)
-	counter(famPoolExpired, s.Expired)
 	counter(famPoolSessions, s.Sessions)
-	counter(famPoolRebalances, s.Rebalances)
-	gauge(famPoolRebalance, s.LastRebalance.Seconds())
+	gauge(famPoolCoordinating, b2f(s.Coordinating))
+	gauge(famPoolCoordTerm, float64(s.Coordinator))
 	counter(famPoolRequests, s.Gets, "get")
 	counter(famPoolRequests, s.Puts, "put")
+	counter(famPoolRequests, s.Lists, "list")
 }

@@ -19,8 +19,8 @@ import (
 )
 
 // TestPoolMetrics runs two workers over 10 shards, scrapes both from one
-// registry, stops one and checks that the other's series show it take
-// every shard and the pool balanced again, with the time that took.
+// registry (one of them the coordinator), stops one and checks that the
+// other's series show it take every shard, and the leaver's its releases.
 func TestPoolMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
@@ -62,16 +62,20 @@ func TestPoolMetrics(t *testing.T) {
 		}
 		time.Sleep(2 * s3lect.DefaultLeaderTimeout)
 		body := scrape()
+		coordinators := 0
 		for _, w := range []string{"w1", "w2"} {
 			if v, ok := sample(body, "s3lect_pool_shards_owned", `worker="`+w+`"`); !ok || v != 5 {
 				t.Errorf("s3lect_pool_shards_owned{worker=%q} = %v (found %v); want 5\n%s", w, v, ok, body)
 			}
-			if v, _ := sample(body, "s3lect_pool_worker_shards", `worker="w1"`, `owner="`+w+`"`); v != 5 {
-				t.Errorf("w1 sees %s owning %v shards; want 5", w, v)
+			if v, _ := sample(body, "s3lect_pool_coordinating", `worker="`+w+`"`); v == 1 {
+				coordinators++
+				if term, _ := sample(body, "s3lect_pool_coordinator_term", `worker="`+w+`"`); term < 1 {
+					t.Errorf("%s coordinates at term %v; want a term of at least 1", w, term)
+				}
 			}
 		}
-		if v, _ := sample(body, "s3lect_pool_balanced", `worker="w1"`); v != 1 {
-			t.Errorf("s3lect_pool_balanced{worker=w1} = %v; want 1", v)
+		if coordinators != 1 {
+			t.Errorf("%d workers report s3lect_pool_coordinating 1; want 1\n%s", coordinators, body)
 		}
 		stops[1]()
 		<-dones[1]
@@ -83,14 +87,13 @@ func TestPoolMetrics(t *testing.T) {
 		if v, _ := sample(body, "s3lect_pool_claims_total", `worker="w1"`); v != 10 {
 			t.Errorf("s3lect_pool_claims_total{worker=w1} = %v; want 10", v)
 		}
-		if v, _ := sample(body, "s3lect_pool_rebalances_total", `worker="w1"`); v < 1 {
-			t.Errorf("s3lect_pool_rebalances_total{worker=w1} = %v; want at least 1", v)
+		if v, _ := sample(body, "s3lect_pool_releases_total", `worker="w2"`); v != 5 {
+			t.Errorf("s3lect_pool_releases_total{worker=w2} = %v; want 5 (its shards, at Run's end)", v)
 		}
-		if v, ok := sample(body, "s3lect_pool_last_rebalance_seconds", `worker="w1"`); !ok || v <= 0 || v > 2*s3lect.DefaultLeaderTimeout.Seconds() {
-			t.Errorf("s3lect_pool_last_rebalance_seconds{worker=w1} = %v; want above 0 and within 2 × LeaderTimeout", v)
-		}
-		if !strings.Contains(body, `s3lect_pool_store_requests_total{op="put",pool="pools/p1/",store="",worker="w1"}`) {
-			t.Errorf("no put counter for w1:\n%s", body)
+		for _, op := range []string{"get", "put", "list"} {
+			if !strings.Contains(body, `s3lect_pool_store_requests_total{op="`+op+`",pool="pools/p1/",store="",worker="w1"}`) {
+				t.Errorf("no %s counter for w1:\n%s", op, body)
+			}
 		}
 	})
 }

@@ -28,16 +28,12 @@
 // labels pool (its Prefix), worker (its ID) and store:
 //
 //	s3lect_pool_shards_owned            shards this worker leads now
-//	s3lect_pool_worker_shards{owner}    shards each live worker owns, as this worker sees the pool
-//	s3lect_pool_balanced                1 when every shard is owned and every worker has its share
-//	s3lect_pool_claims_total            shards taken (vacant, handed over, or from a dead worker)
-//	s3lect_pool_handovers_total         shards given up to balance the pool
-//	s3lect_pool_releases_total          shard records written released
-//	s3lect_pool_expired_total           leaderships ended with the session lease
+//	s3lect_pool_claims_total            leaderships started (shards the coordinator assigned)
+//	s3lect_pool_releases_total          leaderships ended by a move or Run's end
 //	s3lect_pool_sessions_total          sessions opened (more than one: a session was lost)
-//	s3lect_pool_rebalances_total        times the pool went from unbalanced to balanced
-//	s3lect_pool_last_rebalance_seconds  how long the last of them took
-//	s3lect_pool_store_requests_total{op}  store call attempts, get or put
+//	s3lect_pool_coordinating            1 while this worker is the pool's coordinator
+//	s3lect_pool_coordinator_term        the election term it last coordinated in (0: never)
+//	s3lect_pool_store_requests_total{op}  store call attempts on the pool's objects: get, put or list
 //
 // # Many electors in one registry
 //

@@ -27,7 +27,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -73,9 +72,9 @@ func main() {
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
-	flag.BoolVar(&o.shardPeer, "shard-peer", false, "run the shard table's pools in peer mode, each worker with an HTTPS server on loopback (InfrequentInterval 6 × FrequentInterval unless -shard-ii)")
+	flag.BoolVar(&o.shardPeer, "shard-peer", false, "run the shard table's pools in peer mode (not yet available in the coordinator pool: refused)")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
-	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (0: FrequentInterval, the pool's default)")
+	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (ignored by the coordinator pool: Config.InfrequentInterval is deprecated)")
 	flag.DurationVar(&o.stagger, "shard-stagger", 0, "start the shard tables' workers this far apart (not scaled; 0: all at once). 100 workers started at once, on a store that takes milliseconds, take many LeaderTimeouts to spread")
 	flag.IntVar(&settleIntervals, "shard-settle", settleIntervals, "how many FrequentIntervals the shard tables wait after the spread before their measurement window (a spread pool's workers look a few more times, 1, 2, 4... intervals apart, until two looks find the same counts)")
 	flag.IntVar(&coldSpreadWait, "shard-spread-wait", coldSpreadWait, "how long the shard tables' cold start may take to spread, in LeaderTimeouts, before the table (or a cost row) is given up")
@@ -123,6 +122,9 @@ func run(ctx context.Context, o options, w io.Writer) error {
 			names = append(names, fmt.Sprintf("%q", m.name))
 		}
 		return fmt.Errorf("-mode %q: no such row; the modes are %s", o.mode, strings.Join(names, ", "))
+	}
+	if o.shardPeer {
+		return errors.New("-shard-peer: peer mode is not yet available in the coordinator-decided pool (package pool refuses Config.PeerMode); measure storage mode without -shard-peer")
 	}
 	shardPeerOptions(&o)
 	stores, closeStores, err := openStores(ctx, o)
@@ -252,13 +254,13 @@ func shardTable(ctx context.Context, o options, stores []namedStore, w io.Writer
 		return err
 	}
 	fmt.Fprintf(w, "\n## %d shards on %d workers (package pool)\n\n", nShards, nWorkers)
-	fmt.Fprintf(w, "One multiplexed lease per worker: each worker renews one session object per FrequentInterval, and a shard's record is written only when its owner changes. "+
-		"Intervals: the defaults divided by %d (FrequentInterval %v, the pool's InfrequentInterval %v, LeaderTimeout %v). "+
-		"Requests are per worker per FrequentInterval, in steady state, every attempt counted (an elector per shard would write %d PUTs per interval in all); LIST is one listing of a prefix, on a store that lists. "+
+	fmt.Fprintf(w, "One lease per worker: each worker renews one session object per FrequentInterval and reads its page of the assignment, which one coordinator, elected among the workers, writes when a shard moves. "+
+		"Intervals: the defaults divided by %d (FrequentInterval %v, LeaderTimeout %v). "+
+		"Requests are per worker per FrequentInterval, in steady state, every attempt counted, the coordinator election's included (an elector per shard would write %d PUTs per interval in all); LIST is the coordinator's listing of the pool. "+
 		"Crash: a worker is killed (its store calls fail at once, calls in flight too; no goodbye) at a random point of its renewal cycle; "+
 		"the time runs from the kill to every shard it ran being run by a survivor; %d trials (a trial in which a survivor lost its session, a machine or store too slow for the lease, is run again and counted). "+
 		"Goroutines and memory are per shard in steady state, on the in-memory store, Work's own goroutine and its stack included (targets: one goroutine per led shard plus a constant per worker, and at most 4 KiB of the pool's own heap per shard; Go's smallest stack is 2 KiB).\n\n",
-		o.shardK, sfi, cmp.Or(o.shardII/time.Duration(o.shardK), sfi), slt, nShards, o.trials)
+		o.shardK, sfi, slt, nShards, o.trials)
 	shardPeerNote(o, w)
 	fmt.Fprintln(w, "| store | PUT per worker per FrequentInterval | GET per worker per FrequentInterval | LIST per worker per FrequentInterval | crash → its shards led again, p50 | p95 | max | p50 × LeaderTimeout | goroutines per shard | heap + stacks per shard | trials |"+shardPeerHeader(o))
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|"+shardPeerDash(o))

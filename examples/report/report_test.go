@@ -199,31 +199,19 @@ func TestModeUnknownNamesTheModes(t *testing.T) {
 	}
 }
 
-// TestShardPeer runs the shard table in peer mode (-shard-peer): real
-// HTTPS servers on loopback, a worker killed with its peer server. It
-// checks the plumbing: the hub column, requests reaching the hub, and the
-// store listed less often than every interval.
-func TestShardPeer(t *testing.T) {
-	t.Parallel()
+// TestShardPeerNamesWhatIsMissing: -shard-peer measures the pool's peer
+// mode, which the coordinator-decided pool does not have yet: the report
+// says so, before it measures anything, instead of failing at New.
+func TestShardPeerNamesWhatIsMissing(t *testing.T) {
 	o := quick()
-	o.shardOnly, o.shardPeer, o.poolW, o.poolN, o.costPools = true, true, 4, 40, nil
+	o.shardOnly, o.shardPeer = true, true
 	var out bytes.Buffer
-	if err := run(context.Background(), o, &out); err != nil {
-		t.Fatal(err)
+	err := run(context.Background(), o, &out)
+	if err == nil || !strings.Contains(err.Error(), "peer mode is not yet available in the coordinator-decided pool") {
+		t.Errorf("run(-shard-peer) = %v; want an error saying peer mode is not yet available", err)
 	}
-	if !strings.Contains(out.String(), "| trials | hub requests per worker per FrequentInterval |") || !strings.Contains(out.String(), "InfrequentInterval 3s") {
-		t.Fatalf("report lacks peer mode's column or its InfrequentInterval (6 × FrequentInterval):\n%s", out.String())
-	}
-	m := regexp.MustCompile(`\| memstore \| [0-9.]+ \| [0-9.]+ \| ([0-9.]+) \|.* \| ([0-9.]+) \|\n`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("report has no shard row:\n%s", out.String())
-	}
-	lists, _ := strconv.ParseFloat(m[1], 64)
-	hub, _ := strconv.ParseFloat(m[2], 64)
-	// Three of the four workers ask the hub once per interval (0.75); a
-	// busy machine may miss or add a few.
-	if hub < 0.3 || hub > 1.5 || lists > 0.9 {
-		t.Errorf("peer mode: %v hub requests and %v LISTs per worker per FrequentInterval; want about 0.75 and well under 1:\n%s", hub, lists, out.String())
+	if out.Len() != 0 {
+		t.Errorf("run(-shard-peer) printed before refusing:\n%s", out.String())
 	}
 }
 

@@ -8,7 +8,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,7 +32,7 @@ type shardResult struct {
 	goroutines float64         // per shard, steady state (Work's goroutine included)
 	heapBytes  float64         // per shard
 	stackBytes float64         // per shard
-	handovers  uint64          // shards handed over during the start (none expected)
+	handovers  uint64          // leaderships ended by a move during the start (none expected)
 	disturbed  int             // trials run again: a survivor lost its session
 
 	// Per trial, sorted: the time to the even spread (every live worker
@@ -113,7 +112,7 @@ func (r *shardReferee) owners() map[string]string {
 type shardWorker struct {
 	id    string
 	conn  *faultstore.Store // cut when the worker is killed
-	lists *listCounter      // what the pool is given: conn, its listings counted
+	lists *callCounter      // what the pool is given: conn, every call counted (the coordinator election's too)
 	peer  *shardPeer        // with -shard-peer: its peer server and client (shardpeer.go)
 	p     *shardpool.Pool
 	stop  context.CancelFunc
@@ -121,15 +120,26 @@ type shardWorker struct {
 	log   *logRing // its pool's last log lines (Info and above), printed when the pool does not spread
 }
 
-// listCounter counts the listings a worker's pool makes (every attempt,
-// as pool.Stats counts gets and puts), until pool.Stats counts them too.
-type listCounter struct {
+// callCounter counts every call attempt a worker makes on the store: the
+// pool's own (which pool.Stats counts) and its coordinator election's
+// (which it does not).
+type callCounter struct {
 	store.Store
-	n atomic.Uint64
+	gets, puts, lists atomic.Uint64
 }
 
-func (c *listCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
-	c.n.Add(1)
+func (c *callCounter) Get(ctx context.Context, key string) ([]byte, string, error) {
+	c.gets.Add(1)
+	return c.Store.Get(ctx, key)
+}
+
+func (c *callCounter) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
+	c.puts.Add(1)
+	return c.Store.PutIfMatch(ctx, key, data, etag)
+}
+
+func (c *callCounter) List(ctx context.Context, prefix string) ([]store.Entry, error) {
+	c.lists.Add(1)
 	return c.Store.(store.Lister).List(ctx, prefix) // a faultstore: it always lists
 }
 
@@ -194,8 +204,8 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	var ws []*shardWorker
 	counts := func() (sum calls) { // every store call attempt of every worker
 		for _, w := range ws {
-			s := w.p.Stats()
-			sum.gets, sum.puts, sum.lists = sum.gets+s.Gets, sum.puts+s.Puts, sum.lists+w.lists.n.Load()
+			c := w.lists
+			sum.gets, sum.puts, sum.lists = sum.gets+c.gets.Load(), sum.puts+c.puts.Load(), sum.lists+c.lists.Load()
 			sum.hub += w.peer.requests()
 		}
 		return sum
@@ -208,6 +218,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	ref := &shardReferee{live: map[string]shardHolder{}, dead: map[string]bool{}, starts: map[string][]string{}}
 	defer func() {
 		for _, w := range ws {
+			w.conn.Restore() // a killed worker's Run returns only once it reaches the store (it closes its session)
 			w.stop()
 		}
 		for _, w := range ws {
@@ -217,7 +228,7 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 	}()
 	startWorker := func(i int) error {
 		w := &shardWorker{id: fmt.Sprintf("worker-%02d", i), conn: faultstore.New(newStore()), done: make(chan struct{}), log: &logRing{}}
-		w.lists = &listCounter{Store: w.conn}
+		w.lists = &callCounter{Store: w.conn}
 		cfg := shardpool.Config{Store: w.lists, Prefix: prefix, ID: w.id, Shards: names,
 			FrequentInterval: fi, InfrequentInterval: ii, LeaderTimeout: lt, Logger: slog.New(slog.NewJSONHandler(w.log, &slog.HandlerOptions{Level: shardLogLevel()})),
 			Work: func(ctx context.Context, shard string, _ *s3lect.Leadership) {
@@ -280,12 +291,12 @@ func shardTrial(ctx context.Context, newStore func() store.Store, workers, n, k 
 		var st shardpool.Stats // the counters, summed over every worker
 		for _, w := range ws {
 			c := w.p.Stats()
-			st.Sessions, st.Expired, st.Claims, st.Handovers = st.Sessions+c.Sessions, st.Expired+c.Expired, st.Claims+c.Claims, st.Handovers+c.Handovers
+			st.Sessions, st.Claims, st.Releases = st.Sessions+c.Sessions, st.Claims+c.Claims, st.Releases+c.Releases
 		}
 		fmt.Fprintf(os.Stderr, "report: %s, %v in: %d of %d shards led; per worker %d to %d (share %d or %d, ± 1); %d of %d workers outside it; "+
-			"in all %d sessions opened by %d workers, %d claims, %d handovers, %d leaderships expired\n",
+			"in all %d sessions opened by %d workers, %d leaderships started, %d ended by a move\n",
 			what, time.Since(t0).Round(time.Second), s.led, n, s.fewest, s.most, n/len(alive), (n+len(alive)-1)/len(alive), s.outside, len(alive),
-			st.Sessions, len(ws), st.Claims, st.Handovers, st.Expired)
+			st.Sessions, len(ws), st.Claims, st.Releases)
 		if s.led < n {
 			explainUnled(ctx, ref, alive, names, prefix)
 		}
@@ -386,20 +397,10 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 	g0 := runtime.NumGoroutine()
 	measure := func(counts func() calls, ws []*shardWorker) error {
 		time.Sleep(time.Duration(settleIntervals) * fi) // the early renewals of the last claims are over
-		looks := func() (n uint64) {
-			for _, w := range ws {
-				n += w.p.Stats().Looks
-			}
-			return n
-		}
-		c0, t0, l0 := counts(), time.Now(), looks()
+		c0, t0 := counts(), time.Now()
 		time.Sleep(window)
-		c1, elapsed, l1 := counts(), time.Since(t0), looks()
+		c1, elapsed := counts(), time.Since(t0)
 		r.perWorker = rate(c1.minus(c0), workers, elapsed, fi)
-		// Looks read every member's session object: what a window's reads
-		// above two per worker per interval are made of.
-		fmt.Fprintf(os.Stderr, "report: in the %v window, %.3f looks per worker per FrequentInterval (%d in all)\n",
-			window, float64(l1-l0)/float64(workers)/(float64(elapsed)/float64(fi)), l1-l0)
 		if shardLogLevel() == slog.LevelDebug {
 			// Why they looked: each worker's last lines, Debug included.
 			for _, w := range ws {
@@ -413,7 +414,7 @@ func shards(ctx context.Context, newStore func() store.Store, workers, n, k int,
 		r.heapBytes = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 		r.stackBytes = float64(int64(after.StackInuse)-int64(before.StackInuse)) / float64(n)
 		for _, w := range ws {
-			r.handovers += w.p.Stats().Handovers
+			r.handovers += w.p.Stats().Releases
 		}
 		return nil
 	}
@@ -475,16 +476,14 @@ func explainUnled(ctx context.Context, ref *shardReferee, alive []*shardWorker, 
 				by = append(by, w.id)
 			}
 		}
-		data, etag, err := alive[0].conn.Get(ctx, prefix+"shards/"+name+".json")
 		ref.mu.Lock()
 		starts := slices.Clone(ref.starts[name])
 		ref.mu.Unlock()
-		fmt.Fprintf(os.Stderr, "report: %s has no Work running (its last Work starts: %v); the pools that say they lead it: %v; its record %s (%v): %s\n", name, starts, by, etag, err, data)
-		var rec struct{ Owner string }
-		if json.Unmarshal(data, &rec) == nil && rec.Owner != "" {
-			sd, stag, err := alive[0].conn.Get(ctx, prefix+"sessions/"+rec.Owner+".json")
-			fmt.Fprintf(os.Stderr, "report: the session object of %s %s (%v): %s\n", rec.Owner, stag, err, sd)
-		}
+		fmt.Fprintf(os.Stderr, "report: %s has no Work running (its last Work starts: %v); the pools that say they lead it: %v\n", name, starts, by)
+	}
+	for _, w := range alive {
+		page, etag, err := alive[0].conn.Get(ctx, prefix+"assign/"+w.id+".json")
+		fmt.Fprintf(os.Stderr, "report: %s's page %s (%v): %s\n", w.id, etag, err, page)
 	}
 }
 

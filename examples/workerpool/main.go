@@ -1,10 +1,10 @@
 // Command workerpool runs a pool of workers over many shards with package
 // pool: every worker keeps one session object alive for all the shards it
 // leads (one write per FrequentInterval, whatever their number), whoever
-// leads a shard does its work under that leadership's context, and the
-// shards spread over the workers without a coordinator. It starts every
-// worker at once, prints how many shards each worker leads over time, then
-// kills a worker picked at random (its store calls fail from then on, calls
+// leads a shard does its work under that leadership's context, and one
+// worker, elected coordinator, spreads the shards over all. It starts
+// every worker at once, prints how many shards each worker leads over
+// time, then kills a worker picked at random (its store calls fail from then on, calls
 // in flight too, and it never resigns) and shows the survivors take over
 // its shards, each its fair share. It ends with the figures: when the
 // shards were spread, the longest a shard went without a leader, and the
@@ -60,7 +60,7 @@ type result struct {
 }
 
 // calls counts store call attempts, whatever their outcome.
-type calls struct{ Gets, Puts uint64 }
+type calls struct{ Gets, Puts, Lists uint64 }
 
 // referee watches every shard's work, as the shards' users would.
 type referee struct {
@@ -131,8 +131,12 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	stops := make([]context.CancelFunc, nWorkers)
 	var wg sync.WaitGroup
 	defer func() {
-		for _, stop := range stops {
+		// The killed worker stands for a process that is gone; its
+		// goroutines still run here, and its Run returns only once it
+		// can reach the store again (it closes its session first).
+		for i, stop := range stops {
 			if stop != nil {
+				conns[i].Restore()
 				stop()
 			}
 		}
@@ -201,7 +205,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	storeCalls := func() (c calls) {
 		for _, p := range pools {
 			s := p.Stats()
-			c.Gets, c.Puts = c.Gets+s.Gets, c.Puts+s.Puts
+			c.Gets, c.Puts, c.Lists = c.Gets+s.Gets, c.Puts+s.Puts, c.Lists+s.Lists
 		}
 		return c
 	}
@@ -209,8 +213,8 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	steady := time.Now()
 	watch(2*lt, ids, start)
 	now := storeCalls()
-	res.steadyCalls = calls{Gets: now.Gets - before.Gets, Puts: now.Puts - before.Puts}
-	res.reqsPerSec = float64(res.steadyCalls.Gets+res.steadyCalls.Puts) / float64(nShards) / time.Since(steady).Seconds()
+	res.steadyCalls = calls{Gets: now.Gets - before.Gets, Puts: now.Puts - before.Puts, Lists: now.Lists - before.Lists}
+	res.reqsPerSec = float64(res.steadyCalls.Gets+res.steadyCalls.Puts+res.steadyCalls.Lists) / float64(nShards) / time.Since(steady).Seconds()
 
 	victim := rand.IntN(nWorkers)
 	dead := ids[victim]
@@ -239,7 +243,7 @@ func run(ctx context.Context, nWorkers, nShards, speed int, w io.Writer) (result
 	say("survivors at fair share ± 2 %s after the dead worker's last lease ended; then %s", inLT(res.resettled), show(res.survivors))
 	say("longest a shard went without a leader: %s", inLT(res.maxGap))
 	say("shards whose work ran on two workers at once: %d", res.double)
-	say("store requests per shard per second while steady: %.3f (%d gets, %d puts over %d shards in %v)",
-		res.reqsPerSec, res.steadyCalls.Gets, res.steadyCalls.Puts, nShards, (2 * lt).Round(time.Millisecond))
+	say("store requests per shard per second while steady: %.3f (%d gets, %d puts, %d listings over %d shards in %v; the coordinator election's own calls not counted)",
+		res.reqsPerSec, res.steadyCalls.Gets, res.steadyCalls.Puts, res.steadyCalls.Lists, nShards, (2 * lt).Round(time.Millisecond))
 	return res, nil
 }

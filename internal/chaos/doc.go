@@ -4,10 +4,9 @@
 // the lease, bandwidth limits, connections cut mid-reply, replies dropped
 // after the write landed, a partitioned leader), real OS processes killed,
 // paused past their lease and resumed, and MinIO restarted under load;
-// and a pool of shards (package pool) in peer mode as worker processes
-// that serve each other over TLS, its hub and another worker killed, the
-// hub paused past its lease, and a worker joining below the hub
-// (TestPoolPeerProcesses).
+// and a pool of shards (package pool) as worker processes, a worker and
+// the coordinator killed, the coordinator paused past its lease, and a
+// worker joining (TestPoolProcesses).
 //
 // The tests start their own MinIO from the binary .ci/run installs
 // (S3LECT_TEST_MINIO), so that they can restart it. A longer randomized

@@ -13,7 +13,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runFenceNode()) // this binary is a node process of TestFencedWritesUnderFaults
 	}
 	if os.Getenv(poolWorkerEnv) != "" {
-		os.Exit(runPoolWorker()) // this binary is a pool worker process of TestPoolPeerProcesses
+		os.Exit(runPoolWorker()) // this binary is a pool worker process of TestPoolProcesses
 	}
 	if os.Getenv(nodeEnv) != "" {
 		os.Exit(runNode()) // this binary is a node process of TestProcessFaults

@@ -1,6 +1,6 @@
 // Package simworld is the faulty world that the randomized safety
-// simulations of package s3lect (TestSafetySimulation) and package pool
-// (TestShardSimulation) run their nodes in, in testing/synctest bubbles:
+// simulations of package s3lect (TestSafetySimulation) and package fence
+// (TestFenceSimulation) run their nodes in, in testing/synctest bubbles:
 // one copy of what both need.
 //
 //   - Store: one node incarnation's view of the shared store, with the

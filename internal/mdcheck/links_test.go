@@ -59,12 +59,19 @@ func outsideCode(text string, inline bool) []string {
 	return out
 }
 
-// anchors returns the anchors of a Markdown text's headings; a repeated
-// heading gets -1, -2, ... as on GitHub.
+// htmlAnchor is an explicit anchor, <a id="..."></a> (the exceptions of
+// exceptions_test.go).
+var htmlAnchor = regexp.MustCompile(`<a id="([^"]+)"></a>`)
+
+// anchors returns the anchors of a Markdown text's headings, a repeated
+// heading getting -1, -2, ... as on GitHub, and its explicit anchors.
 func anchors(text string) map[string]bool {
 	seen := map[string]int{}
 	out := map[string]bool{}
 	for _, l := range outsideCode(text, false) {
+		for _, m := range htmlAnchor.FindAllStringSubmatch(l, -1) {
+			out[m[1]] = true
+		}
 		m := headingPattern.FindStringSubmatch(l)
 		if m == nil {
 			continue

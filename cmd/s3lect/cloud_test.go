@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,8 +27,11 @@ func cloudElection(t *testing.T, url, missing, fix string) {
 	if code := p.status(t); code != 0 {
 		t.Fatalf("run on %s exited %d\n%s", url, code, p.stderr.String())
 	}
-	if evs := readLog(t, dir, "n1"); len(evs) != 1 || evs[0].term != "1" {
-		t.Errorf("command on %s ran %+v; want once with S3LECT_TERM 1", url, evs)
+	// Once, with a term: 1 on an idle machine, higher where a takeover's
+	// lockfile write was answered after its lease (a loaded machine, the
+	// emulator slow) and spent its term.
+	if evs := readLog(t, dir, "n1"); len(evs) != 1 || !positive(evs[0].term) {
+		t.Errorf("command on %s ran %+v; want once with a positive S3LECT_TERM", url, evs)
 	}
 	out, err := runBin("status", "-store", url)
 	if err != nil || !strings.Contains(out, "state:   released") || !strings.Contains(out, "leader:  n1") {
@@ -45,4 +49,10 @@ func cloudElection(t *testing.T, url, missing, fix string) {
 			t.Errorf("%s on %s: %v\n%s\nwant status %d and %q", sub, missing, err, out, exitRefused, fix)
 		}
 	}
+}
+
+// positive reports whether s is a decimal integer above zero.
+func positive(s string) bool {
+	n, err := strconv.ParseUint(s, 10, 64)
+	return err == nil && n > 0
 }

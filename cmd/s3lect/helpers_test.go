@@ -321,3 +321,18 @@ func (p *stallProxy) close() {
 	}
 	p.wg.Wait()
 }
+
+// freePort returns a loopback port that nothing listened on a moment ago,
+// for a runner's -peer-addr: fixed ports collided with other jobs' tests
+// on a shared machine ("bind: address already in use"). The kernel does
+// not hand a port it just gave out to the next :0 listen, so the window
+// in which another process takes it is short.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}

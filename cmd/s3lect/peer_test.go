@@ -57,10 +57,11 @@ func TestPeerMode(t *testing.T) {
 	peer := func(port string) []string {
 		return []string{"-peer-addr", "127.0.0.1:" + port, "-peer-cert", cert, "-peer-key", pkey, "-peer-ca", cert}
 	}
-	a := start(t, runArgs(endpoint, bucket, key, "a", peer("19341"), childScript(dir, "a", false))...)
+	portA, portB := freePort(t), freePort(t)
+	a := start(t, runArgs(endpoint, bucket, key, "a", peer(portA), childScript(dir, "a", false))...)
 	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") }, a)
-	b := start(t, runArgs(endpoint, bucket, key, "b", peer("19342"), childScript(dir, "b", false))...)
-	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:19341 leads (term")
+	b := start(t, runArgs(endpoint, bucket, key, "b", peer(portB), childScript(dir, "b", false))...)
+	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:"+portA+" leads (term")
 
 	// release -to an ID nobody runs is refused before anything is
 	// written, once a has heard from b for two FrequentIntervals.
@@ -70,7 +71,7 @@ func TestPeerMode(t *testing.T) {
 	}
 	defer client.CloseIdleConnections()
 	waitFor(t, 10*time.Second, "a's member list to be complete", func() bool {
-		l, err := fetchMembers(t.Context(), client, "127.0.0.1:19341", key, "")
+		l, err := fetchMembers(t.Context(), client, "127.0.0.1:"+portA, key, "")
 		return err == nil && l.Complete && strings.Join(l.Members, ",") == "a,b"
 	}, a, b)
 	before, _ := lockfile(t, bucket, key)

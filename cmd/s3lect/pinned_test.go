@@ -22,17 +22,17 @@ import (
 func TestPinnedPeerMode(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	key, dir := "cli/pinned.json", t.TempDir()
-	ports := map[string]string{"a": "19461", "b": "19462", "c": "19463"}
+	ports := map[string]string{"a": freePort(t), "b": freePort(t), "c": freePort(t)}
 	peer := func(id string) []string { return []string{"-peer-addr", "127.0.0.1:" + ports[id]} }
 	a := start(t, runArgs(endpoint, bucket, key, "a", peer("a"), childScript(dir, "a", false))...)
 	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") }, a)
 	b := start(t, runArgs(endpoint, bucket, key, "b", peer("b"), childScript(dir, "b", false))...)
 	c := start(t, runArgs(endpoint, bucket, key, "c", peer("c"), childScript(dir, "c", false))...)
-	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:19461 leads (term")
-	c.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:19461 leads (term")
+	b.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:"+ports["a"]+" leads (term")
+	c.waitLine(t, 10*time.Second, "waiting: a at 127.0.0.1:"+ports["a"]+" leads (term")
 	recA, _ := lockfile(t, bucket, key)
-	if recA.LeaderID != "a" || !strings.HasPrefix(recA.PeerPin, "sha256:") || recA.LeaderAddr != "127.0.0.1:19461" {
-		t.Fatalf("a's record = %+v; want a at 127.0.0.1:19461 with a sha256: pin", recA)
+	if recA.LeaderID != "a" || !strings.HasPrefix(recA.PeerPin, "sha256:") || recA.LeaderAddr != "127.0.0.1:"+ports["a"] {
+		t.Fatalf("a's record = %+v; want a at 127.0.0.1:%s with a sha256: pin", recA, ports["a"])
 	}
 
 	// The member list, asked with the record's pin and nothing else.

@@ -46,6 +46,7 @@ type machine struct {
 	termData   []byte
 	termETag   string
 	termWrites int
+	claims     map[uint64]bool // the term claims created
 }
 
 func newMachine(t *testing.T, p params) *machine {
@@ -56,11 +57,28 @@ func newMachine(t *testing.T, p params) *machine {
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
 	m.fx, m.wake = m.c.next(ev, now)
-	for !m.manualTerm && (calling[doReadTerm](m) || calling[doRaiseTerm](m)) {
+	for !m.manualTerm && (calling[doReadTerm](m) || calling[doRaiseTerm](m) || calling[doClaimTerm](m) || calling[doFindTerm](m)) {
 		var r evStore
-		if calling[doReadTerm](m) {
+		switch call := m.c.sh.call.(type) {
+		case doReadTerm:
 			r = evStore{gen: m.c.sh.gen, data: m.termData, etag: m.termETag}
-		} else {
+		case doClaimTerm:
+			if m.claims[call.term] {
+				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
+			} else {
+				if m.claims == nil {
+					m.claims = map[uint64]bool{}
+				}
+				m.claims[call.term] = true
+				r = evStore{gen: m.c.sh.gen, etag: fmt.Sprintf(`"c%d"`, call.term)}
+			}
+		case doFindTerm:
+			t := call.from
+			for m.claims[t+1] {
+				t++
+			}
+			r = evStore{gen: m.c.sh.gen, term: t}
+		default:
 			w := mustEffect[doRaiseTerm](m.t, m, "term object write")
 			if w.ifMatch != m.termETag {
 				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
@@ -73,7 +91,7 @@ func (m *machine) on(ev event, now time.Time) *machine {
 		var fx []effect
 		for _, f := range m.fx { // the term step's own calls are answered here
 			switch f.(type) {
-			case doReadTerm, doRaiseTerm:
+			case doReadTerm, doRaiseTerm, doClaimTerm, doFindTerm:
 				continue
 			}
 			fx = append(fx, f)
@@ -1040,7 +1058,13 @@ func TestCoreTermObject(t *testing.T) {
 		}
 		noEffect[anyWrite](t, m, "before the term object is read")
 		m.on(evStore{gen: m.c.sh.gen}, at(0)) // absent
-		w := mustEffect[doRaiseTerm](t, m, "term object absent")
+		cl := mustEffect[doClaimTerm](t, m, "term object absent")
+		if cl.ifMatch != "" || cl.term != 1 {
+			t.Fatalf("claim of term %d over %q; want a create of term 1's claim", cl.term, cl.ifMatch)
+		}
+		noEffect[doRaiseTerm](t, m, "before the claim is created")
+		m.on(evStore{gen: m.c.sh.gen, etag: `"c1"`}, at(0))
+		w := mustEffect[doRaiseTerm](t, m, "term 1 claimed")
 		var obj termObject
 		if err := json.Unmarshal(w.data, &obj); err != nil || w.ifMatch != "" || obj.Term != 1 {
 			t.Fatalf("raise %s over %q; want a create of the term object at term 1", w.data, w.ifMatch)
@@ -1144,6 +1168,7 @@ func TestCoreTermObject(t *testing.T) {
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
 		m.on(evStore{gen: m.c.sh.gen}, at(0))
+		m.on(evStore{gen: m.c.sh.gen, etag: `"c1"`}, at(0)) // term 1 claimed
 		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0))
 		noEffect[anyWrite](t, m, "term object raised by another takeover first")
 		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")

@@ -1173,6 +1173,90 @@ func TestCoreTermObject(t *testing.T) {
 		noEffect[anyWrite](t, m, "term object raised by another takeover first")
 		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
 	})
+	// takeoverAfter drives m, whose view was first read at 0, with a read
+	// of data (ETag etag) whenever one is due, until a lockfile write goes
+	// out, and returns when (false: none within limit).
+	takeoverAfter := func(m *machine, data []byte, etag string, limit time.Duration) (time.Duration, bool) {
+		for now := time.Duration(0); now <= limit; now += 10 * time.Millisecond {
+			if _, ok := effectOf[doClaim](m); ok {
+				return now - 10*time.Millisecond, true
+			}
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				m.read(data, etag, at(now))
+			}
+		}
+		return 0, false
+	}
+	release := Record{LeaderID: "x", Term: 3, Lease: "a", TTL: 3000}.encode()
+	t.Run("C23 (1.1) a release below a term claimed since it was first seen is waited out from then", func(t *testing.T) {
+		// The term object says term 5 was claimed, which this elector
+		// learns only at its term read: a takeover at 5 may still be
+		// writing over this release (mutation claimnowait).
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(5), `"t0"`
+		m.claims = map[uint64]bool{4: true, 5: true}
+		campaignAt(t, m, release, `"r"`, at(0))
+		noEffect[doClaim](t, m, "a release below term 5")
+		when, ok := takeoverAfter(m, release, `"r"`, 2*coreParams.lt)
+		if !ok || when < coreParams.lt {
+			t.Fatalf("takeover of the release at %v (%v); want a LeaderTimeout (%v) after the term read found term 5", when, ok, coreParams.lt)
+		}
+		if rec, _ := ParseRecord(mustEffect[doClaim](t, m, "release waited out").data); rec.Term != 6 {
+			t.Fatalf("takeover at term %d; want 6", rec.Term)
+		}
+	})
+	t.Run("T2 (2.1) a release below the term this elector saw held is waited out from its first sight", func(t *testing.T) {
+		// A restore of an earlier release while x leads at term 5, seen
+		// by a follower that read x's record (mutation releaseatonce).
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(5), `"t0"`
+		m.claims = map[uint64]bool{4: true, 5: true}
+		campaignAt(t, m, heldTTL("x", 5, "b", 0, 0, 3*time.Second), `"h"`, at(0))
+		for now := 10 * time.Millisecond; now < 2*time.Second; now += 10 * time.Millisecond {
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				m.read(release, `"r"`, at(now)) // the restore, first seen now
+				first := now
+				when, ok := takeoverAfter(m, release, `"r"`, first+2*coreParams.lt)
+				if !ok || when < first+coreParams.lt {
+					t.Fatalf("takeover of the restored release at %v (%v); want a LeaderTimeout after its first sight at %v", when, ok, first)
+				}
+				return
+			}
+		}
+		t.Fatal("no read")
+	})
+	t.Run("T2 (2.1) a release of the highest claimed term is taken at once", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(3), `"t0"`
+		m.claims = map[uint64]bool{3: true}
+		campaignAt(t, m, release, `"r"`, at(0))
+		mustEffect[doClaim](t, m, "the release of the last leadership")
+	})
+	t.Run("C24 (1.1) a refused claim: the highest claim is found and the view waited out anew", func(t *testing.T) {
+		// The term object was restored to 3 (or a takeover raised it
+		// late): claims 4 to 9 exist, one of them perhaps still being
+		// written over this release.
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(3), `"t0"`
+		m.claims = map[uint64]bool{}
+		for t := uint64(1); t <= 9; t++ {
+			m.claims[t] = true
+		}
+		campaignAt(t, m, release, `"r"`, at(0))
+		noEffect[doClaim](t, m, "claim of term 4 refused")
+		if m.c.sh.maxTerm != 9 {
+			t.Fatalf("highest term known = %d after the search; want 9", m.c.sh.maxTerm)
+		}
+		when, ok := takeoverAfter(m, release, `"r"`, 2*coreParams.lt)
+		if !ok || when < coreParams.lt {
+			t.Fatalf("takeover at %v (%v); want a LeaderTimeout (%v) after the refused claim", when, ok, coreParams.lt)
+		}
+		if rec, _ := ParseRecord(mustEffect[doClaim](t, m, "waited out").data); rec.Term != 10 {
+			t.Fatalf("takeover at term %d; want 10, above the highest claim", rec.Term)
+		}
+	})
 	t.Run("C12 (1.1) a permanent failure on the term object names it", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true

@@ -44,9 +44,12 @@ type simRestorer struct {
 	releases [][]byte
 	mem      *memstore.Store
 
-	put    func(key string, data []byte) // set by bind
-	fire   func(keys []string)           // set by bind
-	soonFn func(d time.Duration)         // set by bind
+	put func(key string, data []byte) // set by bind
+	// limitB reports whether putting data back in the lockfile could
+	// fall in protocol.md 2.1's limit (b): set by the run.
+	limitB func(data []byte) bool
+	fire   func(keys []string)   // set by bind
+	soonFn func(d time.Duration) // set by bind
 	mu     sync.Mutex
 	at     time.Time // the last restore
 }
@@ -80,7 +83,12 @@ func (rs *simRestorer) bind(w *simworld.World, gate *simworld.Gate, counts *simw
 	}
 	rs.fire = func(keys []string) {
 		for _, key := range keys {
-			if data := rs.older(key); data != nil {
+			data := rs.older(key)
+			switch {
+			case data == nil:
+			case key == testKey && rs.limitB != nil && rs.limitB(data):
+				counts.Add("restore left out: limit (b)")
+			default:
 				rs.put(key, data)
 			}
 		}
@@ -162,7 +170,12 @@ func (rs *simRestorer) schedule(r *rand.Rand, p simParams, events *simworld.Sche
 			sw.peers.Crash(n.addr, body)
 			sw.counts.Add("stale peer of a live leader")
 			time.AfterFunc(later, sw.gate.Wrap("~restore", func() {
+				if rs.limitB(data) {
+					sw.counts.Add("stale peer's record not restored: limit (b)")
+					return // the stale endpoint stays until the node restarts
+				}
 				rs.put(testKey, data)
+				sw.counts.Add("stale peer's record restored")
 				back := func() { sw.peers.Add(n.addr, PeerHandler(n.e)) }
 				if cut {
 					cutOff(n, back)
@@ -330,4 +343,28 @@ func addSuspends(r *rand.Rand, p simParams, events *simworld.Schedule, counts *s
 			}
 		})
 	}
+}
+
+// inLimitB reports whether a restore of data, a version of the lockfile,
+// falls in protocol.md 2.1's limit (b), which the simulation leaves out:
+// a record of a leadership that some follower has seen, but only in
+// versions with less held time (nothing tells the restore from a renewal
+// to it, so section 3.2 counts from its earlier sightings), or that a
+// follower may know of without the simulation seeing which version (it
+// shows no leader now: its takeover time has passed). views are the
+// records the running followers show (Leader(): their current view).
+func inLimitB(data []byte, views []Record, blind int) bool {
+	rec, err := ParseRecord(data)
+	if err != nil || rec.LastUpdated.IsZero() || rec.Lease == "" {
+		return false // a release or a record without a lease: 3.2 does not apply
+	}
+	if blind > 0 {
+		return true
+	}
+	for _, v := range views {
+		if v.LeaderID == rec.LeaderID && v.Term == rec.Term && v.Lease == rec.Lease && v.Held < rec.Held {
+			return true
+		}
+	}
+	return false
 }

@@ -675,6 +675,25 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		if v.peer {
 			sw.peers = peers
 		}
+		rs.limitB = func(data []byte) bool {
+			var views []Record
+			blind := 0
+			nmu.Lock()
+			for _, n := range nodes {
+				if n.closed.Load() || n.st.Crashed() {
+					continue
+				}
+				switch snap := n.e.snap.Load(); {
+				case snap == nil || snap.lead != nil:
+				case snap.change.Leader.LeaderID == "":
+					blind++
+				default:
+					views = append(views, snap.change.Leader)
+				}
+			}
+			nmu.Unlock()
+			return inLimitB(data, views, blind)
+		}
 		rs.schedule(r, p, &events, sw)
 	}
 	if v.suspend {

@@ -327,7 +327,7 @@ func (c *core) claimTermDone(ev evStore, term uint64, sent, now time.Time, emit 
 		c.sh.send(doRaiseTerm{c.sh.write(h.data, h.ifMatch, h.over)}, now, emit)
 	case errors.Is(ev.err, store.ErrPreconditionFailed):
 		c.camp.term = Record{}
-		c.sh.maxTerm = max(c.sh.maxTerm, term)
+		c.sh.maxTerm = max(c.sh.maxTerm, term) // claimed by another
 		c.sh.send(doFindTerm{c.sh.nextGen(), term}, now, emit)
 	default:
 		c.camp.term = Record{}
@@ -432,7 +432,7 @@ func (c *core) termFailed(err error, now time.Time, emit func(effect)) {
 	c.camp.claimAfter = now.Add(c.sh.p.fi)
 	emit(doLog{"takeover failed at the term object", []any{"err", err}})
 	if store.IsPermanent(err) {
-		emit(doAnswer{c.camp.id, fmt.Errorf("the term object next to the lockfile (docs/protocol.md, 1.1) needs the same permissions as the lockfile: %w", err)})
+		emit(doAnswer{c.camp.id, fmt.Errorf("the term object and the term claims next to the lockfile (docs/protocol.md, 1.1) need the same permissions as the lockfile: %w", err)})
 		c.camp = campaign{}
 	}
 }

@@ -80,9 +80,15 @@ type campaign struct {
 	unsure     []byte
 	unsureSent time.Time
 
-	// term is the takeover record, its term raised in the term object
-	// first (section 1.1), while the term object's write is in flight.
+	// term is the takeover record, its term claimed and raised in the
+	// term object first (section 1.1), while those writes are in flight.
 	term Record
+	// hint is the term object's raise (its new content, and the ETag and
+	// SHA-256 of the content it replaces), sent once the claim of
+	// term.Term is created; from is the claim's send, where the lease of
+	// the leadership the takeover may win starts.
+	hint write
+	from time.Time
 	// recreate says the takeover creates a lockfile that was deleted
 	// (section 4): its term object exists.
 	recreate bool
@@ -220,6 +226,8 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 			// the one this elector saw, and the one the last takeover
 			// states.
 			c.sh.termSeen = seen
+			c.sh.maxTerm = max(c.sh.maxTerm, high)
+			v.claimed = max(v.claimed, high)
 			v.heldBefore = true
 			v.ttl = max(v.ttl, lease.TTL(obj.TTL))
 			if now.After(v.seenAt) {
@@ -242,6 +250,19 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	}
 	c.sh.maxTerm = max(c.sh.maxTerm, high)
 	base := max(v.term, c.sh.maxTerm)
+	if base > max(v.claimed, v.term) && (v.rec.Lease != "" || v.kind == kindAbsent) && !mutNoTermObject && !mutClaimNoWait {
+		// Section 1.1: a term above every one this elector knew of when
+		// it first saw the lockfile as it is has been claimed since. The
+		// takeover that claimed it may still be writing over what this
+		// elector sees (its lease started at its claim), or what it sees
+		// is a restore of a record that takeover replaced: wait it out
+		// from now, a release too. Not for a record without a lease (the
+		// original s3lect's, unreadable content), whose term says nothing
+		// and which is waited out with the longest lease assumed anyway
+		// (section 1.2).
+		c.restartWait(v, base, lease.TTL(longest), now, emit)
+		return false
+	}
 	if base == math.MaxUint64 {
 		emit(doAnswer{c.camp.id, fmt.Errorf("the lockfile or its term object holds term %d, which cannot be raised: "+
 			"fencing tokens would repeat; use a new LockfilePath", base)})
@@ -268,11 +289,112 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	if ev.etag != "" {
 		over = sha256.Sum256(ev.data)
 	}
-	c.sh.send(doRaiseTerm{c.sh.write(data, ev.etag, over)}, now, emit)
+	c.camp.from = time.Time{}
+	if mutNoTermClaims {
+		c.sh.send(doRaiseTerm{c.sh.write(data, ev.etag, over)}, now, emit)
+		return true
+	}
+	// The claim first, then the term object, which is only a hint of the
+	// highest claim (section 1.1): the same content for both.
+	c.camp.hint = write{data: data, ifMatch: ev.etag, over: over}
+	c.sh.send(doClaimTerm{c.sh.write(data, "", [32]byte{}), base + 1}, now, emit)
 	return true
 }
 
+func (f doClaimTerm) done(c *core, ev evStore, sent, now time.Time, emit func(effect)) bool {
+	c.claimTermDone(ev, f.term, sent, now, emit)
+	return false
+}
+
+// claimTermDone takes in the create of the claim of term, sent at sent
+// (section 1.1). Created: the term is this takeover's alone, whatever is
+// restored, and its leadership's lease runs from sent; the term object
+// is raised next. Refused: another takeover claimed the term, and the
+// highest claim is looked for.
+func (c *core) claimTermDone(ev evStore, term uint64, sent, now time.Time, emit func(effect)) {
+	if ev.err == nil {
+		c.sh.maxTerm = max(c.sh.maxTerm, term) // used, whatever comes next
+	}
+	switch {
+	case c.camp.id == 0 || c.camp.term.Term != term || c.camp.withdrawn != nil || c.sh.closing:
+		c.camp.term = Record{}
+		c.answerWithdrawn(emit)
+	case ev.err == nil:
+		v := &c.fol().v
+		v.claimed = max(v.claimed, term) // its own claim: no other takeover's
+		c.camp.from = sent
+		h := c.camp.hint
+		c.sh.send(doRaiseTerm{c.sh.write(h.data, h.ifMatch, h.over)}, now, emit)
+	case errors.Is(ev.err, store.ErrPreconditionFailed):
+		c.camp.term = Record{}
+		c.sh.maxTerm = max(c.sh.maxTerm, term) // claimed by another
+		c.sh.send(doFindTerm{c.sh.nextGen(), term}, now, emit)
+	default:
+		c.camp.term = Record{}
+		c.termFailed(ev.err, now, emit)
+	}
+}
+
+func (doFindTerm) done(c *core, ev evStore, _, now time.Time, emit func(effect)) bool {
+	c.findTermDone(ev, now, emit)
+	return false
+}
+
+// findTermDone takes in the search for the highest claim after a claim
+// was refused (section 1.1): another takeover claimed the term, and may
+// still be writing over what this elector sees, so the view is waited out
+// anew from now; the next takeover claims above the highest claim.
+func (c *core) findTermDone(ev evStore, now time.Time, emit func(effect)) {
+	var top termObject
+	if ev.err == nil {
+		c.sh.maxTerm = max(c.sh.maxTerm, ev.term)
+		if json.Unmarshal(ev.data, &top) != nil || top.TTL < 0 {
+			top = termObject{} // damaged: its lease is unknown
+		}
+		c.sh.maxTTL = max(c.sh.maxTTL, lease.TTL(top.TTL))
+	}
+	if c.camp.id == 0 || c.camp.withdrawn != nil || c.sh.closing {
+		c.answerWithdrawn(emit)
+		return
+	}
+	if ev.err != nil {
+		c.termFailed(ev.err, now, emit)
+		return
+	}
+	f := c.fol()
+	if !mutClaimNoWait {
+		c.restartWait(&f.v, ev.term, lease.TTL(top.TTL), now, emit)
+	}
+	f.nextRead, f.stale, f.mode = now, true, frequent // see who won
+}
+
+// restartWait has the follower wait out its view anew from now: a
+// takeover claimed claimed, a term above every one known when the view
+// was first seen (section 1.1), and its lease may be as long as ttl (the
+// longest the claims or the term object state; 0 if unknown). A release
+// is then waited out like a held record, an absence like one after a
+// held record.
+func (c *core) restartWait(v *view, claimed uint64, ttl time.Duration, now time.Time, emit func(effect)) {
+	v.claimed = max(v.claimed, claimed)
+	if now.After(v.seenAt) {
+		v.seenAt = now
+	}
+	v.anchored = false
+	switch {
+	case v.kind == kindAbsent && !v.heldBefore:
+		v.heldBefore, v.ttl = true, ttl
+	case v.ttl > 0:
+		v.ttl = max(v.ttl, ttl)
+	}
+	c.sh.maxTTL = max(c.sh.maxTTL, ttl)
+	emit(doLog{"a takeover claimed a term since the lockfile was first seen as it is; waiting out a lease before taking it over",
+		[]any{"term", claimed}})
+}
+
 func (f doRaiseTerm) done(c *core, ev evStore, sent, now time.Time, emit func(effect)) bool {
+	if !c.camp.from.IsZero() {
+		sent = c.camp.from // the lease runs from the claim's send
+	}
 	c.termWriteDone(ev, f.data, sent, now, emit)
 	return false
 }
@@ -310,7 +432,7 @@ func (c *core) termFailed(err error, now time.Time, emit func(effect)) {
 	c.camp.claimAfter = now.Add(c.sh.p.fi)
 	emit(doLog{"takeover failed at the term object", []any{"err", err}})
 	if store.IsPermanent(err) {
-		emit(doAnswer{c.camp.id, fmt.Errorf("the term object next to the lockfile (docs/protocol.md, 1.1) needs the same permissions as the lockfile: %w", err)})
+		emit(doAnswer{c.camp.id, fmt.Errorf("the term object and the term claims next to the lockfile (docs/protocol.md, 1.1) need the same permissions as the lockfile: %w", err)})
 		c.camp = campaign{}
 	}
 }

@@ -253,6 +253,7 @@ type (
 		err    error
 		unsure bool   // a write attempt's outcome is unknown
 		token  string // a read's sighting token (store.Sighter), "" if none
+		term   uint64 // doFindTerm's answer: the highest term claimed
 	}
 )
 
@@ -297,6 +298,8 @@ type effect interface{ do(x executor) }
 type executor interface {
 	read(doRead)
 	readTerm(doReadTerm)
+	claimTerm(doClaimTerm)
+	findTerm(doFindTerm)
 	raiseTerm(doRaiseTerm)
 	claim(doClaim)
 	renew(doRenew)
@@ -337,9 +340,17 @@ type write struct {
 type (
 	doRead      struct{ gen uint64 } // a follower's read of the lockfile
 	doReadTerm  struct{ gen uint64 } // a takeover's read of the term object (section 1.1)
-	doRaiseTerm struct{ write }      // a takeover's raise of the term object, before its write
-	doClaim     struct{ write }      // a takeover's write of the lockfile
-	doRenew     struct {             // a leader's renewal
+	doClaimTerm struct {             // a takeover's create of its term's claim (section 1.1)
+		write
+		term uint64
+	}
+	doFindTerm struct { // a search for the highest term claimed, from one known claimed (section 1.1)
+		gen  uint64
+		from uint64
+	}
+	doRaiseTerm struct{ write } // a takeover's raise of the term object, before its write
+	doClaim     struct{ write } // a takeover's write of the lockfile
+	doRenew     struct {        // a leader's renewal
 		write
 		notAfter time.Time // no attempt is sent from then on: the lease's end
 	}
@@ -375,6 +386,8 @@ type (
 
 func (f doRead) do(x executor)      { x.read(f) }
 func (f doReadTerm) do(x executor)  { x.readTerm(f) }
+func (f doClaimTerm) do(x executor) { x.claimTerm(f) }
+func (f doFindTerm) do(x executor)  { x.findTerm(f) }
 func (f doRaiseTerm) do(x executor) { x.raiseTerm(f) }
 func (f doClaim) do(x executor)     { x.claim(f) }
 func (f doRenew) do(x executor)     { x.renew(f) }

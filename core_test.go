@@ -46,6 +46,7 @@ type machine struct {
 	termData   []byte
 	termETag   string
 	termWrites int
+	claims     map[uint64]bool // the term claims created
 }
 
 func newMachine(t *testing.T, p params) *machine {
@@ -56,11 +57,28 @@ func newMachine(t *testing.T, p params) *machine {
 func (m *machine) on(ev event, now time.Time) *machine {
 	m.t.Helper()
 	m.fx, m.wake = m.c.next(ev, now)
-	for !m.manualTerm && (calling[doReadTerm](m) || calling[doRaiseTerm](m)) {
+	for !m.manualTerm && (calling[doReadTerm](m) || calling[doRaiseTerm](m) || calling[doClaimTerm](m) || calling[doFindTerm](m)) {
 		var r evStore
-		if calling[doReadTerm](m) {
+		switch call := m.c.sh.call.(type) {
+		case doReadTerm:
 			r = evStore{gen: m.c.sh.gen, data: m.termData, etag: m.termETag}
-		} else {
+		case doClaimTerm:
+			if m.claims[call.term] {
+				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
+			} else {
+				if m.claims == nil {
+					m.claims = map[uint64]bool{}
+				}
+				m.claims[call.term] = true
+				r = evStore{gen: m.c.sh.gen, etag: fmt.Sprintf(`"c%d"`, call.term)}
+			}
+		case doFindTerm:
+			t := call.from
+			for m.claims[t+1] {
+				t++
+			}
+			r = evStore{gen: m.c.sh.gen, term: t}
+		default:
 			w := mustEffect[doRaiseTerm](m.t, m, "term object write")
 			if w.ifMatch != m.termETag {
 				r = evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}
@@ -73,7 +91,7 @@ func (m *machine) on(ev event, now time.Time) *machine {
 		var fx []effect
 		for _, f := range m.fx { // the term step's own calls are answered here
 			switch f.(type) {
-			case doReadTerm, doRaiseTerm:
+			case doReadTerm, doRaiseTerm, doClaimTerm, doFindTerm:
 				continue
 			}
 			fx = append(fx, f)
@@ -1040,7 +1058,13 @@ func TestCoreTermObject(t *testing.T) {
 		}
 		noEffect[anyWrite](t, m, "before the term object is read")
 		m.on(evStore{gen: m.c.sh.gen}, at(0)) // absent
-		w := mustEffect[doRaiseTerm](t, m, "term object absent")
+		cl := mustEffect[doClaimTerm](t, m, "term object absent")
+		if cl.ifMatch != "" || cl.term != 1 {
+			t.Fatalf("claim of term %d over %q; want a create of term 1's claim", cl.term, cl.ifMatch)
+		}
+		noEffect[doRaiseTerm](t, m, "before the claim is created")
+		m.on(evStore{gen: m.c.sh.gen, etag: `"c1"`}, at(0))
+		w := mustEffect[doRaiseTerm](t, m, "term 1 claimed")
 		var obj termObject
 		if err := json.Unmarshal(w.data, &obj); err != nil || w.ifMatch != "" || obj.Term != 1 {
 			t.Fatalf("raise %s over %q; want a create of the term object at term 1", w.data, w.ifMatch)
@@ -1144,9 +1168,94 @@ func TestCoreTermObject(t *testing.T) {
 		m.manualTerm = true
 		campaignAt(t, m, nil, "", at(0))
 		m.on(evStore{gen: m.c.sh.gen}, at(0))
+		m.on(evStore{gen: m.c.sh.gen, etag: `"c1"`}, at(0)) // term 1 claimed
 		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0))
 		noEffect[anyWrite](t, m, "term object raised by another takeover first")
 		mustEffect[doRead](t, m, "term object raised by another takeover first: read the lockfile again")
+	})
+	// takeoverAfter drives m, whose view was first read at 0, with a read
+	// of data (ETag etag) whenever one is due, until a lockfile write goes
+	// out, and returns when (false: none within limit).
+	takeoverAfter := func(m *machine, data []byte, etag string, limit time.Duration) (time.Duration, bool) {
+		for now := time.Duration(0); now <= limit; now += 10 * time.Millisecond {
+			if _, ok := effectOf[doClaim](m); ok {
+				return now - 10*time.Millisecond, true
+			}
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				m.read(data, etag, at(now))
+			}
+		}
+		return 0, false
+	}
+	release := Record{LeaderID: "x", Term: 3, Lease: "a", TTL: 3000}.encode()
+	t.Run("C23 (1.1) a release below a term claimed since it was first seen is waited out from then", func(t *testing.T) {
+		// The term object says term 5 was claimed, which this elector
+		// learns only at its term read: a takeover at 5 may still be
+		// writing over this release (mutation claimnowait).
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(5), `"t0"`
+		m.claims = map[uint64]bool{4: true, 5: true}
+		campaignAt(t, m, release, `"r"`, at(0))
+		noEffect[doClaim](t, m, "a release below term 5")
+		when, ok := takeoverAfter(m, release, `"r"`, 2*coreParams.lt)
+		if !ok || when < coreParams.lt {
+			t.Fatalf("takeover of the release at %v (%v); want a LeaderTimeout (%v) after the term read found term 5", when, ok, coreParams.lt)
+		}
+		if rec, _ := ParseRecord(mustEffect[doClaim](t, m, "release waited out").data); rec.Term != 6 {
+			t.Fatalf("takeover at term %d; want 6", rec.Term)
+		}
+	})
+	t.Run("T2 (2.1) a release below the term this elector saw held is waited out from its first sight", func(t *testing.T) {
+		// A restore of an earlier release while x leads at term 5, seen
+		// by a follower that read x's record (mutation releaseatonce).
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(5), `"t0"`
+		m.claims = map[uint64]bool{4: true, 5: true}
+		campaignAt(t, m, heldTTL("x", 5, "b", 0, 0, 3*time.Second), `"h"`, at(0))
+		for now := 10 * time.Millisecond; now < 2*time.Second; now += 10 * time.Millisecond {
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				m.read(release, `"r"`, at(now)) // the restore, first seen now
+				first := now
+				when, ok := takeoverAfter(m, release, `"r"`, first+2*coreParams.lt)
+				if !ok || when < first+coreParams.lt {
+					t.Fatalf("takeover of the restored release at %v (%v); want a LeaderTimeout after its first sight at %v", when, ok, first)
+				}
+				return
+			}
+		}
+		t.Fatal("no read")
+	})
+	t.Run("T2 (2.1) a release of the highest claimed term is taken at once", func(t *testing.T) {
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(3), `"t0"`
+		m.claims = map[uint64]bool{3: true}
+		campaignAt(t, m, release, `"r"`, at(0))
+		mustEffect[doClaim](t, m, "the release of the last leadership")
+	})
+	t.Run("C24 (1.1) a refused claim: the highest claim is found and the view waited out anew", func(t *testing.T) {
+		// The term object was restored to 3 (or a takeover raised it
+		// late): claims 4 to 9 exist, one of them perhaps still being
+		// written over this release.
+		m := newMachine(t, coreParams)
+		m.termData, m.termETag = termObj(3), `"t0"`
+		m.claims = map[uint64]bool{}
+		for t := uint64(1); t <= 9; t++ {
+			m.claims[t] = true
+		}
+		campaignAt(t, m, release, `"r"`, at(0))
+		noEffect[doClaim](t, m, "claim of term 4 refused")
+		if m.c.sh.maxTerm != 9 {
+			t.Fatalf("highest term known = %d after the search; want 9", m.c.sh.maxTerm)
+		}
+		when, ok := takeoverAfter(m, release, `"r"`, 2*coreParams.lt)
+		if !ok || when < coreParams.lt {
+			t.Fatalf("takeover at %v (%v); want a LeaderTimeout (%v) after the refused claim", when, ok, coreParams.lt)
+		}
+		if rec, _ := ParseRecord(mustEffect[doClaim](t, m, "waited out").data); rec.Term != 10 {
+			t.Fatalf("takeover at term %d; want 10, above the highest claim", rec.Term)
+		}
 	})
 	t.Run("C12 (1.1) a permanent failure on the term object names it", func(t *testing.T) {
 		m := newMachine(t, coreParams)

@@ -146,9 +146,12 @@ func (f *follower) readReturned(sh *shared, data []byte, etag, token string, sen
 	f.readErr, f.stale = nil, false
 	before := f.v
 	f.v = f.v.observeToken(data, etag, token, now)
+	fresh := !before.same(f.v)
+	if fresh {
+		f.v.claimed = max(sh.maxTerm, f.v.term)
+	}
 	sh.maxTerm = max(sh.maxTerm, f.v.term)
 	sh.maxTTL = max(sh.maxTTL, f.v.ttl)
-	fresh := !before.same(f.v)
 	if f.v.kind == kindCorrupt && fresh {
 		emit(doLog{"lockfile is unreadable; it will be taken over after the lease assumed for records without ttl", []any{"etag", etag}})
 	}
@@ -392,6 +395,7 @@ func (f *follower) heardPeer(sh *shared, r peerReport, now time.Time, emit func(
 	case r.etag != f.v.etag && f.v.kind == kindHeld && r.rec.LeaderID == f.v.rec.LeaderID && r.rec.Term == f.v.rec.Term &&
 		r.rec.Lease == f.v.rec.Lease && (r.rec.Held > f.v.rec.Held || r.rec.Lease == ""):
 		f.v = f.v.observe(r.rec.encode(), r.etag, r.at)
+		f.v.peer, f.v.claimed = true, max(sh.maxTerm, f.v.term)
 		f.nextRead = now.Add(sh.p.ii)
 	}
 }

@@ -66,6 +66,16 @@ type view struct {
 	// (store.Sighter): "" when none was (a peer answer, a store without
 	// tokens, the elector's own write).
 	token string
+	// peer says the view was heard from the leader's peer endpoint, not
+	// read from the store: a store read of the same bytes with a token
+	// is a sighting of its own (docs/protocol.md, 2.1).
+	peer bool
+
+	// claimed is the highest term this elector knew to be claimed when it
+	// first saw this sighting, or learned since (docs/protocol.md, 1.1).
+	// A release whose term is below it does not end the last leadership
+	// known: it is waited out like a held record.
+	claimed uint64
 
 	// seenAt is the local monotonic time at which this sighting was first
 	// seen. Expiry is measured from it, never from rec.LastUpdated.
@@ -103,7 +113,24 @@ func (v view) key() leaseKey { return leaseKey{v.rec.LeaderID, v.rec.Term, v.rec
 // same reports whether w is the same sighting as v.
 func (v view) same(w view) bool {
 	return v.kind == w.kind && v.etag == w.etag && (v.sum == w.sum || mutETagOnly) &&
-		(v.token == "" || w.token == "" || v.token == w.token || mutSightNoToken)
+		sameTokens(v, w)
+}
+
+// sameTokens reports whether v and w were read with the same sighting
+// token, as far as can be told (docs/protocol.md, 2.1): equal tokens, or
+// one side read with none. A view heard from the peer has none but takes
+// none either: its bytes may be in the store as a restore of what a stale
+// peer served, so only a store that gives no token matches it.
+func sameTokens(v, w view) bool {
+	switch {
+	case v.token == w.token || mutSightNoToken:
+		return true
+	case v.token == "":
+		return !v.peer || mutPeerAdoptToken
+	case w.token == "":
+		return !w.peer || mutPeerAdoptToken
+	}
+	return false
 }
 
 // stretch returns d lengthened by δ = 1/8 (docs/protocol.md, 3.2).
@@ -132,10 +159,10 @@ func (v view) observeToken(data []byte, etag, token string, now time.Time) view 
 	if etag == "" {
 		n.kind = kindAbsent
 	}
-	sameToken := v.token == "" || v.token == token || mutSightNoToken
+	sameToken := sameTokens(v, view{token: token})
 	if v.kind != kindUnknown && (v.kind != kindOurs || mutExLeaderShortcut) && etag == v.etag && (n.sum == v.sum || mutETagOnly) && sameToken {
 		if v.token == "" {
-			v.token = token
+			v.token, v.peer = token, false
 		}
 		// Unchanged: keep the time we first saw it. Not a record this
 		// elector wrote and has not read since (kindOurs): the same bytes
@@ -209,7 +236,10 @@ func (v view) takeoverAt(timeout time.Duration) (time.Time, bool) {
 		// replaced (the original s3lect's by wall clock, a version 2
 		// writer's with a shorter LeaderTimeout): it is waited out like a
 		// held record (docs/protocol.md, 3.1).
-		if v.ttl > 0 || mutIgnoreTTL {
+		// A release of a term below one claimed since (a restore of an
+		// earlier release, section 2.1) may not end the leadership that
+		// holds the lease now: it is waited out too.
+		if (v.ttl > 0 || mutIgnoreTTL) && (v.claimed <= v.term || mutReleaseAtOnce) {
 			return v.seenAt, true
 		}
 	case kindAbsent:

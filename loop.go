@@ -177,8 +177,16 @@ func (lp *loop) readTerm(f doReadTerm) {
 	lp.send(lp.readCtx, &lp.reader, f.gen, getReq{key: lp.e.termKey})
 }
 
+func (lp *loop) findTerm(f doFindTerm) {
+	lp.send(lp.readCtx, &lp.reader, f.gen, findReq{from: f.from})
+}
+
 // A takeover's writes run to their end, under the elector's context, so
 // that their outcome is known.
+
+func (lp *loop) claimTerm(f doClaimTerm) {
+	lp.send(lp.e.ctx, &lp.reader, f.gen, putOf(lp.e.claimKey(f.term), f.write, time.Time{}))
+}
 
 func (lp *loop) raiseTerm(f doRaiseTerm) {
 	lp.send(lp.e.ctx, &lp.reader, f.gen, putOf(lp.e.termKey, f.write, time.Time{}))

@@ -29,4 +29,8 @@ const (
 	mutMonoClock        = false // the local clock does not count a suspend of the host (lease.Clock.MonoOnly)
 	mutExLeaderShortcut = false // an ex-leader takes its own last acknowledged write over at once (version 3's T8/E5)
 	mutSightNoToken     = false // a sighting ignores the store's token: a restore of exact bytes looks unchanged (store.Sighter)
+	mutNoTermClaims     = false // takeovers raise the term object without creating their term's claim (version 3)
+	mutClaimNoWait      = false // a term claimed since the view was first seen does not restart its wait
+	mutReleaseAtOnce    = false // a release is taken at once even when a higher term was claimed since (version 3's T2)
+	mutPeerAdoptToken   = false // a view heard from the peer takes the first store token read for it as its own (version 3)
 )

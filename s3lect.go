@@ -138,9 +138,9 @@ type ElectorConfig struct {
 
 	// LockfilePath is the object key of the lockfile, for example
 	// "leader/my-group.json". Every instance of one election group uses the
-	// same key. Required: valid UTF-8 without NUL bytes, and at most 1019
-	// bytes, as the term object's key (LockfilePath + ".term") must fit
-	// the stores' 1024.
+	// same key. Required: valid UTF-8 without NUL bytes, and at most 998
+	// bytes, as the term claims' keys (LockfilePath + ".term/" and 20
+	// digits) must fit the stores' 1024.
 	LockfilePath string
 
 	// ServerID identifies this instance; it must be unique in the group.
@@ -249,6 +249,18 @@ const maxKeyLen = 1024
 // name it as LockfilePath + ".term", which is part of the wire format.
 const termSuffix = ".term"
 
+// claimKeyLen is how many bytes a term claim's key adds to LockfilePath:
+// the term suffix, a slash and the term in 20 digits (claimKey).
+const claimKeyLen = len(termSuffix) + 1 + 20
+
+// claimKey names the claim of term: the object a takeover at that term
+// creates, once, before it writes (docs/protocol.md, 1.1), as
+// LockfilePath + ".term/" + the term zero-padded to 20 digits. It is part
+// of the wire format.
+func (e *Elector) claimKey(term uint64) string {
+	return fmt.Sprintf("%s/%020d", e.termKey, term)
+}
+
 // withDefaults returns cfg with every zero field set to its default.
 func (cfg ElectorConfig) withDefaults() ElectorConfig {
 	def := func(d *time.Duration, v time.Duration) {
@@ -290,9 +302,9 @@ func (cfg ElectorConfig) validate() error {
 		return bad("LockfilePath is empty")
 	case strings.ContainsRune(cfg.LockfilePath, 0):
 		return bad("LockfilePath %q contains a NUL byte, which no object store accepts in a key", cfg.LockfilePath)
-	case len(cfg.LockfilePath)+len(termSuffix) > maxKeyLen:
-		return bad("LockfilePath is %d bytes long; object stores accept keys of at most %d bytes, and the term object's key adds %d (%q)",
-			len(cfg.LockfilePath), maxKeyLen, len(termSuffix), termSuffix)
+	case len(cfg.LockfilePath)+claimKeyLen > maxKeyLen:
+		return bad("LockfilePath is %d bytes long; object stores accept keys of at most %d bytes, and the term claims' keys add %d (%q + a slash and 20 digits): at most %d bytes",
+			len(cfg.LockfilePath), maxKeyLen, claimKeyLen, termSuffix, maxKeyLen-claimKeyLen)
 	case !utf8.ValidString(cfg.LockfilePath):
 		return bad("LockfilePath %q is not valid UTF-8, which S3 requires of keys", cfg.LockfilePath)
 	case cfg.ServerID == "":

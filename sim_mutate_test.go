@@ -17,5 +17,6 @@ func setMutation(t *testing.T) func() {
 		"stepnowait": &mutStepNoWait, "nohold": &mutNoHandoverHold,
 		"noreread": &mutNoReleaseReread, "anntakeover": &mutAnnounceTakeover, "annrelease": &mutAnnounceRelease,
 		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch,
-		"monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken}, "")
+		"monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken,
+		"noclaims": &mutNoTermClaims, "claimnowait": &mutClaimNoWait, "releaseatonce": &mutReleaseAtOnce, "peertoken": &mutPeerAdoptToken}, "")
 }

@@ -1,11 +1,14 @@
 package s3lect
 
 import (
+	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/s3lect/s3lect/internal/simworld"
+	"github.com/s3lect/s3lect/store/memstore"
 )
 
 // The safety simulation's variants of issue 43: hosts that are suspended
@@ -15,7 +18,253 @@ import (
 func init() {
 	simVariants = append(simVariants,
 		simVariant{name: "suspender", suspend: true},
+		simVariant{name: "restorer", restore: true},
 	)
+}
+
+// simRestorer is the restorer variant's operator: 1 to 8 times a run it
+// puts back one of the last four versions of the lockfile, its term
+// object or both (S3 versioning's restore, a backup sync), as the seed
+// draws: always the lockfile, always the term object, always both, or
+// any of the three each time. The seed also draws the mode: storage,
+// peer mode (over a transport that fails, stalls and answers stale), or
+// mid-takeover (Campaigns ended and electors closed during takeovers),
+// where a takeover's write also sets off a restore of the lockfile
+// within a FrequentInterval, one time in four. Every restore runs
+// through the gate. Term claims are never restored: a claim has only
+// one version.
+type simRestorer struct {
+	what int // 0 lockfile, 1 term object, 2 both, 3 any
+	r    *rand.Rand
+
+	// kept holds, per object, its last eight versions that landed, and
+	// for the lockfile its last four releases apart: the backups an
+	// operator may restore. Only the gated writes touch it.
+	kept     map[string][][]byte
+	releases [][]byte
+	mem      *memstore.Store
+
+	put func(key string, data []byte) // set by bind
+	// limitB reports whether putting data back in the lockfile could
+	// fall in protocol.md 2.1's limit (b): set by the run.
+	limitB func(data []byte) bool
+	fire   func(keys []string)   // set by bind
+	soonFn func(d time.Duration) // set by bind
+	mu     sync.Mutex
+	at     time.Time // the last restore
+}
+
+var simRestoreWhat = [...]string{"lockfile", "term object", "both", "any"}
+
+// newSimRestorer draws the restorer's objects and mode for seed, and sets
+// v's peer or midTakeover flag for the mode.
+func newSimRestorer(seed int64, v *simVariant) *simRestorer {
+	r := rand.New(rand.NewPCG(uint64(seed), 0x7e5707e))
+	rs := &simRestorer{what: r.IntN(4), r: r}
+	switch r.IntN(3) {
+	case 1:
+		v.peer = true
+	case 2:
+		v.midTakeover = true
+	}
+	return rs
+}
+
+// bind gives the restorer the world it acts on, before any node starts.
+func (rs *simRestorer) bind(w *simworld.World, gate *simworld.Gate, counts *simworld.Tally) {
+	rs.mem = w.Mem
+	rs.put = func(key string, data []byte) {
+		w.Mem.Set(key, data)
+		counts.Add(key[len(testKey):] + " restored")
+		simworld.Debugf("RESTORE %s: %s", key, data)
+		rs.mu.Lock()
+		rs.at = time.Now()
+		rs.mu.Unlock()
+	}
+	rs.fire = func(keys []string) {
+		for _, key := range keys {
+			data := rs.older(key)
+			switch {
+			case data == nil:
+			case key == testKey && rs.limitB != nil && rs.limitB(data):
+				counts.Add("restore left out: limit (b)")
+			default:
+				rs.put(key, data)
+			}
+		}
+	}
+	rs.soonFn = func(d time.Duration) {
+		time.AfterFunc(d, gate.Wrap("~restore", func() { rs.fire([]string{testKey}) }))
+	}
+	counts.Add("restorer: " + simRestoreWhat[rs.what])
+}
+
+// simRestoreWorld is what the restorer's attacks need of the run: the
+// node that leads now (nil if none), whether a node is still the
+// incarnation that runs (not crashed, closed or restarted), and, in peer
+// mode, the peer transport (nil otherwise).
+type simRestoreWorld struct {
+	leader  func() *simNode
+	current func(*simNode) bool
+	peers   *simworld.PeerNet
+	gate    *simworld.Gate
+	counts  *simworld.Tally
+}
+
+// schedule draws the run's timed restores, all before the faults stop.
+// Half of them cut the leader of the moment off the store as they land
+// (the moment its lease is longest past what others see), for two
+// leases. In peer mode it also draws 1 to 3 of the root review's
+// stale-peer attacks: the leader's peer endpoint goes stale (something at
+// its address answers with its record of the moment) while it goes on
+// renewing in the store; a FrequentInterval to a lease later the
+// operator puts that record back in the store, and half the time cuts the
+// leader off then; both end two leases later.
+func (rs *simRestorer) schedule(r *rand.Rand, p simParams, events *simworld.Schedule, sw simRestoreWorld) {
+	cutOff := func(n *simNode, restore func()) {
+		if n == nil || !sw.current(n) {
+			return
+		}
+		sw.counts.Add("leader cut off at a restore")
+		n.st.Partition(false)
+		time.AfterFunc(2*p.maxLT, sw.gate.Wrap("~restore", func() {
+			if sw.current(n) {
+				n.st.Heal()
+				if restore != nil {
+					restore()
+				}
+			}
+		}))
+	}
+	for range 1 + r.IntN(8) {
+		at := time.Duration(r.Int64N(int64(p.faultsFor - 5*time.Second)))
+		cut := r.IntN(2) == 0
+		events.Add(at, func() { // the events run through the gate
+			rs.fire(rs.keys())
+			if cut {
+				cutOff(sw.leader(), nil)
+			}
+		})
+	}
+	if sw.peers == nil {
+		return
+	}
+	for range 1 + r.IntN(3) {
+		at := time.Duration(r.Int64N(int64(p.faultsFor - 10*time.Second)))
+		later := p.fi + time.Duration(r.Int64N(int64(p.lt-p.fi))) // after a renewal the stale peer does not show, before the takeover time
+		cut := r.IntN(2) == 0
+		events.Add(at, func() {
+			n := sw.leader()
+			if n == nil || !sw.current(n) {
+				return
+			}
+			data, etag, err := rs.mem.Get(context.Background(), testKey)
+			if err != nil {
+				return
+			}
+			rec, err := ParseRecord(data)
+			if err != nil || rec.LeaderID != n.id || rec.LastUpdated.IsZero() {
+				return
+			}
+			body, _ := json.Marshal(peerRecord{Record: rec, ETag: etag})
+			sw.peers.Crash(n.addr, body)
+			sw.counts.Add("stale peer of a live leader")
+			time.AfterFunc(later, sw.gate.Wrap("~restore", func() {
+				if rs.limitB(data) {
+					sw.counts.Add("stale peer's record not restored: limit (b)")
+					return // the stale endpoint stays until the node restarts
+				}
+				rs.put(testKey, data)
+				sw.counts.Add("stale peer's record restored")
+				back := func() { sw.peers.Add(n.addr, PeerHandler(n.e)) }
+				if cut {
+					cutOff(n, back)
+				} else {
+					time.AfterFunc(2*p.maxLT, sw.gate.Wrap("~restore", func() {
+						if sw.current(n) {
+							back()
+						}
+					}))
+				}
+			}))
+		})
+	}
+}
+
+// landed keeps the version of key that a node's write has just put
+// there (simworld.Store.OnLand: under the gate, so it is that write's).
+func (rs *simRestorer) landed(key string) {
+	if rs == nil || (key != testKey && key != testKey+termSuffix) {
+		return
+	}
+	data, _, err := rs.mem.Get(context.Background(), key)
+	if err != nil {
+		return
+	}
+	keep := func(v [][]byte, n int) [][]byte {
+		v = append(v, data)
+		if len(v) > n {
+			v = v[1:]
+		}
+		return v
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.kept == nil {
+		rs.kept = map[string][][]byte{}
+	}
+	rs.kept[key] = keep(rs.kept[key], 8)
+	if rec, err := ParseRecord(data); key == testKey && err == nil && rec.LastUpdated.IsZero() {
+		rs.releases = keep(rs.releases, 4)
+	}
+}
+
+// older returns a version of key to put back, or nil: for the lockfile,
+// one time in three one of its last releases; otherwise one of its last
+// versions but the current one, the more recent the likelier (half the
+// time the one before the last).
+func (rs *simRestorer) older(key string) []byte {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if key == testKey && len(rs.releases) > 0 && rs.r.IntN(3) == 0 {
+		return rs.releases[rs.r.IntN(len(rs.releases))]
+	}
+	v := rs.kept[key]
+	for i := len(v) - 2; i >= 0; i-- {
+		if i == 0 || rs.r.IntN(2) == 0 {
+			return v[i]
+		}
+	}
+	return nil
+}
+
+// keys returns the objects the next restore puts back.
+func (rs *simRestorer) keys() []string {
+	what := rs.what
+	if what == 3 {
+		what = rs.r.IntN(3)
+	}
+	switch what {
+	case 0:
+		return []string{testKey}
+	case 1:
+		return []string{testKey + termSuffix}
+	}
+	return []string{testKey, testKey + termSuffix}
+}
+
+// soon restores the lockfile d from now (mid-takeover mode).
+func (rs *simRestorer) soon(d time.Duration) { rs.soonFn(d) }
+
+// last returns when the last restore happened (zero: none, or no
+// restorer).
+func (rs *simRestorer) last() time.Time {
+	if rs == nil {
+		return time.Time{}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.at
 }
 
 // simSleeps keeps each node incarnation's suspends: while one lasts its
@@ -94,4 +343,28 @@ func addSuspends(r *rand.Rand, p simParams, events *simworld.Schedule, counts *s
 			}
 		})
 	}
+}
+
+// inLimitB reports whether a restore of data, a version of the lockfile,
+// falls in protocol.md 2.1's limit (b), which the simulation leaves out:
+// a record of a leadership that some follower has seen, but only in
+// versions with less held time (nothing tells the restore from a renewal
+// to it, so section 3.2 counts from its earlier sightings), or that a
+// follower may know of without the simulation seeing which version (it
+// shows no leader now: its takeover time has passed). views are the
+// records the running followers show (Leader(): their current view).
+func inLimitB(data []byte, views []Record, blind int) bool {
+	rec, err := ParseRecord(data)
+	if err != nil || rec.LastUpdated.IsZero() || rec.Lease == "" {
+		return false // a release or a record without a lease: 3.2 does not apply
+	}
+	if blind > 0 {
+		return true
+	}
+	for _, v := range views {
+		if v.LeaderID == rec.LeaderID && v.Term == rec.Term && v.Lease == rec.Lease && v.Held < rec.Held {
+			return true
+		}
+	}
+	return false
 }

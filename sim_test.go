@@ -37,6 +37,7 @@ type simVariant struct {
 	stepDown    bool // operators write step-down requests (s3lect release), some to a named member, some at once; holders Transfer (review of issue 29)
 	announce    bool // holders announce their release, drain, then Resign or Transfer (sim_announce_test.go)
 	suspend     bool // hosts are suspended now and then: monotonic clocks stop, calls wait for the resume (sim_restore_test.go)
+	restore     bool // an operator puts earlier versions of the lockfile, its term object or both back; the seed draws which, and the mode (sim_restore_test.go)
 }
 
 var simVariants = []simVariant{
@@ -170,6 +171,10 @@ func simulate(t *testing.T, seed int64, v simVariant) map[string]int {
 // goroutine at a time.
 func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, string) {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5133c7))
+	var rs *simRestorer
+	if v.restore {
+		rs = newSimRestorer(seed, &v) // draws the objects and the mode: storage, peer or mid-takeover
+	}
 	p := newSimParams(r)
 	p.setCfgs(rand.New(rand.NewPCG(uint64(seed), 0xc0f6)), v)
 	if v.foreign {
@@ -184,6 +189,9 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 	w.Gate = gate
 	stopGate := make(chan struct{})
 	go gate.Run(stopGate)
+	if rs != nil {
+		rs.bind(w, gate, counts)
+	}
 	var (
 		rw        *simworld.Rewind
 		lostTerms = map[uint64]bool{} // terms of takeovers the store lost
@@ -204,10 +212,11 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 	// lastLand is when the last write of the lockfile or its term object
 	// landed: a takeover's lease starts with its term-object write.
 	var lastLand time.Time
-	landed := func(string) {
+	landed := func(key string) {
 		mu.Lock()
 		lastLand = time.Now()
 		mu.Unlock()
+		rs.landed(key)
 	}
 	nodes := make([]*simNode, p.nodes)
 	incarnations := make([]int, p.nodes)
@@ -282,6 +291,9 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 				defer cmu.Unlock()
 				if leading || !faulty() {
 					return
+				}
+				if rs != nil && mr.IntN(4) == 0 {
+					rs.soon(time.Duration(mr.Int64N(int64(p.fi)))) // a restore while the takeover is written
 				}
 				switch x := mr.Float64(); {
 				case x < 0.15 && camCancel != nil:
@@ -643,6 +655,48 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 			})
 		}
 	}
+	if rs != nil {
+		sw := simRestoreWorld{gate: gate, counts: counts,
+			leader: func() *simNode {
+				if i := leaderOr(-1); i >= 0 {
+					return node(i)
+				}
+				return nil
+			},
+			current: func(n *simNode) bool {
+				nmu.Lock()
+				defer nmu.Unlock()
+				for _, m := range nodes {
+					if m == n {
+						return !n.closed.Load() && !n.st.Crashed()
+					}
+				}
+				return false
+			}}
+		if v.peer {
+			sw.peers = peers
+		}
+		rs.limitB = func(data []byte) bool {
+			var views []Record
+			blind := 0
+			nmu.Lock()
+			for _, n := range nodes {
+				if n.closed.Load() || n.st.Crashed() {
+					continue
+				}
+				switch snap := n.e.snap.Load(); {
+				case snap == nil || snap.lead != nil:
+				case snap.change.Leader.LeaderID == "":
+					blind++
+				default:
+					views = append(views, snap.change.Leader)
+				}
+			}
+			nmu.Unlock()
+			return inLimitB(data, views, blind)
+		}
+		rs.schedule(r, p, &events, sw)
+	}
 	if v.suspend {
 		addSuspends(r, p, &events, counts, sleeps, func(i int) (*simworld.Store, int) {
 			nmu.Lock()
@@ -726,6 +780,13 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		// it from each elector's first sight, and electors restarted when
 		// the faults stop see it first then.
 		lastFault = latest(lastFault, latest(lastForeign, faultsEnd).Add(max(p.maxLT, noTTLLease)*21/20))
+	}
+	if last := rs.last(); !last.IsZero() {
+		// A restored record, or a release below a claimed term, is waited
+		// out from its first sight, and a takeover that finds a term
+		// claimed since waits out a lease more (docs/protocol.md, 1.1).
+		l := p.maxLT * 21 / 20
+		lastFault = latest(lastFault, latest(faultsEnd.Add(l), last.Add(2*l)))
 	}
 	if !lastDelete.IsZero() {
 		// An absence is watched from its first sight, and once more from

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/s3lect/s3lect/internal/lease"
@@ -46,6 +47,9 @@ type (
 		over     lease.Sighting
 		notAfter time.Time
 	}
+	// findReq finds the highest term claimed (docs/protocol.md, 1.1),
+	// knowing that the claim of from exists.
+	findReq struct{ from uint64 }
 	// releaseReq is a leader's release: a putReq that, if ifMatch is
 	// refused and the lockfile holds orOver, writes over those bytes.
 	releaseReq struct {
@@ -146,6 +150,64 @@ func (r putReq) perform(e *Elector, ctx context.Context) (ev evStore) {
 		defer cancel()
 	}
 	ev.etag, ev.unsure, ev.err = e.put(ctx, r.key, r.data, r.over, r.notAfter)
+	return ev
+}
+
+// perform reads claims above r.from: from+1, from+2, from+4, ... until
+// one is absent, then halves the gap between the last present and the
+// first absent. Claims are contiguous (every term up to the highest has
+// one), so the answer is exact; it costs about 2·log2(gap) reads. It
+// returns the highest claim's term and content.
+func (r findReq) perform(e *Elector, ctx context.Context) (ev evStore) {
+	var top []byte // the content of the claim of lo, once read
+	present := func(t uint64) (bool, error) {
+		data, tag, err := e.get(ctx, e.claimKey(t))
+		if tag != "" {
+			top = data
+		}
+		return tag != "", err
+	}
+	lo, hi := r.from, uint64(0) // lo is claimed; hi, once non-zero, is not
+	for step := uint64(1); hi == 0; step *= 2 {
+		t := lo + step
+		if t < lo || step == 0 {
+			t = math.MaxUint64 // the last term there is
+		}
+		ok, err := present(t)
+		switch {
+		case err != nil:
+			ev.err = err
+			return ev
+		case !ok:
+			hi = t
+		case t == math.MaxUint64:
+			ev.term, ev.data = t, top
+			return ev
+		default:
+			lo = t
+		}
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := present(mid)
+		if err != nil {
+			ev.err = err
+			return ev
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if lo == r.from {
+		// No claim above from: read its own, for the lease it states.
+		if _, err := present(lo); err != nil {
+			ev.err = err
+			return ev
+		}
+	}
+	ev.term, ev.data = lo, top
 	return ev
 }
 

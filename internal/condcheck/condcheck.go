@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,20 @@ import (
 
 // ProbeSuffix is appended to the lockfile's key to name the probe object.
 const ProbeSuffix = ".s3lect-probe"
+
+// ProbeKey names the probe for a store whose first write is to key: key
+// with ProbeSuffix appended, except for s3lect's term claims
+// ("<lockfile>.term/" and 20 digits, a takeover's first write), whose
+// probe is the term object's, "<lockfile>.term.s3lect-probe": one probe
+// per lockfile, whichever term an elector first claims, and a key no
+// longer than the claims'.
+func ProbeKey(key string) string {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 && strings.HasSuffix(key[:i], ".term") && len(key)-i-1 == 20 &&
+		strings.Trim(key[i+1:], "0123456789") == "" {
+		return key[:i] + ProbeSuffix
+	}
+	return key + ProbeSuffix
+}
 
 // Ops are a backend's own calls, without the check in front of them.
 type Ops interface {
@@ -97,7 +112,7 @@ func (c *Check) Before(ctx context.Context, ops Ops, key string) error {
 	if err, ok := c.remembered(); ok {
 		return err
 	}
-	err := c.probe(ctx, ops, key+ProbeSuffix)
+	err := c.probe(ctx, ops, ProbeKey(key))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {

@@ -152,3 +152,22 @@ func TestCheckRechecksADenialAfterABackoff(t *testing.T) {
 		}
 	})
 }
+
+// TestProbeKeyOfATermClaimIsTheTermObjects: a store whose first write is a
+// takeover's term claim probes next to the term object, as before claims,
+// so a lockfile has one probe whatever term is claimed first, and the
+// probe's key is no longer than the claims'.
+func TestProbeKeyOfATermClaimIsTheTermObjects(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"leader/x.json.term/00000000000000000012", "leader/x.json.term.s3lect-probe"},
+		{"leader/x.json.term", "leader/x.json.term.s3lect-probe"},
+		{"leader/x.json", "leader/x.json.s3lect-probe"},
+		{"leader/x.json.term/12", "leader/x.json.term/12.s3lect-probe"},                                     // not 20 digits
+		{"leader/x.json.term/0000000000000000001a", "leader/x.json.term/0000000000000000001a.s3lect-probe"}, // not digits
+		{"a/00000000000000000012", "a/00000000000000000012.s3lect-probe"},                                   // no .term before
+	} {
+		if got := condcheck.ProbeKey(tc.key); got != tc.want {
+			t.Errorf("ProbeKey(%q) = %q; want %q", tc.key, got, tc.want)
+		}
+	}
+}

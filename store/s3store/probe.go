@@ -36,7 +36,7 @@ func (s *Store) check(ctx context.Context, key string) error {
 	if done || verdict != nil {
 		return verdict
 	}
-	probe := key + condcheck.ProbeSuffix
+	probe := condcheck.ProbeKey(key)
 	at := time.Now().UTC().Format(time.RFC3339Nano)
 	body := func(step string) []byte {
 		return []byte(`{"probe":"s3lect checks conditional writes here","step":"` + step + `","at":"` + at + `"}`)

@@ -19,9 +19,11 @@
 //
 // IAM: s3:GetObject and s3:PutObject on the lockfile, its term object
 // (the lockfile's key with ".term" appended, which s3lect writes on every
-// takeover) and the probe. The probe is named after the first key a Store
-// writes; an elector's first write is a takeover's write of the term
-// object, so for s3lect it is "<lockfile>.term.s3lect-probe". Without
+// takeover), its term claims (the lockfile's key with ".term/" and 20
+// digits appended, one created by every takeover) and the probe. The
+// probe is named after the first key a Store writes; an elector's first
+// write is a takeover's term claim, whose probe is the term object's, so
+// for s3lect it is "<lockfile>.term.s3lect-probe". Without
 // s3:ListBucket, AWS answers a read of a missing key with 403 AccessDenied
 // instead of 404; the Store then reports the lockfile as absent, so that a
 // fresh group creates it with If-None-Match. If that create finds the

@@ -1,28 +1,23 @@
-//go:build s3lect_openfindings
-
-// Open findings of the adversarial review of this round (issues 42 and
-// 43): each test asserts the safe or live outcome and FAILS on today's
-// code; they are built only with -tags s3lect_openfindings, so that the
-// next change can turn each into an ordinary test once it passes:
-//
-//	go test -tags s3lect_openfindings -run 'TestOpen' -v .
-
 package s3lect
+
+// Restores of the lockfile, its term object or both, against the term
+// claims and the rules of docs/protocol.md, 1.1 and 2.1. Each test failed
+// before those rules were built.
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store/memstore"
 )
-
-// The root review's attacks on issue 43's restore rules (wt/restore).
-// Each test fails while the attack succeeds.
 
 // armedRestore is a store that, once armed, puts back given bytes of
 // given keys right before its next read of the lockfile: an operator's
@@ -220,14 +215,14 @@ func restoredRelease(t *testing.T, termToo, cutB, fresh bool) (bTerm, cTerm uint
 	return bTerm, cTerm, overlap
 }
 
-// TestOpenRestoredReleaseTakenOverDuringLiveLease: an operator puts the
-// lockfile back to an earlier *release* (a vacant record with a ttl,
-// which a follower may take over at its first sight, protocol.md 4.1)
-// while another member leads. The sighting token makes the restore a new
-// sighting, but a new sighting of a release allows a takeover at once:
-// the follower takes over during the live lease. protocol.md 2.1's exact
-// limits (a)-(c) do not name this case.
-func TestOpenRestoredReleaseTakenOverDuringLiveLease(t *testing.T) {
+// TestRestoredReleaseOfAnEarlierTermIsWaitedOut: an operator puts the
+// lockfile back to an earlier *release* (a vacant record with a ttl)
+// while another member leads. A release is taken at once only when no
+// term above its own is known to be claimed (docs/protocol.md, 2.1 and
+// 4.1, T2); this one is below the term the follower saw held, so it is
+// waited out like a held record, from the restore's first sight, and
+// the live leader's lease has ended by then (mutation releaseatonce).
+func TestRestoredReleaseOfAnEarlierTermIsWaitedOut(t *testing.T) {
 	for _, cutB := range []bool{false, true} {
 		name := "leader on the store"
 		if cutB {
@@ -248,13 +243,14 @@ func TestOpenRestoredReleaseTakenOverDuringLiveLease(t *testing.T) {
 	}
 }
 
-// TestOpenBothObjectsRestoredRepeatTerm: the same, with the term object
-// put back too (issue 43: "terms that never repeat ... under any restore
-// of ... both"), and a member d that never saw b's term campaigning after
-// the restore: d leads at b's term, while b's leadership is live.
-// protocol.md 1.1.1 designs write-once term claims but they are not
-// built.
-func TestOpenBothObjectsRestoredRepeatTerm(t *testing.T) {
+// TestTermsNeverRepeatWhenBothObjectsAreRestored: the same, with the
+// term object put back too, and a member d that never saw b's term
+// campaigning after the restore. d's claim of b's term is refused
+// whatever the lockfile and the term object hold (docs/protocol.md, 1.1:
+// write-once term claims), so d finds the highest claim, waits out a
+// lease from then, and leads above it once b's lease has ended
+// (mutations noclaims, claimnowait).
+func TestTermsNeverRepeatWhenBothObjectsAreRestored(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bTerm, cTerm, overlap := restoredRelease(t, true, true, true)
 		if cTerm <= bTerm {
@@ -290,14 +286,16 @@ func (s *heldPut) PutIfMatch(ctx context.Context, key string, data []byte, etag 
 	return s.Store.PutIfMatch(ctx, key, data, etag)
 }
 
-// TestOpenLockfileRestoredMidTakeoverLowerTerm: issue 43's "lockfile
-// alone restored, the term object untouched" case. After a release, x's
-// takeover raises the term object to 2 and its lockfile write (If-Match
-// the release) stalls; y raises to 3 and leads at term 3; the operator
-// puts the release back; x's write lands on it and x leads at term 2
-// after term 3, beside y. protocol.md 2.1 states it as limit (b); the
-// issue asks for terms that never go down under any restore.
-func TestOpenLockfileRestoredMidTakeoverLowerTerm(t *testing.T) {
+// TestStalledTakeoverOnARestoredRecordNeverLeadsBelowALaterTerm: the
+// lockfile alone restored, the term object untouched. After a release,
+// x claims term 2 and raises the term object, and its lockfile write
+// (If-Match the release) stalls; y finds term 2 claimed since it saw the
+// release, so it waits out a lease from then (docs/protocol.md, 1.1)
+// before it leads at term 3; the operator puts the release back; x's
+// write lands on it after x's lease has run out, so x does not lead on
+// it, and leads later, if at all, above term 3 with y's leadership over
+// (mutation claimnowait).
+func TestStalledTakeoverOnARestoredRecordNeverLeadsBelowALaterTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		mk := func(id string, st interface {
@@ -354,4 +352,99 @@ func TestOpenLockfileRestoredMidTakeoverLowerTerm(t *testing.T) {
 			t.Errorf("x took over while y's leadership was live")
 		}
 	})
+}
+
+// stalePeerRestore runs the root review's peer-mode restore: a leads in
+// peer mode, b follows by the peer. a's peer endpoint goes stale (a
+// leftover process answers with the record a had written then, R), while
+// a goes on renewing in the store. Right before b's next read of the
+// store, an operator puts the lockfile back to R (the same bytes, so the
+// same ETag, with a new sighting token), and with cutA a is cut off the
+// store at that moment. It returns how long a's leadership was live after
+// b won (0: not at all).
+func stalePeerRestore(t *testing.T, cutA bool) time.Duration {
+	mem := memstore.New()
+	net := simworld.NewCalmPeerNet()
+	sa := &cuttable{Store: mem}
+	sb := &armedRestore{Store: mem}
+	mk := func(id string, st interface {
+		Get(context.Context, string) ([]byte, string, error)
+		PutIfMatch(context.Context, string, []byte, string) (string, error)
+	}) *Elector {
+		cfg := testConfig(st, id)
+		cfg.PeerMode, cfg.ServerAddr = true, id+":1"
+		cfg.PeerClient = &http.Client{Transport: net}
+		e, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		net.Add(cfg.ServerAddr, PeerHandler(e))
+		return e
+	}
+	a := mk("a", sa)
+	la, err := a.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := mk("b", sb)
+	out := make(chan time.Time, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+		defer cancel()
+		l, err := b.Campaign(ctx)
+		if err != nil {
+			out <- time.Time{}
+			return
+		}
+		out <- time.Now()
+		<-la.Context().Done()
+		l.Resign(context.Background())
+	}()
+	time.Sleep(30 * time.Second)
+	synctest.Wait()
+	time.Sleep(400 * time.Millisecond) // mid-way between renewals
+
+	data, etag, _ := mem.Get(context.Background(), testKey)
+	rec, err := ParseRecord(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(peerRecord{Record: rec, ETag: etag})
+	net.Crash("a:1", body) // a leftover process keeps answering with R
+	sb.arm(map[string][]byte{testKey: data}, func() {
+		if cutA {
+			sa.cut.Store(true)
+		}
+	})
+	at := <-out
+	if at.IsZero() {
+		t.Fatal("b never led")
+	}
+	if la.Context().Err() != nil {
+		return 0
+	}
+	<-la.Context().Done()
+	return time.Since(at)
+}
+
+// TestStalePeerThenRestoreIsWaitedOut: a stale peer keeps b's view at
+// R, and a restore of R right before b's store read returns R's ETag and
+// bytes. A view heard from the peer takes no token from the store
+// (docs/protocol.md, 2.1): the read is a sighting of its own, waited out
+// from its return, and a's lease has ended by then (mutation peertoken).
+func TestStalePeerThenRestoreIsWaitedOut(t *testing.T) {
+	for _, cutA := range []bool{false, true} {
+		name := "leader on the store"
+		if cutA {
+			name = "leader cut off at the restore"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				if d := stalePeerRestore(t, cutA); d > 0 {
+					t.Errorf("b took over while a's leadership was live for %v more (stale peer, then a restore of what it served)", d)
+				}
+			})
+		})
+	}
 }

@@ -402,7 +402,10 @@ func (r *runner) stepRequest(term uint64) (s3lect.Record, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(r.killAfter/2, 2*time.Second))
 	defer cancel()
 	rec, found, err := readLockfile(ctx, r.st, r.key)
-	if err != nil || !found || rec.StepDown == "" || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {
+	// An announced step-down (docs/protocol.md, 11.5) ends the leadership
+	// at the announced moment: the lockfile then holds this member's own
+	// last renewal, announcing the release, with the request's to.
+	if err != nil || !found || rec.StepDown == "" && rec.ReleaseAt == 0 || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {
 		return s3lect.Record{}, false
 	}
 	return rec, true

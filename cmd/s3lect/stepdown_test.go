@@ -63,24 +63,29 @@ func member(ctx context.Context, e *s3lect.Elector, id string, stopTime time.Dur
 // TestStepDownInVirtualTime: three members at the default intervals in a
 // testing/synctest bubble on the memory store, and an operator's step-down
 // request written at many phases of the leader's renewal cycle, with and
-// without -to. At every phase the leader's work ends within a
-// FrequentInterval (its next renewal is refused), the next leader is
-// another member (the one named by -to), it starts only after the old
-// leader's work has stopped, and no two jobs ever overlap.
+// without -to, immediate (-now) and announced (the default in storage
+// mode, docs/protocol.md 11.5). At every phase the leader's work ends
+// within a FrequentInterval (-now: its next renewal is refused) or at the
+// announced moment, within InfrequentInterval + FrequentInterval; the
+// next leader is another member (the one named by -to), it starts only
+// after the old leader's work has stopped (announced: within
+// FrequentInterval/16 and a slack of it), and no two jobs ever overlap.
 func TestStepDownInVirtualTime(t *testing.T) {
-	for _, to := range []string{"", "c"} {
-		for phase := range 7 {
-			offset := time.Duration(phase) * s3lect.DefaultFrequentInterval / 7
-			t.Run(fmt.Sprintf("to=%q/phase %v", to, offset), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					stepDownAt(t, to, offset)
+	for _, announce := range []bool{false, true} {
+		for _, to := range []string{"", "c"} {
+			for phase := range 7 {
+				offset := time.Duration(phase) * s3lect.DefaultFrequentInterval / 7
+				t.Run(fmt.Sprintf("announce=%v/to=%q/phase %v", announce, to, offset), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						stepDownAt(t, to, offset, announce)
+					})
 				})
-			})
+			}
 		}
 	}
 }
 
-func stepDownAt(t *testing.T, to string, offset time.Duration) {
+func stepDownAt(t *testing.T, to string, offset time.Duration, announce bool) {
 	mem := memstore.New()
 	key := "leader/job.json"
 	ctx, cancel := context.WithCancel(t.Context())
@@ -105,9 +110,12 @@ func stepDownAt(t *testing.T, to string, offset time.Duration) {
 		t.Fatalf("leader before the request = %+v, %v; want a", rec, ok)
 	}
 	requested := time.Now()
-	old, req, err := requestStepDown(t.Context(), mem, key, to)
+	old, req, err := requestStepDownChecked(t.Context(), mem, key, to, announce, nil)
 	if err != nil {
 		t.Fatalf("requestStepDown() = %v", err)
+	}
+	if announce != (req.ReleaseAt > 0) {
+		t.Errorf("request %+v; want releaseAt set only when announced", req)
 	}
 	if !sameLeadership(old, req) || req.StepDown == "" || req.To != to || !req.LastUpdated.Equal(old.LastUpdated) || req.TTL != old.TTL || req.Held != old.Held {
 		t.Errorf("request %+v over %+v; want the leader's record as it is, with stepDown and to %q", req, old, to)
@@ -124,8 +132,17 @@ func stepDownAt(t *testing.T, to string, offset time.Duration) {
 		t.Fatalf("jobs %+v; want a's, then another's", jobs)
 	}
 	first, next := jobs[0], jobs[1]
-	if d := first.end.Sub(requested); d > s3lect.DefaultFrequentInterval+stopTime {
+	fi, ii := s3lect.DefaultFrequentInterval, s3lect.DefaultInfrequentInterval
+	switch d := first.end.Sub(requested); {
+	case !announce && d > fi+stopTime:
 		t.Errorf("a's work ended %v after the request; want within a FrequentInterval and its stop time", d)
+	case announce && d > ii+fi+stopTime:
+		t.Errorf("a's work ended %v after the announced request; want within InfrequentInterval + FrequentInterval and its stop time", d)
+	case announce && d < ii-fi:
+		t.Errorf("a's work ended %v after the announced request; want at the announced moment, about an InfrequentInterval later", d)
+	}
+	if gap := next.start.Sub(first.end); announce && gap > fi/16+fi/16 {
+		t.Errorf("the job was stopped for %v; want within FrequentInterval/16 and a slack (the followers watch the announced moment)", gap)
 	}
 	switch {
 	case next.id == "a":
@@ -146,7 +163,7 @@ func stepDownAt(t *testing.T, to string, offset time.Duration) {
 			t.Errorf("jobs overlap: %+v and %+v", jobs[i-1], jobs[i])
 		}
 	}
-	t.Logf("a stopped %v after the request; %s led %v after it", first.end.Sub(requested), next.id, next.start.Sub(requested))
+	t.Logf("a stopped %v after the request; %s led %v after it (outage %v)", first.end.Sub(requested), next.id, next.start.Sub(requested), next.start.Sub(first.end))
 }
 
 // TestStepDownNobodyLeads: no lockfile, or a released one, is left alone;

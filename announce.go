@@ -279,9 +279,11 @@ func (r announceReq) serve(lp *loop) event {
 // the original s3lect) ignores the announcement and finds the release at
 // its next read.
 //
-// to, if not "", names the member the release is meant for: only it reads
-// early (the others wait the transfer window anyway); end with
-// Transfer(ctx, to). Announce returns the leadership's end cause if it
+// to, if not "", names the member the release is meant for; end with
+// Transfer(ctx, to). Every member watches the moment: the named one takes
+// the release over at once, any other half a FrequentInterval after it
+// first sees it, so a member that runs nowhere holds the group up for
+// less than a crash would. Announce returns the leadership's end cause if it
 // ends first (then nothing was announced that matters: the usual rules
 // apply), or ctx.Err() if ctx ends first; the announcement stays in the
 // renewals, and a release after it is found as fast. To fit a deadline

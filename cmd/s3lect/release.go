@@ -257,6 +257,8 @@ func reportMove(stdout io.Writer, old s3lect.Record, to string, wait time.Durati
 	switch {
 	case !o.read:
 		state = "the lockfile could not be read"
+	case sameLeadership(o.last, old) && !o.last.LastUpdated.IsZero() && o.announced && !o.lapsed:
+		state = fmt.Sprintf("%s announced its release for %s and leads until then", old.LeaderID, o.moment.UTC().Format("15:04:05.000"))
 	case sameLeadership(o.last, old) && !o.last.LastUpdated.IsZero():
 		state = fmt.Sprintf("%s still holds the lockfile (the request is pending, or its lease has not run out)", old.LeaderID)
 	case o.last.LastUpdated.IsZero():

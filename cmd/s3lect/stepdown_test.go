@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -293,6 +295,56 @@ func TestFollowEndsAtWait(t *testing.T) {
 		var out strings.Builder
 		if code := reportMove(&out, req, "web-9", 300*time.Millisecond, o, false); code != exitNotMoved || !strings.Contains(out.String(), "a still holds the lockfile") {
 			t.Errorf("reportMove() = %d, %q; want %d saying a still holds the lockfile", code, out.String(), exitNotMoved)
+		}
+	})
+}
+
+// TestFollowSeesAnAnnouncedStepDown: a leader that takes an announced
+// request in (docs/protocol.md, 11.5) renews over it with releaseAt and
+// leads on until the moment, longer than its lease: release reports the
+// announcement and its moment, neither "ignored" (a leader that does not
+// know requests) nor "did not answer within its lease".
+func TestFollowSeesAnAnnouncedStepDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		stamp := time.Now().UTC()
+		rec := s3lect.Record{LeaderID: "a", LastUpdated: stamp, Term: 3, Lease: "la", Held: 60000, TTL: 1500}
+		b, _ := json.Marshal(rec)
+		if _, err := mem.PutIfMatch(t.Context(), "k", b, ""); err != nil {
+			t.Fatal(err)
+		}
+		_, req, err := requestStepDownChecked(t.Context(), mem, "k", "", true, nil)
+		if err != nil || req.ReleaseAt != rec.Held {
+			t.Fatalf("request %+v, %v; want releaseAt %d (held)", req, err, rec.Held)
+		}
+		begun := time.Now()
+		renewed := make(chan struct{})
+		go func() { // the leader: renews over the request every 500ms, announcing
+			defer close(renewed)
+			for i := 1; i <= 8; i++ {
+				time.Sleep(500 * time.Millisecond)
+				_, etag, err := mem.Get(t.Context(), "k")
+				if err != nil {
+					return
+				}
+				r := rec
+				r.LastUpdated, r.Held, r.ReleaseAt = stamp.Add(time.Duration(i)*500*time.Millisecond), rec.Held+int64(i)*500, rec.Held+500+26875
+				b, _ := json.Marshal(r)
+				mem.PutIfMatch(t.Context(), "k", b, etag)
+			}
+		}()
+		var said []string
+		o := follow(t.Context(), mem, "k", req, begun, 1500*time.Millisecond, 3*time.Second, 50*time.Millisecond, func(_ outcome, what string) { said = append(said, what) })
+		<-renewed
+		if !o.announced || o.ignored || o.lapsed || !slices.Equal(said, []string{"announced"}) {
+			t.Errorf("follow() = %+v, said %v; want the announcement reported once, not ignored, not lapsed", o, said)
+		}
+		if want := stamp.Add(500*time.Millisecond + 26875*time.Millisecond); !o.moment.Equal(want) {
+			t.Errorf("moment %v; want %v", o.moment, want)
+		}
+		var out strings.Builder
+		if code := reportMove(&out, req, "", 3*time.Second, o, false); code != exitNotMoved || !strings.Contains(out.String(), "a announced its release for") {
+			t.Errorf("reportMove() = %d, %q; want %d saying a announced its release", code, out.String(), exitNotMoved)
 		}
 	})
 }

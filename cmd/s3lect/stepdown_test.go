@@ -227,7 +227,16 @@ func TestReleaseSeesRequestIgnored(t *testing.T) {
 // 1.7 s before the request) a led again 2.81 s after the request. Since
 // the library reads within k renewals of the last read (alignedRead,
 // protocol.md 3.3), c reads it in the window.
+//
+// Announced (the default in storage mode, protocol.md 11.5), c reads the
+// announcement and watches the moment.
 func TestTransferToAMemberThatJustJoined(t *testing.T) {
+	for _, announce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("announce=%v", announce), func(t *testing.T) { transferToJustJoined(t, announce) })
+	}
+}
+
+func transferToJustJoined(t *testing.T, announce bool) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		key := "leader/job.json"
@@ -253,7 +262,7 @@ func TestTransferToAMemberThatJustJoined(t *testing.T) {
 		add("C")
 		time.Sleep(1700 * time.Millisecond)
 		requested := time.Now()
-		if _, _, err := requestStepDown(t.Context(), mem, key, "C"); err != nil {
+		if _, _, err := requestStepDownChecked(t.Context(), mem, key, "C", announce, nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(8 * time.Second)

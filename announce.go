@@ -2,6 +2,8 @@ package s3lect
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"time"
 )
 
@@ -22,6 +24,7 @@ type announcement struct {
 	to        string    // the member it is meant for ("" : anyone)
 	releaseAt int64     // the announced moment, in the leadership's held milliseconds (0: no renewal has carried it yet)
 	at        time.Time // the same moment on the local clock
+	asked     bool      // an operator's step-down request asked for it (section 11.5): the leadership ends at the moment
 }
 
 // announceLead is how long before the announced moment the first
@@ -104,7 +107,9 @@ type announced struct {
 // watchRelease moves the follower's next read earlier for an announced
 // release (section 11.4): to the announced moment, and from it, every
 // releaseWatch for a LeaderTimeout. A release meant for another member
-// (To) is left to that member. The moment on the local clock is the
+// (To) is watched too, so that a member not named finds it soon and, if
+// the named one has not taken it within announcedTransferWait, takes it
+// itself (handoverAt). The moment on the local clock is the
 // earliest that the leadership's announcing records give: each one's
 // first sight plus the announced held time less its own (each was seen
 // after the leader sent it, so a read then comes after the moment by the
@@ -115,7 +120,7 @@ type announced struct {
 // not watch late. A wrong stamp moves the watch, never a takeover.
 func (f *follower) watchRelease(sh *shared, sent, now time.Time) {
 	r := f.v.rec
-	if f.v.kind != kindHeld || r.ReleaseAt <= 0 || r.To != "" && r.To != sh.p.id || mutNoReleaseWatch {
+	if f.v.kind != kindHeld || r.ReleaseAt <= 0 || r.StepDown != "" || mutNoReleaseWatch {
 		return
 	}
 	ahead := time.Duration(r.ReleaseAt-r.Held) * time.Millisecond
@@ -141,6 +146,60 @@ func (f *follower) watchRelease(sh *shared, sent, now time.Time) {
 		f.nextRead, f.aligned, f.timedFor, f.offset = next, false, time.Time{}, 0
 	}
 }
+
+// askedAnnounced takes in an operator's request for an announced release
+// (section 11.5), found by the read after a refused renewal while the
+// leadership is live: the request's record (rec, read in ev) is this
+// leadership's own, with stepDown and releaseAt. The leader renews over it
+// at once, announcing its release to the member the request names, and
+// ends the leadership at the announced moment; it releases once its
+// holder is done (finishAsked). A second request over the first is taken
+// in the same way, the moment kept.
+func (c *core) askedAnnounced(l *leader, rec Record, ev evStore, now time.Time, emit func(effect)) {
+	l.etag, l.sum = ev.etag, sha256.Sum256(ev.data)
+	l.stepChecked, l.step, l.again = false, nil, true
+	a := &l.ann
+	if !a.asked {
+		emit(doLog{"asked to step down; announcing the release, and ending the leadership at the announced moment", []any{"term", l.rec.Term, "to", rec.To}})
+	}
+	if !a.on {
+		a.on, a.to = true, rec.To
+	}
+	a.asked = true
+	if l.to == "" {
+		l.to = rec.To
+	}
+}
+
+// finishAsked ends a leadership whose announced step-down moment came
+// (section 11.5): it releases once the holder is done, as E1 does, or,
+// if the holder is not done by the lease's end, leaves the record to the
+// lease rules, this elector last.
+func (c *core) finishAsked(l *leader, now time.Time, emit func(effect)) bool {
+	switch {
+	case l.holderDone || c.sh.closing || mutStepNoWait:
+		c.sh.send(doRelease{c.sh.write(l.released().encode(), l.etag, l.sum), l.unsure}, now, emit)
+		return false
+	case !now.Before(l.deadline):
+		emit(doLog{"asked to step down; the holder did not end the leadership within its lease, so it is left to the lease rules", []any{"term", l.rec.Term}})
+		c.leadOver(l.ours(now), now.Add(c.sh.p.fi), now, nil, emit)
+		c.holdOff(l)
+		return true
+	}
+	return false
+}
+
+// errAskedAnnounced ends a leadership at the announced moment of an
+// operator's step-down request (section 11.5).
+var errAskedAnnounced = fmt.Errorf("%w: asked to step down (s3lect release), at the announced moment", ErrLeadershipLost)
+
+// announcedTransferWait is how long a member not named by a released
+// record's to waits, after first seeing it, when it watched the
+// leadership's announcement (section 11.2): the named member, watching
+// too, finds the release within a releaseWatch and a read of it landing;
+// one that is not running does not hold the group up for longer than
+// half a FrequentInterval.
+func (p params) announcedTransferWait() time.Duration { return p.fi / 2 }
 
 // announcedTakeover is the mutation mutAnnounceTakeover: a follower takes
 // an announced release over at the announced moment, as if the leader
@@ -220,9 +279,11 @@ func (r announceReq) serve(lp *loop) event {
 // the original s3lect) ignores the announcement and finds the release at
 // its next read.
 //
-// to, if not "", names the member the release is meant for: only it reads
-// early (the others wait the transfer window anyway); end with
-// Transfer(ctx, to). Announce returns the leadership's end cause if it
+// to, if not "", names the member the release is meant for; end with
+// Transfer(ctx, to). Every member watches the moment: the named one takes
+// the release over at once, any other half a FrequentInterval after it
+// first sees it, so a member that runs nowhere holds the group up for
+// less than a crash would. Announce returns the leadership's end cause if it
 // ends first (then nothing was announced that matters: the usual rules
 // apply), or ctx.Err() if ctx ends first; the announcement stays in the
 // renewals, and a release after it is found as fast. To fit a deadline

@@ -2,12 +2,14 @@ package s3lect
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -299,10 +301,26 @@ func TestCoreAnnounce(t *testing.T) {
 			t.Errorf("next read %v, %v after the moment; want the usual pace once the watch is over", f.nextRead.Sub(t0), f.nextRead.Sub(moment))
 		}
 	})
-	t.Run("11.4 a release announced for another member is left to it", func(t *testing.T) {
+	t.Run("11.2 a release announced for another member is watched too; the member not named takes it half a FrequentInterval after first seeing it", func(t *testing.T) {
 		m := follow(t, ann("b"))
-		if f := m.c.fol(); !f.nextRead.After(moment) {
-			t.Errorf("next read %v; want the usual pace: the announcement names b", f.nextRead.Sub(t0))
+		if f := m.c.fol(); !f.nextRead.Equal(moment) {
+			t.Fatalf("next read %v; want the announced moment %v", f.nextRead.Sub(t0), moment.Sub(t0))
+		}
+		rel := Record{LeaderID: "a", LeaderAddr: "a:1", Term: 1, Lease: "la", Held: 10000, TTL: p.lt.Milliseconds(), To: "b"}
+		m.on(evTimer{}, moment).read(rel.encode(), `"r"`, moment)
+		noEffect[anyWrite](t, m, "a release handed to b, first seen")
+		w, when := doClaim{}, time.Time{}
+		for now := m.wake; now.Before(moment.Add(p.fi)); now = m.wake {
+			if m.on(evTimer{}, now); calling[doRead](m) {
+				m.read(rel.encode(), `"r"`, now)
+			}
+			if c, ok := effectOf[doClaim](m); ok {
+				w, when = c, now
+				break
+			}
+		}
+		if w.data == nil || when.Before(moment.Add(p.fi/2)) {
+			t.Errorf("took b's release over at %v after first seeing it (write %v); want half a FrequentInterval after, not the transfer window", when.Sub(moment), w.data != nil)
 		}
 	})
 }
@@ -366,4 +384,184 @@ func TestShutdownAnnouncesFirst(t *testing.T) {
 			t.Errorf("Shutdown() of a follower took %v; want at once", d)
 		}
 	})
+}
+
+// TestCoreStepDownAnnounced: an operator's request for an announced
+// release (docs/protocol.md, 11.5), a row per rule, on the pure
+// decisions. -sim.mutate=stependfirst or stepnowait (with -tags
+// s3lect_mutations) switches a rule off, and rows fail.
+func TestCoreStepDownAnnounced(t *testing.T) {
+	defer setMutation(t)()
+	p := coreParams
+	lead := p.announceLead()
+	// asked wins, has its renewal at FrequentInterval refused, and reads
+	// the operator's request (to b, releaseAt set) 20 ms later.
+	asked := func(t *testing.T) (*machine, time.Time) {
+		t.Helper()
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		mustEffect[doClaim](t, m, "claim")
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		mustEffect[doLead](t, m, "winning write")
+		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		mustEffect[doStepRead](t, m, "the refused renewal's read")
+		noEffect[doEnd](t, m, "a refused renewal, before its read (storage mode)")
+		req := m.c.lead().rec
+		req.StepDown, req.To, req.ReleaseAt = "q1", "b", max(req.Held, 1)
+		m.on(evStore{gen: m.c.sh.gen, data: req.encode(), etag: `"q"`}, at(p.fi+20*time.Millisecond))
+		noEffect[doEnd](t, m, "an announced step-down request")
+		w := mustEffect[doRenew](t, m, "the renewal over the request")
+		rec, _ := ParseRecord(w.data)
+		held := (p.fi + 20*time.Millisecond).Milliseconds()
+		if w.ifMatch != `"q"` || rec.StepDown != "" || rec.To != "b" || rec.Held != held || rec.ReleaseAt != held+lead.Milliseconds() {
+			t.Fatalf("renewal over %s: %s; want over the request, no stepDown, to b, releaseAt %d (held + the lead)", w.ifMatch, w.data, held+lead.Milliseconds())
+		}
+		moment := mustEffect[doAnnounced](t, m, "the announcing renewal").at
+		if want := at(p.fi + 20*time.Millisecond + lead); !moment.Equal(want) {
+			t.Fatalf("announced moment %v; want %v", moment.Sub(t0), want.Sub(t0))
+		}
+		m.wrote(`"k0"`, nil, at(p.fi+30*time.Millisecond))
+		for i := 1; m.wake.Before(moment); i++ {
+			now := m.wake
+			m.on(evTimer{}, now)
+			noEffect[doEnd](t, m, fmt.Sprintf("a renewal at %v, before the moment", now.Sub(t0)))
+			w := mustEffect[doRenew](t, m, "a renewal before the moment")
+			if rec, _ := ParseRecord(w.data); rec.ReleaseAt != held+lead.Milliseconds() || rec.To != "b" {
+				t.Fatalf("renewal %s; want the same announcement", w.data)
+			}
+			m.wrote(fmt.Sprintf(`"k%d"`, i), nil, now.Add(10*time.Millisecond))
+		}
+		if !m.wake.Equal(moment) {
+			t.Fatalf("wake %v; want the moment %v", m.wake.Sub(t0), moment.Sub(t0))
+		}
+		m.on(evTimer{}, moment)
+		if e := mustEffect[doEnd](t, m, "the moment"); !errors.Is(e.cause, errAskedAnnounced) || !errors.Is(e.cause, ErrLeadershipLost) {
+			t.Fatalf("cause %v; want the announced step-down, an ErrLeadershipLost", e.cause)
+		}
+		noEffect[anyWrite](t, m, "the moment, before the holder is done")
+		return m, moment
+	}
+	t.Run("11.5 the leader renews over the request at once, announcing, ends at the moment, and releases once the holder is done", func(t *testing.T) {
+		m, moment := asked(t)
+		etag := m.c.lead().etag
+		m.on(evResign{}, moment.Add(300*time.Millisecond))
+		w := mustEffect[doRelease](t, m, "holder done")
+		rec, _ := ParseRecord(w.data)
+		if w.ifMatch != etag || !rec.LastUpdated.IsZero() || rec.To != "b" || rec.ReleaseAt != 0 || rec.StepDown != "" {
+			t.Fatalf("release over %s: %s; want over the last renewal %s, handed to b", w.ifMatch, w.data, etag)
+		}
+		m.wrote(`"r"`, nil, moment.Add(310*time.Millisecond))
+		mustEffect[doExited](t, m, "released")
+	})
+	t.Run("11.5 a holder that is not done by the lease's end leaves the record to the lease rules", func(t *testing.T) {
+		m, _ := asked(t)
+		deadline := m.c.lead().deadline
+		if !m.wake.Equal(deadline) {
+			t.Fatalf("wake %v; want the lease deadline %v", m.wake.Sub(t0), deadline.Sub(t0))
+		}
+		m.on(evTimer{}, deadline)
+		noEffect[anyWrite](t, m, "deadline")
+		mustEffect[doExited](t, m, "deadline")
+	})
+	t.Run("11.5 a follower ignores a request's releaseAt: the leader's renewals announce", func(t *testing.T) {
+		r := Record{LeaderID: "a", LeaderAddr: "a:1", LastUpdated: at(10 * time.Second), Term: 1, Lease: "la", Held: 10000,
+			TTL: p.lt.Milliseconds(), ReleaseAt: 10000, StepDown: "q1"}
+		m := newMachine(t, p)
+		m.on(evCampaign{id: 1, lease: "l1"}, at(10*time.Second+slack))
+		m.read(r.encode(), `"q"`, at(10*time.Second+slack))
+		if f := m.c.fol(); f.ann != (announced{}) {
+			t.Errorf("follower placed a moment %v from a request", f.ann.at.Sub(t0))
+		}
+	})
+	t.Run("11.5 an announced request over another leadership's record is a loss: nothing is written", func(t *testing.T) {
+		m := newMachine(t, p)
+		campaignAt(t, m, nil, "", at(0))
+		mustEffect[doClaim](t, m, "claim")
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		mustEffect[doLead](t, m, "winning write")
+		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		req := m.c.lead().rec
+		req.StepDown, req.ReleaseAt, req.Lease = "q1", 1, "another-lease"
+		m.on(evStore{gen: m.c.sh.gen, data: req.encode(), etag: `"q"`}, at(p.fi+20*time.Millisecond))
+		mustEffect[doEnd](t, m, "a request over another leadership")
+		noEffect[anyWrite](t, m, "a request over another leadership")
+	})
+	t.Run("11.5 in peer mode a refused renewal ends the leadership at once", func(t *testing.T) {
+		pp := p
+		pp.peerMode = true
+		m := newMachine(t, pp)
+		campaignAt(t, m, nil, "", at(0))
+		mustEffect[doClaim](t, m, "claim")
+		m.wrote(`"c"`, nil, at(100*time.Millisecond))
+		mustEffect[doLead](t, m, "winning write")
+		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		mustEffect[doEnd](t, m, "a refused renewal in peer mode")
+	})
+}
+
+// TestAnnouncedTransferToAbsentMemberFailsOverAsFastAsACrash: a planned
+// move that names a member nobody runs (a typo, a member that left), at
+// the defaults with two stable followers. The members not named watch
+// the announcement too and take the release half a FrequentInterval
+// after they first see it (docs/protocol.md, 11.2), so the group is
+// leaderless for no longer than after a crash of the leader (its lease
+// and a read), where they used to wait the whole transfer window (the
+// longer of LeaderTimeout and InfrequentInterval, plus a
+// FrequentInterval) from their next usual read: 48 s against 15 s.
+func TestAnnouncedTransferToAbsentMemberFailsOverAsFastAsACrash(t *testing.T) {
+	defer setMutation(t)()
+	var crashed, moved time.Duration
+	synctest.Test(t, func(t *testing.T) { crashed = absentMove(t, true) })
+	synctest.Test(t, func(t *testing.T) { moved = absentMove(t, false) })
+	t.Logf("next leader after a crash (store cut off): %v; after Announce(ghost) + Transfer(ghost): %v", crashed, moved)
+	if moved > crashed {
+		t.Errorf("a planned move to a member nobody runs left the group leaderless for %v; a crash, %v", moved, crashed)
+	}
+}
+
+// absentMove measures, at the defaults with two stable followers, the
+// time from the leader's crash (crash: its store calls fail from then on)
+// or the release of its announced transfer to a member nobody runs, to
+// the next leader.
+func absentMove(t *testing.T, crash bool) time.Duration {
+	mem := memstore.New()
+	fa := newFaultStore(mem)
+	mk := func(id string, st store.Store) *Elector {
+		e, err := New(ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, Logger: quietLogger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	la, err := mk("a", fa).Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := make(chan time.Time, 2)
+	for _, id := range []string{"b", "c"} {
+		e := mk(id, mem)
+		go func() {
+			if l, err := e.Campaign(t.Context()); err == nil {
+				won <- time.Now()
+				<-t.Context().Done()
+				l.Resign(context.Background())
+			}
+		}()
+	}
+	time.Sleep(2 * time.Minute) // b and c are stable followers
+	if crash {
+		time.Sleep(2 * time.Second) // mid-way between renewals
+		fa.set(func(f *faultStore) { f.failAll = true })
+		at := time.Now()
+		return (<-won).Sub(at)
+	}
+	if err := la.Announce(t.Context(), "ghost"); err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Transfer(t.Context(), "ghost"); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	return (<-won).Sub(released)
 }

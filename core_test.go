@@ -372,16 +372,16 @@ func TestCoreLeaderRenewsReleasesAndFences(t *testing.T) {
 			t.Errorf("deadline after renewal %v; want from the renewal's send", r.deadline.Sub(t0))
 		}
 	})
-	t.Run("L3 (4) leader: precondition failed on a round's first attempt is lost, nothing written", func(t *testing.T) {
+	t.Run("L3 (4) leader: precondition failed on a round's first attempt is lost, after one read in storage mode (11.5), nothing written", func(t *testing.T) {
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi))
-		if e := mustEffect[doEnd](t, m, "412"); !errors.Is(e.cause, ErrLeadershipLost) {
+		noEffect[anyWrite](t, m, "lost leadership") // no release over someone else's record
+		mustEffect[doStepRead](t, m, "refused renewal: the read for a step-down request (section 11.5), within the lease")
+		noEffect[doEnd](t, m, "refused renewal, before its read")
+		m.on(evStore{gen: m.c.sh.gen, data: held("x", 2, "b", 0, p.fi), etag: `"x"`}, at(p.fi+10*time.Millisecond))
+		if e := mustEffect[doEnd](t, m, "412, then another's record"); !errors.Is(e.cause, ErrLeadershipLost) {
 			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
 		}
-		noEffect[anyWrite](t, m, "lost leadership") // no release over someone else's record
-		mustEffect[doStepRead](t, m, "lost leadership: the read for a step-down request (section 11)")
-		noEffect[doExited](t, m, "lost leadership, before its read")
-		m.on(evStore{gen: m.c.sh.gen, data: held("x", 2, "b", 0, p.fi), etag: `"x"`}, at(p.fi+10*time.Millisecond))
 		noEffect[anyWrite](t, m, "lost leadership to another") // no release over someone else's record
 		mustEffect[doExited](t, m, "lost leadership")
 		mustEffect[doRead](t, m, "lost leadership: see who")

@@ -2,7 +2,10 @@ package s3lect
 
 import (
 	"crypto/sha256"
+	"errors"
 	"time"
+
+	"github.com/s3lect/s3lect/store"
 )
 
 // Moving a leader on purpose (docs/protocol.md, section 11): the
@@ -70,7 +73,11 @@ func (sh *shared) transferWait(v view) time.Duration {
 // own released leadership.
 func (f *follower) handoverAt(sh *shared, at time.Time) time.Time {
 	if f.v.kind == kindVacant && f.v.rec.To != "" && f.v.rec.To != sh.p.id {
-		at = at.Add(sh.transferWait(f.v))
+		if f.ann.key == f.v.key() && !mutNoAnnouncedTransfer {
+			at = at.Add(sh.p.announcedTransferWait()) // an announced transfer, watched (section 11.2)
+		} else {
+			at = at.Add(sh.transferWait(f.v))
+		}
 	}
 	if f.hold != (leaseKey{}) && f.v.key() == f.hold && (f.v.kind == kindVacant || f.v.kind == kindHeld) {
 		if f.v.kind == kindVacant && !f.holdUntil.IsZero() {
@@ -137,6 +144,9 @@ func (l *leader) released() Record {
 // (a step-down request's nudge at the peer endpoint: at most eight
 // renewals per interval, whoever asks).
 func (l *leader) renewAt(p params) time.Time {
+	if l.again {
+		return l.sentAt
+	}
 	if l.soon {
 		return l.sentAt.Add(p.fi / 8)
 	}
@@ -176,7 +186,7 @@ func (c *core) finishLost(l *leader, now time.Time, emit func(effect)) bool {
 // stepWake is when an ending leadership must be looked at again while its
 // holder is awaited (zero: only on an event).
 func (c *core) stepWake() time.Time {
-	if l := c.lead(); l != nil && l.step != nil && c.sh.call == nil {
+	if l := c.lead(); l != nil && (l.step != nil || errors.Is(l.ending, errAskedAnnounced)) && c.sh.call == nil {
 		return l.deadline
 	}
 	return time.Time{}
@@ -190,16 +200,34 @@ func (f doStepRead) do(x executor) { x.read(doRead(f)) }
 
 // done takes in the read: a record of the ex-leader's own leadership (same
 // leader, term and lease) that carries a step-down request and is not its
-// own write is the operator's request.
-func (doStepRead) done(c *core, ev evStore, _, _ time.Time, emit func(effect)) bool {
+// own write is the operator's request. In storage mode the read comes
+// while the leadership is still live (its renewal was refused, its lease
+// runs on): a request that asks for an announced release (releaseAt) keeps
+// it live (askedAnnounced); anything else ends it now, as L3.
+func (doStepRead) done(c *core, ev evStore, _, now time.Time, emit func(effect)) bool {
 	l := c.lead()
-	if ev.err != nil || ev.etag == "" {
+	live := l.ending == nil
+	var rec Record
+	err := ev.err
+	if err == nil && ev.etag == "" {
+		err = store.ErrNotFound
+	}
+	if err == nil {
+		rec, err = ParseRecord(ev.data)
+	}
+	if err != nil || rec.StepDown == "" || rec.LastUpdated.IsZero() ||
+		(rec.LeaderID != l.rec.LeaderID || rec.Term != l.rec.Term || rec.Lease != l.rec.Lease) && !mutStepRenewAny {
+		if live {
+			c.endLead(l, ErrLeadershipLost, emit)
+		}
 		return false
 	}
-	rec, err := ParseRecord(ev.data)
-	if err != nil || rec.StepDown == "" || rec.LastUpdated.IsZero() ||
-		rec.LeaderID != l.rec.LeaderID || rec.Term != l.rec.Term || rec.Lease != l.rec.Lease {
+	if live && rec.ReleaseAt > 0 {
+		c.askedAnnounced(l, rec, ev, now, emit)
 		return false
+	}
+	if live {
+		c.endLead(l, ErrLeadershipLost, emit)
 	}
 	l.step = &stepRequest{etag: ev.etag, sum: sha256.Sum256(ev.data), data: ev.data, rec: rec}
 	if l.to == "" {

@@ -110,13 +110,14 @@ func TestCoreHandover(t *testing.T) {
 		t.Helper()
 		m := win(t)
 		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
-		if e := mustEffect[doEnd](t, m, "refused renewal"); !errors.Is(e.cause, ErrLeadershipLost) {
-			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
-		}
+		mustEffect[doStepRead](t, m, "refused renewal")
 		req := m.c.lead().rec
 		req.StepDown, req.To = "q1", "b"
 		data := req.encode()
 		m.on(evStore{gen: m.c.sh.gen, data: data, etag: `"q"`}, at(p.fi+20*time.Millisecond))
+		if e := mustEffect[doEnd](t, m, "a request without releaseAt"); !errors.Is(e.cause, ErrLeadershipLost) {
+			t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
+		}
 		noEffect[anyWrite](t, m, "the request, before the holder is done")
 		noEffect[doExited](t, m, "the request, before the holder is done")
 		if !m.wake.Equal(m.c.lead().deadline) {

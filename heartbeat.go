@@ -36,6 +36,7 @@ type leader struct {
 	// Moving the leader on purpose (handover.go).
 	to          string       // the member the release hands over to ("" : anyone)
 	soon        bool         // renew early: asked at the peer endpoint
+	again       bool         // renew now: over an operator's request for an announced release (section 11.5)
 	stepChecked bool         // after a refused renewal, the lockfile was read for a step-down request
 	step        *stepRequest // the operator's step-down request found then
 	holderDone  bool         // the holder is done with the leadership (Resign, Transfer, a new Campaign)
@@ -75,8 +76,14 @@ func (c *core) leaderAct(l *leader, now time.Time, emit func(effect)) (wake time
 			c.hand(l, now, emit)
 		}
 	}
+	if l.ending == nil && l.ann.asked && !l.ann.at.IsZero() && !now.Before(l.ann.at) {
+		c.endLead(l, errAskedAnnounced, emit) // section 11.5: the announced moment of an operator's step-down
+	}
 	if l.ending == nil {
 		wake := l.renew(&c.sh, now, emit)
+		if l.ann.asked && l.ann.at.After(now) && l.ann.at.Before(wake) {
+			wake = l.ann.at
+		}
 		if !l.handed && l.handAt.Before(wake) {
 			wake = l.handAt
 		}
@@ -113,7 +120,7 @@ func (l *leader) renew(sh *shared, now time.Time, emit func(effect)) time.Time {
 	if now.Before(renewAt) {
 		return renewAt
 	}
-	l.soon = false
+	l.soon, l.again = false, false
 	rec := l.rec
 	rec.LastUpdated = sh.nextStamp(now)
 	rec.Held = now.Sub(l.first).Milliseconds()
@@ -122,9 +129,17 @@ func (l *leader) renew(sh *shared, now time.Time, emit func(effect)) time.Time {
 	return l.deadline
 }
 
-func (f doRenew) done(c *core, ev evStore, sent, _ time.Time, emit func(effect)) bool {
+func (f doRenew) done(c *core, ev evStore, sent, now time.Time, emit func(effect)) bool {
 	l := c.lead()
-	if cause := l.renewDone(&c.sh, ev, f.data, sent, emit); cause != nil {
+	cause := l.renewDone(&c.sh, ev, f.data, sent, emit)
+	if cause == ErrLeadershipLost && l.ending == nil && l.handed && !c.sh.p.peerMode && !mutStepEndFirst {
+		// Storage mode: read first, while the lease lasts; an announced
+		// step-down request keeps the leadership live (section 11.5).
+		l.stepChecked = true
+		c.sh.send(doStepRead{c.sh.nextGen()}, now, emit)
+		return false
+	}
+	if cause != nil {
 		c.endLead(l, cause, emit)
 	}
 	return false
@@ -162,7 +177,11 @@ func (l *leader) renewDone(sh *shared, ev evStore, data []byte, sentAt time.Time
 // in flight; otherwise it hands the lockfile back to a new follower.
 func (c *core) finishLead(l *leader, now time.Time, emit func(effect)) bool {
 	switch {
-	case errors.Is(l.ending, ErrLeadershipLost) || l.rereads > 0:
+	case l.rereads > 0:
+		return c.finishLost(l, now, emit) // a refused release: look for a step-down request over it
+	case errors.Is(l.ending, errAskedAnnounced):
+		return c.finishAsked(l, now, emit) // section 11.5: release once the holder is done
+	case errors.Is(l.ending, ErrLeadershipLost):
 		return c.finishLost(l, now, emit) // someone else wrote: see who, and whether it asks this leader to step down
 	case errors.Is(l.ending, errSlowTakeover) || !l.handed && !l.handAt.IsZero() && now.Before(l.handAt):
 		// The takeover landed after its lease had run out: it may have

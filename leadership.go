@@ -210,7 +210,8 @@ func (l *Leadership) Resign(ctx context.Context) error {
 // record names it, it may take the lockfile over at its next read (its
 // next peer answer, in PeerMode), and every other member waits first for
 // the longer of LeaderTimeout and InfrequentInterval, plus a
-// FrequentInterval; then anyone may. A member of an older version (or the
+// FrequentInterval (after Announce, half a FrequentInterval from when it
+// first sees the release); then anyone may. A member of an older version (or the
 // original s3lect) ignores the name and may take the lockfile over at
 // once. Transfer returns when the release is written or has definitely
 // failed, or ctx.Err() when ctx ends first (the release goes on). On a

@@ -15,8 +15,8 @@ func setMutation(t *testing.T) func() {
 	return simworld.SetMutation(t, map[string]*bool{"delta0": &mutDeltaZero, "margin0": &mutMarginZero, "etagonly": &mutETagOnly,
 		"peernocheck": &mutPeerNoCheck, "nottl": &mutIgnoreTTL, "noterm": &mutNoTermObject,
 		"stepnowait": &mutStepNoWait, "nohold": &mutNoHandoverHold,
-		"noreread": &mutNoReleaseReread, "anntakeover": &mutAnnounceTakeover, "annrelease": &mutAnnounceRelease,
-		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch,
+		"noreread": &mutNoReleaseReread, "stependfirst": &mutStepEndFirst, "steprenewany": &mutStepRenewAny, "anntakeover": &mutAnnounceTakeover, "annrelease": &mutAnnounceRelease,
+		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch, "noanntransfer": &mutNoAnnouncedTransfer,
 		"monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken,
 		"noclaims": &mutNoTermClaims, "claimnowait": &mutClaimNoWait, "releaseatonce": &mutReleaseAtOnce, "peertoken": &mutPeerAdoptToken}, "")
 }

@@ -361,6 +361,10 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 							rec, err := ParseRecord(data)
 							asked = err == nil && rec.StepDown != "" && rec.LeaderID == id && rec.Term == l.Term()
 						}
+						if errors.Is(context.Cause(l.Context()), errAskedAnnounced) {
+							asked = true // an announced step-down (section 11.5): the moment came
+							counts.Add("announced step-down")
+						}
 						if asked {
 							time.Sleep(time.Duration(hr.Int64N(int64(p.fi))))
 						}
@@ -632,6 +636,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 			if r.IntN(3) == 0 {
 				again = time.Duration(r.Int64N(int64(p.fi)))
 			}
+			announced := r.IntN(2) == 0
 			request := func(to string) {
 				data, tag, err := shared.Get(context.Background(), testKey)
 				if err != nil {
@@ -642,6 +647,9 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 					return
 				}
 				rec.StepDown, rec.To = fmt.Sprintf("op%d", k), to
+				if announced {
+					rec.ReleaseAt = max(rec.Held, 1) // s3lect release without -now (section 11.5)
+				}
 				b, _ := json.Marshal(rec)
 				if _, err := shared.PutIfMatch(context.Background(), testKey, b, tag); err == nil {
 					counts.Add("step-down request")

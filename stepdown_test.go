@@ -34,13 +34,13 @@ func TestStepDownSecondOperatorsRequestIsReleasedOver(t *testing.T) {
 	m.wrote(`"c"`, nil, at(100*time.Millisecond))
 	mustEffect[doLead](t, m, "winning write")
 	m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
-	if e := mustEffect[doEnd](t, m, "refused renewal"); !errors.Is(e.cause, ErrLeadershipLost) {
-		t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
-	}
 	deadline := m.c.lead().deadline
 	q1 := m.c.lead().rec
 	q1.StepDown, q1.To = "op1", "b"
 	m.on(evStore{gen: m.c.sh.gen, data: q1.encode(), etag: `"q1"`}, at(p.fi+20*time.Millisecond))
+	if e := mustEffect[doEnd](t, m, "refused renewal, then the request"); !errors.Is(e.cause, ErrLeadershipLost) {
+		t.Fatalf("cause %v; want ErrLeadershipLost", e.cause)
+	}
 	q2 := q1
 	q2.StepDown, q2.To = "op2", "b" // the second operator's request, written over q1
 	m.on(evResign{}, at(p.fi+300*time.Millisecond))

@@ -22,8 +22,14 @@ type group struct {
 var errNoGroups = errors.New("s3lect run needs Unix process groups (Linux, macOS, the BSDs); status and watch work here")
 
 func startGroup([]string, []string) (*group, error) { return nil, errNoGroups }
-func (g *group) signal(syscall.Signal)              {}
-func (g *group) kill() (time.Duration, error)       { return 0, errNoGroups }
+
+type warmGuard struct{}
+
+func prestartGroup([]string, []string) (*warmGuard, error) { return nil, errNoGroups }
+func (*warmGuard) start([]string) (*group, error)          { return nil, errNoGroups }
+func (*warmGuard) discard()                                {}
+func (g *group) signal(syscall.Signal)                     {}
+func (g *group) kill() (time.Duration, error)              { return 0, errNoGroups }
 
 func guard(_ []string, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "s3lect:", errNoGroups)

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -26,16 +27,43 @@ type group struct {
 	status int           // the guard's exit status (the command's), set before exited closes
 }
 
-// startGroup starts command under a guard in a new process group.
+// startGroup starts command under a guard in a new process group, env
+// its environment.
 func startGroup(command []string, env []string) (*group, error) {
+	w, err := prestartGroup(command, nil)
+	if err != nil {
+		return nil, err
+	}
+	return w.start(env)
+}
+
+// warmGuard is a guard started before it is needed: its process group
+// exists, this binary has started (tens to hundreds of milliseconds on a
+// loaded machine, on the path from winning a leadership to the
+// command's start), and it waits on a pipe for the word to start the
+// command.
+type warmGuard struct {
+	g    *group
+	word *os.File // the pipe's write end: "go\n" and the extra environment, or closed unsaid to discard it
+}
+
+// prestartGroup starts a guard for command, in a process group of its
+// own, that starts the command only when start is called; env is the
+// guard's environment (nil: this process's).
+func prestartGroup(command []string, env []string) (*warmGuard, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find this program to start the guard: %w", err)
+	}
+	rd, wr, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("start the guard: %w", err)
 	}
 	args := append([]string{guardArg, strconv.Itoa(os.Getpid()), "--"}, command...)
 	cmd := exec.Command(self, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{rd} // fd 3: the word to start
 	cmd.SysProcAttr = guardAttr()
 	g := &group{exited: make(chan struct{})}
 	started := make(chan error, 1)
@@ -54,10 +82,44 @@ func startGroup(command []string, env []string) (*group, error) {
 		g.status = exitCode(cmd.Wait())
 		close(g.exited)
 	}()
-	if err := <-started; err != nil {
+	err = <-started
+	rd.Close() // the guard has its own copy
+	if err != nil {
+		wr.Close()
 		return nil, err
 	}
-	return g, nil
+	return &warmGuard{g: g, word: wr}, nil
+}
+
+// start tells the guard to start its command, with extra added to its
+// environment, and returns the group.
+func (w *warmGuard) start(extra []string) (*group, error) {
+	var b strings.Builder
+	b.WriteString("go\n")
+	for _, kv := range extra {
+		if strings.IndexByte(kv, 0) >= 0 {
+			w.discard()
+			return nil, fmt.Errorf("environment entry %q holds a NUL byte", kv)
+		}
+		b.WriteString(kv)
+		b.WriteByte(0)
+	}
+	_, err := io.WriteString(w.word, b.String())
+	if cerr := w.word.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		w.g.kill()
+		return nil, fmt.Errorf("start the command's guard: %w", err)
+	}
+	return w.g, nil
+}
+
+// discard ends a guard that was not needed, without starting its command,
+// and waits for it to exit.
+func (w *warmGuard) discard() {
+	w.word.Close() // the guard reads no word: it exits
+	<-w.g.exited
 }
 
 // signal sends sig to every process of the group.
@@ -96,6 +158,17 @@ func guard(args []string, stderr io.Writer) int {
 	command := args[2:]
 	death := make(chan os.Signal, 1)
 	signal.Notify(death, syscall.SIGUSR1)
+	// Wait for the word to start (prestartGroup): "go" and the extra
+	// environment, NUL-separated, on fd 3, closed after it. A pipe closed
+	// without it (the runner did not need this guard, or died) ends the
+	// guard here, nothing started.
+	word := os.NewFile(3, "guard-go")
+	said, err := io.ReadAll(word)
+	word.Close()
+	extra, ok := strings.CutPrefix(string(said), "go\n")
+	if err != nil || !ok {
+		return exitOK
+	}
 	// The runner signals the whole group, so the command gets SIGTERM and
 	// SIGINT directly; the guard must outlive it to pass its status on. A
 	// handled signal (unlike an ignored one) is reset for the command at
@@ -108,6 +181,10 @@ func guard(args []string, stderr io.Writer) int {
 	}
 	cmd := exec.Command(command[0], command[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.Env = os.Environ()
+	if extra = strings.TrimSuffix(extra, "\x00"); extra != "" {
+		cmd.Env = append(cmd.Env, strings.Split(extra, "\x00")...) // the last of a key wins
+	}
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(stderr, "s3lect: start %s: %v\n", command[0], err)
 		return exitNotStart

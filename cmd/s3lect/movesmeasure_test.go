@@ -22,18 +22,19 @@ var moveTrials = flag.Int("moves.trials", 10, "TestMeasurePlannedMoves: moves pe
 // three real `s3lect run` runners on MinIO at the default intervals (5s,
 // 30s, 15s), in storage mode and in pinned peer mode (-peer-addr alone),
 // moved -moves.trials times each by SIGTERM to the leading runner (which
-// is then started again) and by `s3lect release`, each after the
+// is then started again), by `s3lect release` and by `s3lect release -to`
+// another runner, each after the
 // followers have followed the leader for 20 to 45s (stable). It prints, per
 // mode and action, the job's outage (the old command's last line, written
 // by its SIGTERM trap, to the new command's first) and the time from the
 // action to the new command's start, median and worst. It asserts only
 // what must hold (the next job starts after the old one stopped, on
-// another runner), never a wall-clock limit. It runs the four series at
+// another runner), never a wall-clock limit. It runs the six series at
 // once, each on a lockfile of its own. About 12 minutes for 10 moves. A
 // measurement, not a check: it is built only with the tag s3lect_measure,
 // so the ordinary test runs never see it:
 //
-//	go test -tags s3lect_measure -run TestMeasurePlannedMoves -v -parallel 4 -timeout 60m ./cmd/s3lect -moves.trials=10
+//	go test -tags s3lect_measure -run TestMeasurePlannedMoves -v -parallel 6 -timeout 60m ./cmd/s3lect -moves.trials=10
 func TestMeasurePlannedMoves(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	for _, series := range []struct {
@@ -42,8 +43,10 @@ func TestMeasurePlannedMoves(t *testing.T) {
 	}{
 		{"storage", "sigterm", nil},
 		{"storage", "release", nil},
+		{"storage", "release-to", nil},
 		{"pinned", "sigterm", []string{"19451", "19452", "19453"}},
 		{"pinned", "release", []string{"19454", "19455", "19456"}},
+		{"pinned", "release-to", []string{"19457", "19458", "19459"}},
 	} {
 		t.Run(series.mode+"/"+series.action, func(t *testing.T) {
 			t.Parallel()
@@ -98,6 +101,7 @@ func measureMoves(t *testing.T, endpoint, bucket, mode, action string, ports []s
 			t.Fatalf("trial %d: lockfile %+v; want a leader", trial, rec)
 		}
 		li := slices.Index(ids, rec.LeaderID)
+		to := ""
 		before := total()
 		begun := time.Now()
 		switch action {
@@ -109,6 +113,11 @@ func measureMoves(t *testing.T, endpoint, bucket, mode, action string, ports []s
 		case "release":
 			if out, err := runBin(append(append([]string{"release"}, where...), "-wait", "0")...); err != nil || !strings.Contains(out, "asked "+rec.LeaderID) {
 				t.Fatalf("trial %d: release = %v\n%s", trial, err, out)
+			}
+		case "release-to":
+			to = ids[(li+1+rand.IntN(len(ids)-1))%len(ids)]
+			if out, err := runBin(append(append([]string{"release"}, where...), "-to", to, "-wait", "0")...); err != nil || !strings.Contains(out, "asked "+rec.LeaderID) {
+				t.Fatalf("trial %d: release -to %s = %v\n%s", trial, to, err, out)
 			}
 		}
 		waitFor(t, 3*time.Minute, "the next job to start", func() bool { return total() > before }, procs...)
@@ -134,6 +143,9 @@ func measureMoves(t *testing.T, endpoint, bucket, mode, action string, ports []s
 				t.Fatalf("trial %d: %s's job has no stop line, and its runner did not say when it stopped:\n%s", trial, rec.LeaderID, procs[li].stderr.String())
 			}
 			stopped = event{kind: "stop", at: at}
+		}
+		if to != "" && nextID != to {
+			t.Errorf("trial %d: %s took over; want %s, named by -to", trial, nextID, to)
 		}
 		if nextID == rec.LeaderID || !stopped.at.Before(next.at) {
 			t.Errorf("trial %d: %s's job started at %v, %s's stopped at %v; want another runner's start after the old job's stop",

@@ -32,7 +32,20 @@ asks the leader's peer endpoint, if it has one, to renew at once. The
 leader's next renewal is refused: s3lect run stops its command (SIGTERM,
 then SIGKILL), releases the lockfile, naming -to's member, and stays out of
 the next election; a follower takes over at its next read (-to's member
-only, for a while). release prints what happened:
+only, for a while).
+
+In storage mode the request asks for an announced release (unless -now):
+the leader renews over it, announcing its release, and its command runs
+on until the announced moment, when every follower reads often (within
+InfrequentInterval + FrequentInterval of the request, 35s at the
+defaults); then it is stopped and released, and the job's outage is its
+drain plus about FrequentInterval/16. With -now the command stops at
+the leader's next renewal, and a stable follower finds the release at its
+next read, up to an InfrequentInterval later. In peer mode followers hear
+the release as it is written: nothing is announced. release prints what
+happened:
+
+  - announced: the leader announced its release, and when;
 
   - stepped down: the leader released the lockfile, and who leads next;
   - did not answer within its lease (a leader of an older version, one
@@ -62,6 +75,7 @@ Flags:
 type releaseConfig struct {
 	sf                        storeFlags
 	to                        string
+	now                       bool
 	timeout, wait             time.Duration
 	peerCA, peerCert, peerKey string
 }
@@ -83,6 +97,7 @@ func parseRelease(args []string, stderr io.Writer) (releaseConfig, int, bool) {
 	fs := newFlagSet("s3lect release", releaseUsage, stderr)
 	c.sf.register(fs)
 	fs.StringVar(&c.to, "to", "", "hand the leadership to the member with this ID (its -id); others wait a while first")
+	fs.BoolVar(&c.now, "now", false, "storage mode: stop the leader's job at its next renewal, without announcing the release first (the followers then find it at their next read, up to an InfrequentInterval later)")
 	fs.DurationVar(&c.timeout, "timeout", s3lect.DefaultLeaderTimeout, "the group's LeaderTimeout, for a record that does not state its lease")
 	fs.DurationVar(&c.wait, "wait", time.Minute, "how long to wait for the next leader, to print who it is; at the end, what is known is printed and the status is 10 if no other member was seen leading (0: do not wait)")
 	fs.StringVar(&c.peerCA, "peer-ca", "", "peer mode with a CA: PEM CA that signed the leader's certificate, to ask it to renew at once (default: system roots; not needed when the lockfile pins the leader's certificate, as run -peer-addr alone does)")
@@ -115,7 +130,7 @@ func release(ctx context.Context, c releaseConfig, stdout, stderr io.Writer) int
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	begun := time.Now()
-	old, req, err := requestStepDownChecked(wctx, st.st, st.key, c.to, func(old s3lect.Record) error {
+	old, req, err := requestStepDownChecked(wctx, st.st, st.key, c.to, !c.now, func(old s3lect.Record) error {
 		return checkTarget(wctx, clients.forRecord(old), st.key, c.to, old, c.leaseOf(old), stdout)
 	})
 	switch {
@@ -130,6 +145,9 @@ func release(ctx context.Context, c releaseConfig, stdout, stderr io.Writer) int
 		return reportNoAnswer(stderr, "s3lect release", c.sf.endpointName(st.where), err)
 	}
 	fmt.Fprintf(stdout, "%s: asked %s (term %d) to step down and hand over to %s\n", st.where, old.LeaderID, old.Term, cmp.Or(c.to, "the next member to read it"))
+	if req.ReleaseAt > 0 {
+		fmt.Fprintf(stdout, "  storage mode: asked for an announced release; its job runs until the announced moment (within InfrequentInterval + FrequentInterval, 35s at the defaults), when the followers read often, then stops (-now: at its next renewal)\n")
+	}
 	if err := nudge(wctx, clients.forRecord(req), req, st.key, "/health/leadership"); err != nil && req.LeaderAddr != "" {
 		fmt.Fprintf(stdout, "  its peer endpoint was not reached (%v)%s: it sees the request at its next renewal\n", err, tlsHint(err))
 	}
@@ -154,6 +172,9 @@ func (c releaseConfig) leaseOf(old s3lect.Record) time.Duration {
 // reportStep prints a step follow saw.
 func reportStep(stdout io.Writer, old s3lect.Record, lease time.Duration, o outcome, what string) {
 	switch what {
+	case "announced":
+		fmt.Fprintf(stdout, "  %s announced its release for %s (in %v): its job runs until then\n", old.LeaderID,
+			o.moment.UTC().Format("15:04:05.000"), time.Until(o.moment).Round(100*time.Millisecond))
 	case "released":
 		fmt.Fprintf(stdout, "  %s stepped down: it released the lockfile %v after the request\n", old.LeaderID, o.releasedAt.Round(time.Millisecond))
 	case "ignored":
@@ -236,6 +257,8 @@ func reportMove(stdout io.Writer, old s3lect.Record, to string, wait time.Durati
 	switch {
 	case !o.read:
 		state = "the lockfile could not be read"
+	case sameLeadership(o.last, old) && !o.last.LastUpdated.IsZero() && o.announced && !o.lapsed:
+		state = fmt.Sprintf("%s announced its release for %s and leads until then", old.LeaderID, o.moment.UTC().Format("15:04:05.000"))
 	case sameLeadership(o.last, old) && !o.last.LastUpdated.IsZero():
 		state = fmt.Sprintf("%s still holds the lockfile (the request is pending, or its lease has not run out)", old.LeaderID)
 	case o.last.LastUpdated.IsZero():

@@ -33,6 +33,7 @@ type runner struct {
 	holdOff   atomic.Int64  // until when (Unix ns) this member stays out of the election after a step-down
 	changes   atomic.Uint64 // changes of leader this runner has seen (its own wins included): s3lect_run_leader_changes_total
 	running   atomic.Bool   // the command runs
+	warm      *warmGuard    // a guard started while campaigning, for the next command; the runner's goroutine's alone
 	started   time.Time     // when run started, for /healthz
 }
 
@@ -57,6 +58,7 @@ func unprefixed(msg string) string {
 }
 
 func (r *runner) loop() int {
+	defer r.discardWarm()
 	for {
 		lead, end, code, ok := r.campaign()
 		if !ok {
@@ -73,6 +75,25 @@ func (r *runner) loop() int {
 	}
 }
 
+// startCommand starts the command in a process group of its own, under
+// the guard started while campaigning (prestartGroup: its start is then
+// off the path from the leadership to the command), or a new one.
+func (r *runner) startCommand(extra []string) (*group, error) {
+	if w := r.warm; w != nil {
+		r.warm = nil
+		return w.start(extra)
+	}
+	return startGroup(r.command, append(os.Environ(), extra...))
+}
+
+// discardWarm ends the guard started in advance, if it was not used.
+func (r *runner) discardWarm() {
+	if r.warm != nil {
+		r.warm.discard()
+		r.warm = nil
+	}
+}
+
 // campaign waits until this instance leads, printing what it sees while
 // it waits. ok is false when the run ends instead, with status code. end
 // must be called once the leadership is over: the leadership's context
@@ -82,6 +103,9 @@ func (r *runner) campaign() (lead *s3lect.Leadership, end func(), code int, ok b
 	timedOut, stopTimers := r.campaignTimers(cancel)
 	defer stopTimers()
 	r.event(slog.LevelInfo, "campaigning", []any{"lockfile", r.where}, "%s campaigning for %s", r.o.id, r.where)
+	if r.warm == nil {
+		r.warm, _ = prestartGroup(r.command, nil) // best effort: startCommand starts a guard then if this failed
+	}
 	obsCtx, obsStop := context.WithCancel(context.Background())
 	watched := make(chan struct{})
 	go func() {
@@ -271,8 +295,7 @@ func describe(rec s3lect.Record, now time.Time) string {
 // exit with, and whether the leadership ended under the command (so that
 // the loop campaigns again).
 func (r *runner) supervise(lead *s3lect.Leadership) (int, bool) {
-	env := append(os.Environ(), childEnv(r.o, lead.Term())...) // S3LECT_TERM, S3LECT_STORE: fence.go
-	g, err := startGroup(r.command, env)
+	g, err := r.startCommand(childEnv(r.o, lead.Term())) // S3LECT_TERM, S3LECT_STORE: fence.go
 	if err != nil {
 		r.event(slog.LevelError, "start_failed", nil, "start %s: %v", r.command[0], err)
 		r.release(lead)
@@ -402,7 +425,10 @@ func (r *runner) stepRequest(term uint64) (s3lect.Record, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(r.killAfter/2, 2*time.Second))
 	defer cancel()
 	rec, found, err := readLockfile(ctx, r.st, r.key)
-	if err != nil || !found || rec.StepDown == "" || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {
+	// An announced step-down (docs/protocol.md, 11.5) ends the leadership
+	// at the announced moment: the lockfile then holds this member's own
+	// last renewal, announcing the release, with the request's to.
+	if err != nil || !found || rec.StepDown == "" && rec.ReleaseAt == 0 || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {
 		return s3lect.Record{}, false
 	}
 	return rec, true

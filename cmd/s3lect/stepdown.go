@@ -41,13 +41,16 @@ var errNoLockfile = fmt.Errorf("%w: no lockfile", errNobodyLeads)
 // (docs/protocol.md, section 11); every other reader sees the same
 // leadership as before, and waits out its lease as it would have.
 func requestStepDown(ctx context.Context, st store.Store, key, to string) (old, written s3lect.Record, err error) {
-	return requestStepDownChecked(ctx, st, key, to, nil)
+	return requestStepDownChecked(ctx, st, key, to, false, nil)
 }
 
 // requestStepDownChecked is requestStepDown that calls before, if not
 // nil, with the leader's record once, before it writes anything: an
-// error from before is returned, and nothing is written.
-func requestStepDownChecked(ctx context.Context, st store.Store, key, to string, before func(old s3lect.Record) error) (old, written s3lect.Record, err error) {
+// error from before is returned, and nothing is written. With announce,
+// a request over a storage-mode leader's record (no leaderAddr) asks for
+// an announced release (docs/protocol.md, 11.5): it carries releaseAt,
+// the record's held time.
+func requestStepDownChecked(ctx context.Context, st store.Store, key, to string, announce bool, before func(old s3lect.Record) error) (old, written s3lect.Record, err error) {
 	checked := before == nil
 	for range 10 {
 		data, etag, err := st.Get(ctx, key)
@@ -78,6 +81,9 @@ func requestStepDownChecked(ctx context.Context, st store.Store, key, to string,
 			return old, written, err
 		}
 		written.To = to
+		if announce && old.LeaderAddr == "" {
+			written.ReleaseAt = max(old.Held, 1)
+		}
 		b, err := json.Marshal(written)
 		if err != nil {
 			return old, written, err
@@ -108,6 +114,8 @@ type outcome struct {
 	nextAt     time.Duration // after the request was written
 	lapsed     bool          // the lease ran out before the leader released
 	ignored    bool          // the leader renewed over the request: it does not know step-down requests
+	announced  bool          // the leader renewed over the request announcing its release (11.5)
+	moment     time.Time     // then: the announced moment, by the leader's clock
 	last       s3lect.Record // the last record read
 	read       bool          // last is set
 }
@@ -123,6 +131,7 @@ func sameLeadership(a, b s3lect.Record) bool {
 // step on report as it sees it.
 func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, begun time.Time, lease, wait, poll time.Duration, report func(outcome, string)) outcome {
 	var o outcome
+	renewed := time.Duration(0) // when the leadership last wrote, after begun: its lease runs from about then
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for time.Since(begun) < wait {
@@ -137,6 +146,7 @@ func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, 
 		if err != nil || !found {
 			continue
 		}
+		prev := o.last
 		o.last, o.read = rec, true
 		now := time.Since(begun)
 		switch {
@@ -145,6 +155,21 @@ func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, 
 				o.released, o.releasedAt = true, now
 				report(o, "released")
 			}
+		case sameLeadership(rec, req) && rec.StepDown == "" && rec.ReleaseAt > 0 && req.ReleaseAt > 0 && rec.LastUpdated.After(req.LastUpdated):
+			// The leader took the request in and announces its release
+			// (docs/protocol.md, 11.5): its job runs until the moment.
+			if rec.LastUpdated.After(prev.LastUpdated) || !o.announced {
+				renewed = now
+			}
+			if !o.announced {
+				o.announced = true
+				o.moment = rec.LastUpdated.Add(time.Duration(rec.ReleaseAt-rec.Held) * time.Millisecond)
+				report(o, "announced")
+			}
+			if !o.lapsed && now-renewed > lease {
+				o.lapsed = true
+				report(o, "lapsed")
+			}
 		case sameLeadership(rec, req) && rec.StepDown == "" && rec.LastUpdated.After(req.LastUpdated):
 			// A leader that renews whatever record names it (the original
 			// s3lect) wrote over the request: it will not step down.
@@ -152,7 +177,7 @@ func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, 
 			report(o, "ignored")
 			return o
 		case sameLeadership(rec, req):
-			if !o.lapsed && now > lease {
+			if !o.lapsed && now-renewed > lease {
 				o.lapsed = true
 				report(o, "lapsed")
 			}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,24 +65,29 @@ func member(ctx context.Context, e *s3lect.Elector, id string, stopTime time.Dur
 // TestStepDownInVirtualTime: three members at the default intervals in a
 // testing/synctest bubble on the memory store, and an operator's step-down
 // request written at many phases of the leader's renewal cycle, with and
-// without -to. At every phase the leader's work ends within a
-// FrequentInterval (its next renewal is refused), the next leader is
-// another member (the one named by -to), it starts only after the old
-// leader's work has stopped, and no two jobs ever overlap.
+// without -to, immediate (-now) and announced (the default in storage
+// mode, docs/protocol.md 11.5). At every phase the leader's work ends
+// within a FrequentInterval (-now: its next renewal is refused) or at the
+// announced moment, within InfrequentInterval + FrequentInterval; the
+// next leader is another member (the one named by -to), it starts only
+// after the old leader's work has stopped (announced: within
+// FrequentInterval/16 and a slack of it), and no two jobs ever overlap.
 func TestStepDownInVirtualTime(t *testing.T) {
-	for _, to := range []string{"", "c"} {
-		for phase := range 7 {
-			offset := time.Duration(phase) * s3lect.DefaultFrequentInterval / 7
-			t.Run(fmt.Sprintf("to=%q/phase %v", to, offset), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) {
-					stepDownAt(t, to, offset)
+	for _, announce := range []bool{false, true} {
+		for _, to := range []string{"", "c"} {
+			for phase := range 7 {
+				offset := time.Duration(phase) * s3lect.DefaultFrequentInterval / 7
+				t.Run(fmt.Sprintf("announce=%v/to=%q/phase %v", announce, to, offset), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) {
+						stepDownAt(t, to, offset, announce)
+					})
 				})
-			})
+			}
 		}
 	}
 }
 
-func stepDownAt(t *testing.T, to string, offset time.Duration) {
+func stepDownAt(t *testing.T, to string, offset time.Duration, announce bool) {
 	mem := memstore.New()
 	key := "leader/job.json"
 	ctx, cancel := context.WithCancel(t.Context())
@@ -105,9 +112,12 @@ func stepDownAt(t *testing.T, to string, offset time.Duration) {
 		t.Fatalf("leader before the request = %+v, %v; want a", rec, ok)
 	}
 	requested := time.Now()
-	old, req, err := requestStepDown(t.Context(), mem, key, to)
+	old, req, err := requestStepDownChecked(t.Context(), mem, key, to, announce, nil)
 	if err != nil {
 		t.Fatalf("requestStepDown() = %v", err)
+	}
+	if announce != (req.ReleaseAt > 0) {
+		t.Errorf("request %+v; want releaseAt set only when announced", req)
 	}
 	if !sameLeadership(old, req) || req.StepDown == "" || req.To != to || !req.LastUpdated.Equal(old.LastUpdated) || req.TTL != old.TTL || req.Held != old.Held {
 		t.Errorf("request %+v over %+v; want the leader's record as it is, with stepDown and to %q", req, old, to)
@@ -124,8 +134,17 @@ func stepDownAt(t *testing.T, to string, offset time.Duration) {
 		t.Fatalf("jobs %+v; want a's, then another's", jobs)
 	}
 	first, next := jobs[0], jobs[1]
-	if d := first.end.Sub(requested); d > s3lect.DefaultFrequentInterval+stopTime {
+	fi, ii := s3lect.DefaultFrequentInterval, s3lect.DefaultInfrequentInterval
+	switch d := first.end.Sub(requested); {
+	case !announce && d > fi+stopTime:
 		t.Errorf("a's work ended %v after the request; want within a FrequentInterval and its stop time", d)
+	case announce && d > ii+fi+stopTime:
+		t.Errorf("a's work ended %v after the announced request; want within InfrequentInterval + FrequentInterval and its stop time", d)
+	case announce && d < ii-fi:
+		t.Errorf("a's work ended %v after the announced request; want at the announced moment, about an InfrequentInterval later", d)
+	}
+	if gap := next.start.Sub(first.end); announce && gap > fi/16+fi/16 {
+		t.Errorf("the job was stopped for %v; want within FrequentInterval/16 and a slack (the followers watch the announced moment)", gap)
 	}
 	switch {
 	case next.id == "a":
@@ -146,7 +165,7 @@ func stepDownAt(t *testing.T, to string, offset time.Duration) {
 			t.Errorf("jobs overlap: %+v and %+v", jobs[i-1], jobs[i])
 		}
 	}
-	t.Logf("a stopped %v after the request; %s led %v after it", first.end.Sub(requested), next.id, next.start.Sub(requested))
+	t.Logf("a stopped %v after the request; %s led %v after it (outage %v)", first.end.Sub(requested), next.id, next.start.Sub(requested), next.start.Sub(first.end))
 }
 
 // TestStepDownNobodyLeads: no lockfile, or a released one, is left alone;
@@ -208,7 +227,16 @@ func TestReleaseSeesRequestIgnored(t *testing.T) {
 // 1.7 s before the request) a led again 2.81 s after the request. Since
 // the library reads within k renewals of the last read (alignedRead,
 // protocol.md 3.3), c reads it in the window.
+//
+// Announced (the default in storage mode, protocol.md 11.5), c reads the
+// announcement and watches the moment.
 func TestTransferToAMemberThatJustJoined(t *testing.T) {
+	for _, announce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("announce=%v", announce), func(t *testing.T) { transferToJustJoined(t, announce) })
+	}
+}
+
+func transferToJustJoined(t *testing.T, announce bool) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		key := "leader/job.json"
@@ -234,7 +262,7 @@ func TestTransferToAMemberThatJustJoined(t *testing.T) {
 		add("C")
 		time.Sleep(1700 * time.Millisecond)
 		requested := time.Now()
-		if _, _, err := requestStepDown(t.Context(), mem, key, "C"); err != nil {
+		if _, _, err := requestStepDownChecked(t.Context(), mem, key, "C", announce, nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(8 * time.Second)
@@ -276,6 +304,56 @@ func TestFollowEndsAtWait(t *testing.T) {
 		var out strings.Builder
 		if code := reportMove(&out, req, "web-9", 300*time.Millisecond, o, false); code != exitNotMoved || !strings.Contains(out.String(), "a still holds the lockfile") {
 			t.Errorf("reportMove() = %d, %q; want %d saying a still holds the lockfile", code, out.String(), exitNotMoved)
+		}
+	})
+}
+
+// TestFollowSeesAnAnnouncedStepDown: a leader that takes an announced
+// request in (docs/protocol.md, 11.5) renews over it with releaseAt and
+// leads on until the moment, longer than its lease: release reports the
+// announcement and its moment, neither "ignored" (a leader that does not
+// know requests) nor "did not answer within its lease".
+func TestFollowSeesAnAnnouncedStepDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := memstore.New()
+		stamp := time.Now().UTC()
+		rec := s3lect.Record{LeaderID: "a", LastUpdated: stamp, Term: 3, Lease: "la", Held: 60000, TTL: 1500}
+		b, _ := json.Marshal(rec)
+		if _, err := mem.PutIfMatch(t.Context(), "k", b, ""); err != nil {
+			t.Fatal(err)
+		}
+		_, req, err := requestStepDownChecked(t.Context(), mem, "k", "", true, nil)
+		if err != nil || req.ReleaseAt != rec.Held {
+			t.Fatalf("request %+v, %v; want releaseAt %d (held)", req, err, rec.Held)
+		}
+		begun := time.Now()
+		renewed := make(chan struct{})
+		go func() { // the leader: renews over the request every 500ms, announcing
+			defer close(renewed)
+			for i := 1; i <= 8; i++ {
+				time.Sleep(500 * time.Millisecond)
+				_, etag, err := mem.Get(t.Context(), "k")
+				if err != nil {
+					return
+				}
+				r := rec
+				r.LastUpdated, r.Held, r.ReleaseAt = stamp.Add(time.Duration(i)*500*time.Millisecond), rec.Held+int64(i)*500, rec.Held+500+26875
+				b, _ := json.Marshal(r)
+				mem.PutIfMatch(t.Context(), "k", b, etag)
+			}
+		}()
+		var said []string
+		o := follow(t.Context(), mem, "k", req, begun, 1500*time.Millisecond, 3*time.Second, 50*time.Millisecond, func(_ outcome, what string) { said = append(said, what) })
+		<-renewed
+		if !o.announced || o.ignored || o.lapsed || !slices.Equal(said, []string{"announced"}) {
+			t.Errorf("follow() = %+v, said %v; want the announcement reported once, not ignored, not lapsed", o, said)
+		}
+		if want := stamp.Add(500*time.Millisecond + 26875*time.Millisecond); !o.moment.Equal(want) {
+			t.Errorf("moment %v; want %v", o.moment, want)
+		}
+		var out strings.Builder
+		if code := reportMove(&out, req, "", 3*time.Second, o, false); code != exitNotMoved || !strings.Contains(out.String(), "a announced its release for") {
+			t.Errorf("reportMove() = %d, %q; want %d saying a announced its release", code, out.String(), exitNotMoved)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package s3lect
 import (
 	"context"
 	"crypto/sha256"
-	"fmt"
 	"time"
 )
 
@@ -188,10 +187,6 @@ func (c *core) finishAsked(l *leader, now time.Time, emit func(effect)) bool {
 	}
 	return false
 }
-
-// errAskedAnnounced ends a leadership at the announced moment of an
-// operator's step-down request (section 11.5).
-var errAskedAnnounced = fmt.Errorf("%w: asked to step down (s3lect release), at the announced moment", ErrLeadershipLost)
 
 // announcedTransferWait is how long a member not named by a released
 // record's to waits, after first seeing it, when it watched the

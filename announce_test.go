@@ -435,7 +435,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 			t.Fatalf("wake %v; want the moment %v", m.wake.Sub(t0), moment.Sub(t0))
 		}
 		m.on(evTimer{}, moment)
-		if e := mustEffect[doEnd](t, m, "the moment"); !errors.Is(e.cause, errAskedAnnounced) || !errors.Is(e.cause, ErrLeadershipLost) {
+		if e := mustEffect[doEnd](t, m, "the moment"); !errors.Is(e.cause, ErrAskedToStepDown) || !errors.Is(e.cause, ErrLeadershipLost) {
 			t.Fatalf("cause %v; want the announced step-down, an ErrLeadershipLost", e.cause)
 		}
 		noEffect[anyWrite](t, m, "the moment, before the holder is done")

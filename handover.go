@@ -186,7 +186,7 @@ func (c *core) finishLost(l *leader, now time.Time, emit func(effect)) bool {
 // stepWake is when an ending leadership must be looked at again while its
 // holder is awaited (zero: only on an event).
 func (c *core) stepWake() time.Time {
-	if l := c.lead(); l != nil && (l.step != nil || errors.Is(l.ending, errAskedAnnounced)) && c.sh.call == nil {
+	if l := c.lead(); l != nil && (l.step != nil || l.ann.asked && errors.Is(l.ending, ErrAskedToStepDown)) && c.sh.call == nil {
 		return l.deadline
 	}
 	return time.Time{}
@@ -227,7 +227,7 @@ func (doStepRead) done(c *core, ev evStore, _, now time.Time, emit func(effect))
 		return false
 	}
 	if live {
-		c.endLead(l, ErrLeadershipLost, emit)
+		c.endLead(l, ErrAskedToStepDown, emit)
 	}
 	l.step = &stepRequest{etag: ev.etag, sum: sha256.Sum256(ev.data), data: ev.data, rec: rec}
 	if l.to == "" {

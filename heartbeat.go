@@ -77,7 +77,7 @@ func (c *core) leaderAct(l *leader, now time.Time, emit func(effect)) (wake time
 		}
 	}
 	if l.ending == nil && l.ann.asked && !l.ann.at.IsZero() && !now.Before(l.ann.at) {
-		c.endLead(l, errAskedAnnounced, emit) // section 11.5: the announced moment of an operator's step-down
+		c.endLead(l, ErrAskedToStepDown, emit) // section 11.5: the announced moment of an operator's step-down
 	}
 	if l.ending == nil {
 		wake := l.renew(&c.sh, now, emit)
@@ -179,7 +179,7 @@ func (c *core) finishLead(l *leader, now time.Time, emit func(effect)) bool {
 	switch {
 	case l.rereads > 0:
 		return c.finishLost(l, now, emit) // a refused release: look for a step-down request over it
-	case errors.Is(l.ending, errAskedAnnounced):
+	case l.ann.asked && l.step == nil && errors.Is(l.ending, ErrAskedToStepDown):
 		return c.finishAsked(l, now, emit) // section 11.5: release once the holder is done
 	case errors.Is(l.ending, ErrLeadershipLost):
 		return c.finishLost(l, now, emit) // someone else wrote: see who, and whether it asks this leader to step down

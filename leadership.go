@@ -114,6 +114,8 @@ func (l *Leadership) stop() {
 // reports, the moment the leadership ends:
 //
 //   - ErrLeadershipLost: another holder wrote the lockfile;
+//     ErrAskedToStepDown (which matches ErrLeadershipLost too) when that
+//     was an operator's step-down request, in storage mode;
 //   - ErrLeaseExpired: renewals failed, by retries running out or by the
 //     lease deadline (LeaderTimeout minus a tenth after the start of the
 //     last successful write) passing on this instance's local clock;

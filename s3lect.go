@@ -95,6 +95,14 @@ var (
 	// holder wrote the lockfile.
 	ErrLeadershipLost = errors.New("s3lect: leadership lost to another holder")
 
+	// ErrAskedToStepDown is the cause of a Leadership's Context, in storage
+	// mode, when an operator's step-down request (s3lect release) ended it:
+	// at the leader's next renewal, or at the announced moment of an
+	// announced request (docs/protocol.md, 11.5). It matches
+	// ErrLeadershipLost too. Stop the work, then Resign or Transfer: the
+	// release is written then.
+	ErrAskedToStepDown = fmt.Errorf("%w: asked to step down by an operator (s3lect release)", ErrLeadershipLost)
+
 	// ErrLeaseExpired is the cause of a Leadership's Context when renewals
 	// failed (every retry, or until the lease deadline passed).
 	ErrLeaseExpired = errors.New("s3lect: lease expired before it could be renewed")

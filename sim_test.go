@@ -361,7 +361,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 							rec, err := ParseRecord(data)
 							asked = err == nil && rec.StepDown != "" && rec.LeaderID == id && rec.Term == l.Term()
 						}
-						if errors.Is(context.Cause(l.Context()), errAskedAnnounced) {
+						if errors.Is(context.Cause(l.Context()), ErrAskedToStepDown) {
 							asked = true // an announced step-down (section 11.5): the moment came
 							counts.Add("announced step-down")
 						}

@@ -402,7 +402,12 @@ func (r *runner) lost(lead *s3lect.Leadership, g *group) (req s3lect.Record, ask
 	cause := context.Cause(lead.Context())
 	why := unprefixed(fmt.Sprint(cause))
 	if errors.Is(cause, s3lect.ErrLeadershipLost) {
-		if req, asked = r.stepRequest(lead.Term()); asked {
+		req, asked = r.stepRequest(lead.Term())
+		// The cause says so even when the read, bounded by half the time
+		// to SIGKILL, does not come back in time on a loaded machine (the
+		// request's -to is then unknown here; the library hands over to it).
+		asked = asked || errors.Is(cause, s3lect.ErrAskedToStepDown)
+		if asked {
 			why = "asked to step down by s3lect release, to hand over to " + cmp.Or(req.To, "another member")
 		}
 	}

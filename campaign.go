@@ -259,8 +259,9 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 		// from now, a release too. Not for a record without a lease (the
 		// original s3lect's, unreadable content), whose term says nothing
 		// and which is waited out with the longest lease assumed anyway
-		// (section 1.2).
-		c.restartWait(v, base, lease.TTL(longest), now, emit)
+		// (section 1.2). The highest claim says how long that lease may
+		// be (findTermDone).
+		c.sh.send(doFindTerm{c.sh.nextGen(), base}, now, emit)
 		return false
 	}
 	if base == math.MaxUint64 {
@@ -341,9 +342,11 @@ func (doFindTerm) done(c *core, ev evStore, _, now time.Time, emit func(effect))
 }
 
 // findTermDone takes in the search for the highest claim after a claim
-// was refused (section 1.1): another takeover claimed the term, and may
-// still be writing over what this elector sees, so the view is waited out
-// anew from now; the next takeover claims above the highest claim.
+// was refused, or a term read found a term claimed since the view was
+// first seen (section 1.1): another takeover claimed it, and may still
+// be writing over what this elector sees, so the view is waited out anew
+// from now, for as long as the highest claim's lease at least; the next
+// takeover claims above the highest claim.
 func (c *core) findTermDone(ev evStore, now time.Time, emit func(effect)) {
 	var top termObject
 	if ev.err == nil {

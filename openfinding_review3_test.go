@@ -11,6 +11,7 @@ package s3lect
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -175,23 +176,25 @@ func restoreUnderLongerLease(t *testing.T, bLT time.Duration, held bool) (bTerm,
 // restored record's own ttl; or the claim's ttl is remembered with the
 // term (v.claimed carries its ttl).
 func TestRestoreOfAShorterLeaseIsWaitedOutForTheLongerLeaseLive(t *testing.T) {
-	for _, held := range []bool{false, true} {
-		name := "release of term 1 restored"
-		if held {
-			name = "held record of term 1 restored"
-		}
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				bTerm, cTerm, overlap := restoreUnderLongerLease(t, 30*time.Second, held)
-				if overlap > 0 {
-					t.Errorf("two live leaders: c led at term %d while b's leadership (term %d, 30 s lease) was live for %v more",
-						cTerm, bTerm, overlap)
-				}
-				if cTerm <= bTerm {
-					t.Errorf("c's term %d after b's %d", cTerm, bTerm)
-				}
+	for _, bLT := range []time.Duration{30 * time.Second, 18 * time.Second} {
+		for _, held := range []bool{false, true} {
+			name := fmt.Sprintf("b's LeaderTimeout %v, release of term 1 restored", bLT)
+			if held {
+				name = fmt.Sprintf("b's LeaderTimeout %v, held record of term 1 restored", bLT)
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					bTerm, cTerm, overlap := restoreUnderLongerLease(t, bLT, held)
+					if overlap > 0 {
+						t.Errorf("two live leaders: c led at term %d while b's leadership (term %d, %v lease) was live for %v more",
+							cTerm, bTerm, bLT, overlap)
+					}
+					if cTerm <= bTerm {
+						t.Errorf("c's term %d after b's %d", cTerm, bTerm)
+					}
+				})
 			})
-		})
+		}
 	}
 }
 

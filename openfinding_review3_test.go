@@ -216,3 +216,115 @@ func TestSafetySimulationRestoresUnderMixedAndRollingLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects: a
+// mixed group with a version 2 writer (records with term, lease and held,
+// no ttl; it neither creates claims nor raises the term object, protocol.md
+// 1.2). Its takeover uses a term nobody claimed, so the claims are no
+// longer contiguous above it: the next version 3 takeover claims the term
+// after it and leaves a gap. An operator then puts back both objects as
+// they were before the version 2 takeover, and a fresh member d claims the
+// gap's term, which is free, and leads below the live leader's term at
+// once: two live leaders and a lower term. protocol.md 1.2 and
+// operations.md say terms stay unique and rising across the writes of
+// version 2, and 1.1's "claims are contiguous, below, so this is exact"
+// assumes every term was claimed.
+//
+// Schedule (synctest, defaults):
+//
+//	a (v3) leads term 1 (claim 1, term object 1) and resigns: backup of
+//	  lockfile (a's release) and term object (term 1) taken here
+//	a version 2 writer takes the release over at term 2 (no claim, term
+//	  object untouched) and releases it (no ttl)
+//	b (v3) waits that release out like a held record (no ttl), term read
+//	  h = 1, claims 3 (no claim 2 exists) and leads at term 3
+//	operator puts back both backups; b's store calls hang from then on
+//	fresh d: a's release of term 1 (claimed = term = 1) is taken at once,
+//	  term read h = 1, claim 2 is created (free), d leads at term 2
+//	  while b is live at term 3
+//
+// Suggested fix: a takeover over a record whose term has no claim (or
+// whose term exceeds the term object's) creates the claims it skips, or
+// claims only the next term after the term object's and refuses (waits
+// out) a view above it; or the docs state version 2 writers in the group
+// as a limit of 1.1 under restores.
+func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		mem := memstore.New()
+		cfg := func(id string) ElectorConfig {
+			return ElectorConfig{LockfilePath: testKey, ServerID: id, Logger: quietLogger}
+		}
+		ca := cfg("a")
+		ca.Store = mem
+		a, err := New(ca)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		la, err := a.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := la.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lockBackup, etag, _ := mem.Get(ctx, testKey)
+		termBackup, _, _ := mem.Get(ctx, testKey+".term")
+
+		// The version 2 writer: takeover at term 2, then its release.
+		held := []byte(`{"leaderID":"v2","leaderAddr":"","lastUpdated":"2000-01-01T00:00:01Z","term":2,"lease":"00000000000000f2","held":0}`)
+		if etag, err = mem.PutIfMatch(ctx, testKey, held, etag); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		released := []byte(`{"leaderID":"v2","leaderAddr":"","lastUpdated":"0001-01-01T00:00:00Z","term":2,"lease":"00000000000000f2","held":1000}`)
+		if _, err = mem.PutIfMatch(ctx, testKey, released, etag); err != nil {
+			t.Fatal(err)
+		}
+
+		sb := &partitioned{Store: mem}
+		cb := cfg("b")
+		cb.Store = sb
+		b, err := New(cb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		lb, err := b.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute) // b renews
+		for key, data := range map[string][]byte{testKey: lockBackup, testKey + ".term": termBackup} {
+			_, cur, _ := mem.Get(ctx, key)
+			if _, err := mem.PutIfMatch(ctx, key, data, cur); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sb.cut.Store(true)
+		restoredAt := time.Now()
+
+		cd := cfg("d")
+		cd.Store = mem
+		d, err := New(cd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		ld, err := d.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wonAt := time.Now()
+		t.Logf("b leads at term %d; d led at term %d %v after the restore", lb.Term(), ld.Term(), wonAt.Sub(restoredAt))
+		if ld.Term() <= lb.Term() {
+			t.Errorf("d led at term %d after b's term %d", ld.Term(), lb.Term())
+		}
+		if lb.Context().Err() == nil {
+			<-lb.Context().Done()
+			t.Errorf("two live leaders: d led while b's leadership was live for %v more", time.Since(wonAt))
+		}
+		ld.Resign(ctx)
+	})
+}

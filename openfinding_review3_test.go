@@ -295,7 +295,7 @@ func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testi
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Minute) // b renews
+		time.Sleep(time.Minute + 2500*time.Millisecond) // b renews; the restore falls between two renewals
 		for key, data := range map[string][]byte{testKey: lockBackup, testKey + ".term": termBackup} {
 			_, cur, _ := mem.Get(ctx, key)
 			if _, err := mem.PutIfMatch(ctx, key, data, cur); err != nil {

@@ -201,10 +201,12 @@ func TestRestoreOfAShorterLeaseIsWaitedOutForTheLongerLeaseLive(t *testing.T) {
 // TestSafetySimulationRestoresUnderMixedAndRollingLeases: the restorer
 // variant (sim_restore_test.go) in worlds whose nodes run different
 // LeaderTimeouts (each within 20% of the seed's: mixedlease) or change
-// them one by one mid-run (rolling). The restorer's own variant runs one
-// configuration for all nodes, so it never puts back a record whose ttl
-// is shorter than the live leader's lease (the finding above). Replay a
-// seed with -sim.seed=N.
+// them one by one mid-run (rolling); the restorer's own variant runs one
+// configuration for all nodes. restorermixed failed 8 of 4,000 seeds in
+// 1,000-4,999 (1583, 2222, 2557, ...): the ones worked through are
+// protocol.md 2.1's limit (b) with the leader cut off, as in the test
+// below, not the shorter-ttl restore above. Replay a seed with
+// -sim.seed=N. Runs 200 seeds per variant by default (about a minute).
 func TestSafetySimulationRestoresUnderMixedAndRollingLeases(t *testing.T) {
 	defer setMutation(t)()
 	for _, v := range []simVariant{

@@ -332,8 +332,8 @@ func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testi
 }
 
 // TestSafetySimulationRestorerSeedsBeyondTheFirstTwentyThousand replays
-// the restorer variant's failing seeds in 30,000-34,999 (9 of 5,000;
-// the variant passed 0-19,999): each is two live leaders, 4 to 60 ms,
+// the restorer variant's failing seeds in 30,000-34,999 (9 of 5,000):
+// each is two live leaders, 4 to 527 ms,
 // after the operator put back an older version of the live leader's own
 // record (same leader, term and lease) that the follower had not read,
 // with the leader cut off at the restore: protocol.md 2.1's limit (b),

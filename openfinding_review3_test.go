@@ -331,7 +331,7 @@ func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testi
 	})
 }
 
-// TestSafetySimulationRestorerSeedsBeyondTheFirstTwentyThousand replays
+// TestSafetySimulationRestorerPutsBackAnUnreadRenewalOfACutOffLeader replays
 // the restorer variant's failing seeds in 30,000-34,999 (9 of 5,000):
 // each is two live leaders, 4 to 527 ms,
 // after the operator put back an older version of the live leader's own
@@ -345,7 +345,7 @@ func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testi
 // from its last renewal runs to 1.411 s. Replay one with
 //
 //	go test -run 'TestSafetySimulation$/restorer' -sim.seed=30377 -v .
-func TestSafetySimulationRestorerSeedsBeyondTheFirstTwentyThousand(t *testing.T) {
+func TestSafetySimulationRestorerPutsBackAnUnreadRenewalOfACutOffLeader(t *testing.T) {
 	defer setMutation(t)()
 	v := simVariant{name: "restorer", restore: true}
 	for _, seed := range []int64{30377, 30603, 30695, 30990, 32749, 33369, 34272, 34532, 34716} {

@@ -5,7 +5,7 @@
 // the safe outcome and FAILS on the code it was written against; they are
 // built only with -tags s3lect_openfindings:
 //
-//	go test -tags s3lect_openfindings -run 'TestRestoreOfAShorterLease|TestSafetySimulationRestoresUnderMixed' -v .
+//	go test -tags s3lect_openfindings -run 'TestRestoreOfAShorterLease|TestTermsNeverRepeatAfterAVersion2|TestSafetySimulationRestorer|TestSafetySimulationRestoresUnderMixed' -v .
 
 package s3lect
 

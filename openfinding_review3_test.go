@@ -332,8 +332,9 @@ func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testi
 }
 
 // TestSafetySimulationRestorerPutsBackAnUnreadRenewalOfACutOffLeader replays
-// the restorer variant's failing seeds in 30,000-34,999 (9 of 5,000):
-// each is two live leaders, 4 to 527 ms,
+// the restorer variant's failing seeds: 1647 (in CI's own range, 0-1,999:
+// .ci/run's 2,000 seeds fail), and 9 of 5,000 in 30,000-34,999. Each is
+// two live leaders, 4 to 619 ms,
 // after the operator put back an older version of the live leader's own
 // record (same leader, term and lease) that the follower had not read,
 // with the leader cut off at the restore: protocol.md 2.1's limit (b),
@@ -348,7 +349,7 @@ func TestTermsNeverRepeatAfterAVersion2TakeoverAndARestoreOfBothObjects(t *testi
 func TestSafetySimulationRestorerPutsBackAnUnreadRenewalOfACutOffLeader(t *testing.T) {
 	defer setMutation(t)()
 	v := simVariant{name: "restorer", restore: true}
-	for _, seed := range []int64{30377, 30603, 30695, 30990, 32749, 33369, 34272, 34532, 34716} {
+	for _, seed := range []int64{1647, 30377, 30603, 30695, 30990, 32749, 33369, 34272, 34532, 34716} {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) { simulate(t, seed, v) })

@@ -1,7 +1,7 @@
 //go:build s3lect_openfindings
 
 // Open findings of the third adversarial review of the root election
-// after issue 43's restore work (docs/review3-notes.md). Each test asserts
+// after issue 43's restore work (docs/findings-restores.md). Each test asserts
 // the safe outcome and FAILS on the code it was written against; they are
 // built only with -tags s3lect_openfindings:
 //

@@ -26,15 +26,25 @@ type view struct {
 	wait    time.Duration // how long its object must stand unchanged: max(own LeaderTimeout, ttl)
 	applied Ver
 	leads   map[string]uint64
-	early   bool // read before every key of the era's first listing was: it may hold any shard until it applies this era's page
+	// need: until the session has applied a page at or above it, it may
+	// hold any shard. Read before every key of the era's first listing
+	// was, a session may still apply a page of an earlier era that this
+	// one never saw; a session revived (4.3) may lead what its ghost held.
+	need Ver
 }
 
-// ghost is a session whose object was written over (or deleted, or
-// restored): it can write no more, and its lease is over by until.
+// ghost is a session whose object was written over (or deleted, or put
+// back to an earlier write): its writes fail unless an operator puts its
+// last write back. Its holds stay held until a read of its key sent at or
+// after until shows no later write of it (docs/pool-coordinator.md, 4.3).
 type ghost struct {
-	until time.Time
-	holds map[string]bool
-	all   bool
+	id      string // its key
+	session string
+	seq     uint64 // the highest write of it the coordinator read
+	until   time.Time
+	holds   map[string]bool
+	all     bool
+	done    bool
 }
 
 type pageState struct {
@@ -165,12 +175,12 @@ func (c *Coordinator) Ready(now time.Time) bool {
 		return false
 	}
 	for _, g := range c.ghosts {
-		if g.all && now.Before(g.until) {
+		if g.all {
 			return false
 		}
 	}
 	for _, k := range c.keys {
-		if k.cur != nil && k.cur.early && k.cur.applied.Era < c.term {
+		if k.cur != nil && k.cur.applied.Less(k.cur.need) {
 			return false
 		}
 	}
@@ -246,11 +256,30 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
+	revived := false
+	for i := range c.ghosts {
+		g := &c.ghosts[i]
+		switch {
+		case g.id != id || g.done:
+		case ok && s.Session == g.session && (s.Seq > g.seq || s.Closed):
+			// A later write of the ghost's session: its last write was put
+			// back and it wrote again. It is live again, and holds every
+			// shard until it has applied a page written from now on.
+			// (Closed: over; the view below ends at once.)
+			g.done, revived = true, true
+			delete(k.gone, g.session)
+			if k.cur != nil && k.cur.session == g.session {
+				k.cur = nil
+			}
+		case !k.getAt.Before(g.until):
+			g.done = true // no later write, by a read sent after its wait
+		}
+	}
 	switch {
 	case ok && k.cur != nil && s.Session == k.cur.session:
 		v := k.cur
 		if s.Seq < v.seq || s.Seq == v.seq && etag != v.etag {
-			c.ghost(now, k) // an earlier write put back: the session can write no more
+			c.ghost(now, id, k) // an earlier write put back: the session can write no more
 			break
 		}
 		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads
@@ -276,7 +305,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		}
 	default:
 		if k.cur != nil {
-			c.ghost(now, k)
+			c.ghost(now, id, k)
 		}
 		if ok && !k.gone[s.Session] {
 			if s.Closed {
@@ -284,7 +313,13 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 				break
 			}
 			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
-				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond), early: c.allRead.IsZero()}
+				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
+			switch {
+			case revived:
+				k.cur.need = Ver{c.term, c.n + 1}
+			case c.allRead.IsZero():
+				k.cur.need = Ver{c.term, 1}
+			}
 			c.maxTTL = max(c.maxTTL, s.TTL)
 			if c.allRead.IsZero() {
 				c.lmax = max(c.lmax, k.cur.wait)
@@ -302,9 +337,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 }
 
 // ghost ends k's live session as written over.
-func (c *Coordinator) ghost(now time.Time, k *key) {
+func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	v := k.cur
-	g := ghost{until: now.Add(v.wait), holds: map[string]bool{}}
+	g := ghost{id: id, session: v.session, seq: v.seq, until: now.Add(v.wait), holds: map[string]bool{}}
 	g.all = c.holds(k, g.holds)
 	c.ghosts = append(c.ghosts, g)
 	k.gone[v.session] = true
@@ -335,7 +370,7 @@ func (c *Coordinator) holds(k *key, into map[string]bool) bool {
 	for s := range k.page.shards {
 		into[s] = true
 	}
-	return v.early && v.applied.Era < c.term
+	return v.applied.Less(v.need)
 }
 
 // PageRead is the result of OpGetPage for worker id.
@@ -400,8 +435,11 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	}
 	g := c.ghosts[:0]
 	for _, gh := range c.ghosts {
-		if now.Before(gh.until) {
+		if !gh.done {
 			g = append(g, gh)
+			if k := c.keys[gh.id]; !now.Before(gh.until) && !k.getting {
+				k.wantGet = true // its wait is over: a fresh read decides
+			}
 		}
 	}
 	c.ghosts = g

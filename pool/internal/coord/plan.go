@@ -14,7 +14,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	// not shards any more, it drops).
 	for _, id := range sortedKeys(c.keys) {
 		k := c.keys[id]
-		if k.cur == nil || !k.cur.early || !k.page.read || k.page.writing || k.cur.applied.Era == c.term || len(k.page.hist) > 0 && !k.page.dirty {
+		if k.cur == nil || !k.cur.applied.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
 		}
 		want := map[string]uint64{}

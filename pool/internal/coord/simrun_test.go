@@ -138,7 +138,7 @@ func (s *sim) fault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
-	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen"}
+	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback"}
 	if *simSuspend {
 		kinds = append(kinds, "suspend")
 	}
@@ -229,6 +229,8 @@ func (s *sim) fault() {
 		})
 	case "suspend":
 		s.suspend(p)
+	case "putback":
+		s.putBack(p)
 	case "retime":
 		s.kill(p)
 		p.tm = timings[s.rng.IntN(len(timings))]
@@ -247,7 +249,7 @@ func (c *Coordinator) debug(now time.Time) string {
 		k := c.keys[id]
 		fmt.Fprintf(&b, " [%s get=%v/%v pageRead=%v writing=%v hist=%d", id, k.getting, k.wantGet, k.page.read, k.page.writing, len(k.page.hist))
 		if k.cur != nil {
-			fmt.Fprintf(&b, " %s applied=%v early=%v", k.cur.session, k.cur.applied, k.cur.early)
+			fmt.Fprintf(&b, " %s applied=%v need=%v", k.cur.session, k.cur.applied, k.cur.need)
 		}
 		b.WriteString("]")
 	}

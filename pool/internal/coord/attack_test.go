@@ -129,3 +129,28 @@ func TestSessionPutBackToItsLastWriteIsNotLedTwice(t *testing.T) {
 	n, first := s.probe(20 * time.Second)
 	reportOverlaps(t, s, n, first)
 }
+
+// TestSuspendedWorkerIsNotLedTwice: a host suspend stops Go's monotonic
+// clock while real time goes on. A worker suspended for two leases right
+// after a renewal is over for the coordinator (silent, 4.3), which grants
+// its shards elsewhere. On resume its local clock must say its lease
+// ended (lease.Clock counts the suspend), so that its next renewal is
+// never sent and no leadership of it is extended. With the monotonic
+// clock alone (the second case, the mutation monoclock) its clock reads
+// at the resume what it read at the suspend: it renews, and leads beside
+// the shards' new owners; the case checks that this test sees that.
+func TestSuspendedWorkerIsNotLedTwice(t *testing.T) {
+	for _, mono := range []bool{false, true} {
+		s := calmSim(t, 2, 3, 6)
+		v := s.victim()
+		const suspend = 6 * time.Second
+		s.log("attack: %s's host suspended for %v", v.id, suspend)
+		s.suspendFor(v, suspend, mono)
+		n, first := s.probe(20 * time.Second)
+		if !mono {
+			reportOverlaps(t, s, n, first)
+		} else if n == 0 {
+			t.Errorf("with the monotonic clock alone, no shard was led twice: the scenario does not test the suspend")
+		}
+	}
+}

@@ -15,33 +15,6 @@ import (
 	"time"
 )
 
-// TestOpenHostSuspend: a host suspend stops Go's monotonic clock
-// (CLOCK_MONOTONIC) while real time goes on; the executor's leases run on
-// it (lease.Clock.Now is time.Now). A worker suspended for two leases
-// right after a renewal is over for the coordinator (silent, 4.3), which
-// grants its shards elsewhere. On resume its clock says its lease is
-// live; its next renewal, If-Match on its last write, succeeds (nobody
-// wrote its key), which extends every leadership (and the leadership's
-// wall-clock deadline with it); its page still names its session and
-// shards, and the coordinator ignores the session from then on (gone).
-// The simulation cannot represent this (a proc's local clock is linear in
-// real time); here the suspend is modelled by setting the proc's clock
-// back by the suspended time at the resume.
-func TestOpenHostSuspend(t *testing.T) {
-	s := calmSim(t, 2, 3, 6)
-	v := s.victim()
-	const suspend = 6 * time.Second
-	at := s.now
-	v.pauseTill = at + suspend
-	s.log("attack: %s's host suspended for %v", v.id, suspend)
-	s.at(at+suspend-time.Nanosecond, nil, "resume", func() {
-		v.off -= time.Duration(float64(suspend) * v.rate) // the monotonic clock did not count the suspend
-		s.log("attack: %s's host resumes; its monotonic clock reads as at the suspend", v.id)
-	})
-	n, first := s.probe(20 * time.Second)
-	reportOverlaps(t, s, n, first)
-}
-
 // TestOpenRepeatedElectionTerm: the election's term repeats (issue 43:
 // lockfile and term object put back) and a second coordinator of era 5
 // starts after the first one ended. The first era-5 coordinator granted

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"container/heap"
 	"flag"
 	"fmt"
 	"time"
@@ -8,8 +9,8 @@ import (
 
 // Checks and faults of the simulation written by its adversarial review:
 // an extended leadership is checked against every other (the simulation
-// checked only at a start), and -sim.suspend adds host suspends.
-var simSuspend = flag.Bool("sim.suspend", false, "add a fault: a host suspend, which the procs' local clocks do not count (the executor's clock does not count one yet: seeds fail)")
+// checked only at a start), host suspends, and a session put back.
+var simMonoClock = flag.Bool("sim.monoclock", false, "mutation: the local clock does not count a host suspend (Go's monotonic clock alone, as lease.Clock.MonoOnly): seeds fail")
 
 // checkExtend checks an extended leadership against every other.
 func (s *sim) checkExtend(p *proc, sh string, l *lship) {
@@ -28,14 +29,28 @@ func (s *sim) checkExtend(p *proc, sh string, l *lship) {
 }
 
 // suspend suspends p's host for up to two of its leases: nothing of p
-// runs, and its local clock does not count the time.
-func (s *sim) suspend(p *proc) {
-	d := s.dur(p.tm.lt/2, 2*p.tm.lt)
-	p.pauseTill = s.now + d
+// runs meanwhile. Its local clock counts the suspend (the executor's
+// lease.Clock reads CLOCK_BOOTTIME's advance over CLOCK_MONOTONIC), but
+// Go's timers run on the monotonic clock, which stops: every timer of p
+// due after the suspend began fires as much later. With -sim.monoclock
+// the local clock is the monotonic one, which reads at the resume what
+// it read at the suspend.
+func (s *sim) suspend(p *proc) { s.suspendFor(p, s.dur(p.tm.lt/2, 2*p.tm.lt), *simMonoClock) }
+
+func (s *sim) suspendFor(p *proc, d time.Duration, mono bool) {
+	p.pauseTill = max(p.pauseTill, s.now+d)
 	s.log("%s's host suspended for %v", p.id, d)
-	s.at(s.now+d-time.Nanosecond, nil, "resume", func() {
-		p.off -= time.Duration(float64(d) * p.rate)
-	})
+	for _, e := range s.q {
+		if e.p == p && (e.what == "wtick" || e.what == "ctick") {
+			e.at += d
+		}
+	}
+	heap.Init(&s.q)
+	if mono {
+		s.at(s.now+d-time.Nanosecond, nil, "resume", func() {
+			p.off -= time.Duration(float64(d) * p.rate)
+		})
+	}
 }
 
 // putBack is S3's delete and put back of one worker's session object

@@ -138,10 +138,7 @@ func (s *sim) fault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
-	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback"}
-	if *simSuspend {
-		kinds = append(kinds, "suspend")
-	}
+	kinds := []string{"kill", "pause", "suspend", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {

@@ -106,7 +106,7 @@ const (
 	OpPutPage              // write Data to Key's page, If-Match IfMatch (Ver: its version)
 	OpList                 // list the session and news objects
 	OpStart                // start Work for Shard at Term, its lease ending at At
-	OpStop                 // end Shard's leadership (its Work drains)
+	OpStop                 // end Shard's leadership (its Work drains); Err: ErrLeaseOver, ErrSessionLost, or nil (revoked, leaving)
 	OpExtend               // move every leadership's end to At
 	OpClosed               // the worker's session is closed: Run may return
 	OpFail                 // stop with Err
@@ -150,9 +150,16 @@ func (e Effect) String() string {
 	return s
 }
 
-// ErrDuplicateID is a worker whose session another process of the same ID
-// displaced twice.
-var ErrDuplicateID = errors.New("duplicate worker ID")
+var (
+	// ErrDuplicateID is a worker whose session another process of the
+	// same ID displaced twice.
+	ErrDuplicateID = errors.New("duplicate worker ID")
+	// ErrLeaseOver is an OpStop's cause when the session's lease ran out.
+	ErrLeaseOver = errors.New("the session's lease ran out")
+	// ErrSessionLost is an OpStop's cause when another write took the
+	// session object.
+	ErrSessionLost = errors.New("another write took the session object")
+)
 
 // Entry is one key of a listing, by worker: Session is the ETag of its
 // session object, News of its news object ("" when absent).

@@ -292,10 +292,14 @@ func (w *Worker) NewsPut(now time.Time, err error) []Effect {
 // end ends the session: every leadership ends now, and a new session
 // opens once their Work has returned.
 func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
+	cause := ErrLeaseOver
+	if displaced {
+		cause = ErrSessionLost
+	}
 	for _, sh := range sortedKeys(w.running) {
 		if !w.stopping[sh] {
 			w.stopping[sh] = true
-			*fx = append(*fx, Effect{Op: OpStop, Shard: sh})
+			*fx = append(*fx, Effect{Op: OpStop, Shard: sh, Err: cause})
 		}
 	}
 	clear(w.starting)

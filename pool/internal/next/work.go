@@ -75,7 +75,12 @@ func (p *Pool) work(ctx context.Context) error {
 		for _, e := range fx {
 			switch e.Op {
 			case coord.OpTimer:
-				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
+				// A Go timer runs on the monotonic clock, which a host
+				// suspend stops: the core looks at the clock (which
+				// counts the suspend) at least every lease.Tick, so that
+				// the leaderships end within LeaderTimeout/20 of a resume
+				// that finds the lease over (docs/pool-coordinator.md, 3).
+				r.timer.Reset(max(min(p.clock.RealUntil(e.At), lease.Tick(p.cfg.LeaderTimeout)), 0))
 			case coord.OpGetSession:
 				r.async(func() func() {
 					data, etag, err := p.calls.Get(cctx, key)
@@ -136,7 +141,14 @@ func (p *Pool) work(ctx context.Context) error {
 				if ctl := runs[e.Shard]; ctl != nil {
 					p.stops.Add(1)
 					p.setLeading(e.Shard, false)
-					ctl.End(s3lect.ErrResigned)
+					cause := s3lect.ErrResigned // revoked by the coordinator, or Run ends
+					switch {
+					case errors.Is(e.Err, coord.ErrLeaseOver):
+						cause = s3lect.ErrLeaseExpired
+					case errors.Is(e.Err, coord.ErrSessionLost):
+						cause = s3lect.ErrLeadershipLost
+					}
+					ctl.End(cause)
 				}
 			case coord.OpExtend:
 				for _, sh := range slices.Sorted(maps.Keys(runs)) {

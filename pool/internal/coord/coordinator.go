@@ -16,6 +16,9 @@ type CoordConfig struct {
 	Shards           []string
 	FrequentInterval time.Duration
 	LeaderTimeout    time.Duration
+	// Mark is this era's mark on its pages (Page.By): random, never drawn
+	// before (the executor draws 128 bits).
+	Mark string
 }
 
 // view is a live session as the coordinator last read it.
@@ -256,6 +259,11 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
+	if ok {
+		if err := c.foreign(id, s.Applied, s.AppliedBy); err != nil {
+			return c.stepDown(now, err)
+		}
+	}
 	revived := false
 	for i := range c.ghosts {
 		g := &c.ghosts[i]
@@ -384,8 +392,8 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 	k.page.read, k.page.etag = true, etag
 	if etag != "" {
 		if p, perr := ParsePage(data, id); perr == nil {
-			if c.term < p.Ver.Era {
-				return c.stepDown(now, fmt.Errorf("page %q was written in era %d, after this era (%d)", id, p.Ver.Era, c.term))
+			if err := c.foreign(id, p.Ver, p.By); err != nil {
+				return c.stepDown(now, err)
 			}
 			if c.allRead.IsZero() {
 				c.maxTTL = max(c.maxTTL, p.MaxTTL)
@@ -410,6 +418,20 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 		k.page.dirty = true
 	}
 	return c.after(now, nil)
+}
+
+// foreign returns an error if a page of version v marked by, read on
+// key id or applied by its session, shows that another coordinator
+// decides at this era or after it: a later era, or this era's term
+// repeated (docs/pool-coordinator.md, 4.6).
+func (c *Coordinator) foreign(id string, v Ver, by string) error {
+	switch {
+	case c.term < v.Era:
+		return fmt.Errorf("worker %q shows a page of era %d, after this era (%d)", id, v.Era, c.term)
+	case c.term == v.Era && by != c.cfg.Mark:
+		return fmt.Errorf("worker %q shows a page of this era (%d) that another coordinator wrote: the election's term has repeated (its lockfile and term object put back?)", id, c.term)
+	}
+	return nil
 }
 
 func (c *Coordinator) stepDown(now time.Time, err error) []Effect {

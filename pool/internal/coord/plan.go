@@ -141,6 +141,6 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 	k.page.shards = shards
 	k.page.hist = append(k.page.hist, histEntry{ver: ver, shards: shards})
 	k.page.writing, k.page.dirty = true, false
-	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL}
+	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL, By: c.cfg.Mark}
 	return append(fx, Effect{Op: OpPutPage, Key: id, Data: Marshal(p), IfMatch: k.page.etag, Ver: ver})
 }

@@ -453,7 +453,8 @@ func (s *sim) electTick(p *proc) {
 	s.term++
 	s.holder, s.holdInc, s.renewed, s.holderLT = p, p.inc, s.now, p.tm.lt
 	p.cEnd = p.local(s.now).Add(p.tm.lt - p.tm.lt/10)
-	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt}, s.term)
+	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt,
+		Mark: fmt.Sprintf("%s.%d", p.id, s.seq)}, s.term) // s.seq: unique, as the executor's random mark is
 	s.log("%s elected coordinator, term %d", p.id, s.term)
 	s.cdo(p, p.c, p.c.Begin(p.local(s.now)))
 }

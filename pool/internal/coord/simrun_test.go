@@ -138,7 +138,7 @@ func (s *sim) fault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
-	kinds := []string{"kill", "pause", "suspend", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback"}
+	kinds := []string{"kill", "pause", "suspend", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback", "reterm"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
@@ -228,6 +228,11 @@ func (s *sim) fault() {
 		s.suspend(p)
 	case "putback":
 		s.putBack(p)
+	case "reterm":
+		// The election's lockfile and term object put back: the next
+		// election's term repeats one of the last two.
+		s.term = max(s.term, 2) - 1 - uint64(s.rng.IntN(2))
+		s.log("operator put the election's term back to %d", s.term)
 	case "retime":
 		s.kill(p)
 		p.tm = timings[s.rng.IntN(len(timings))]

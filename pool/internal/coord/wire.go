@@ -37,15 +37,18 @@ const wireVersion = 2
 // worker, rewritten every FrequentInterval by that worker alone, each
 // write conditional on its last.
 type Session struct {
-	V       int               `json:"v"`
-	ID      string            `json:"id"`
-	Session string            `json:"session"` // random per session; "" in a coordinator's fence
-	Seq     uint64            `json:"seq"`     // rises with every write of the session
-	TTL     int64             `json:"ttl"`     // the writer's LeaderTimeout, ms, rounded up
-	Applied Ver               `json:"applied"` // the page applied, its releases drained
-	Leads   map[string]uint64 `json:"leads,omitempty"`
-	Closed  bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
-	Fenced  uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	Session string `json:"session"` // random per session; "" in a coordinator's fence
+	Seq     uint64 `json:"seq"`     // rises with every write of the session
+	TTL     int64  `json:"ttl"`     // the writer's LeaderTimeout, ms, rounded up
+	Applied Ver    `json:"applied"` // the page applied, its releases drained
+	// AppliedBy is the By of the page applied: an era that finds its own
+	// term here with another mark is a repeated era, and steps down.
+	AppliedBy string            `json:"appliedBy,omitempty"`
+	Leads     map[string]uint64 `json:"leads,omitempty"`
+	Closed    bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
+	Fenced    uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
 }
 
 // Page is one worker's page of the assignment, assign/<ID>.json, written
@@ -57,6 +60,11 @@ type Page struct {
 	Session string            `json:"session"` // the session the shards are for
 	Shards  map[string]uint64 `json:"shards,omitempty"`
 	MaxTTL  int64             `json:"maxTTL"` // the longest lease the coordinator has seen, ms
+	// By marks the coordinator that wrote the page: random, drawn once
+	// per era (CoordConfig.Mark), so that an era whose term repeats (the
+	// election's lockfile and term object put back) is told from the
+	// first one of that term.
+	By string `json:"by"`
 }
 
 // Marshal encodes a session or page; its errors cannot happen with these

@@ -52,6 +52,7 @@ type Worker struct {
 
 	applied  Ver               // the page applied, releases drained
 	target   Ver               // the page applied, releases maybe draining
+	by, tby  string            // the eras' marks (Page.By) of applied and target
 	page     map[string]uint64 // the target page's shards
 	running  map[string]uint64 // Work started and not returned: listed in the session
 	stopping map[string]bool   // running shards whose leadership ended
@@ -129,7 +130,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 	w.sess = w.cfg.NewSession()
 	w.mine[w.sess] = true
 	w.seq = 0
-	w.applied, w.target, w.page = Ver{}, Ver{}, nil
+	w.applied, w.target, w.page, w.by, w.tby = Ver{}, Ver{}, nil, "", ""
 	clear(w.resigned)
 	w.put(now, &fx)
 	return w.timer(now, fx)
@@ -137,7 +138,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 
 func (w *Worker) content(closed bool) Session {
 	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout),
-		Applied: w.applied, Closed: closed}
+		Applied: w.applied, AppliedBy: w.by, Closed: closed}
 	if !closed {
 		s.Leads = map[string]uint64{}
 		for sh, t := range w.running {
@@ -327,7 +328,7 @@ func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []
 	if perr != nil || p.Session != w.sess || !w.target.Less(p.Ver) {
 		return w.timer(now, fx)
 	}
-	w.target, w.page = p.Ver, p.Shards
+	w.target, w.page, w.tby = p.Ver, p.Shards, p.By
 	clear(w.resigned)
 	for _, sh := range sortedKeys(w.running) {
 		if t, ok := w.page[sh]; (!ok || t != w.running[sh]) && !w.stopping[sh] {
@@ -350,7 +351,7 @@ func (w *Worker) settle() {
 		}
 	}
 	if len(w.stopping) == 0 && w.applied != w.target {
-		w.applied = w.target
+		w.applied, w.by = w.target, w.tby
 		w.wantNews = true
 	}
 }

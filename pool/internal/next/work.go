@@ -275,7 +275,8 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	p.coordinating.Store(true)
 	defer p.coordinating.Store(false)
 	p.log.Info("coordinating the pool", "term", term)
-	c := coord.NewCoordinator(coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout}, term)
+	c := coord.NewCoordinator(coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
+		Mark: lease.NewID()}, term)
 	lctx := lead.Context()
 	r := newRunner()
 	defer r.stop()

@@ -45,6 +45,7 @@ type ghost struct {
 	session string
 	seq     uint64 // the highest write of it the coordinator read
 	until   time.Time
+	wait    time.Duration
 	holds   map[string]bool
 	all     bool
 	done    bool
@@ -77,6 +78,14 @@ type key struct {
 	wantGet bool
 	paging  bool
 	page    pageState
+	// departed: the key holds a closed session (the roster or a read says
+	// so); it is not read at an era's start, nor in the listings' turn.
+	departed bool
+	skipped  bool // departed at the era's first listing: never read at its start
+	// listed is an ETag a listing showed, first at listedAt, that no read
+	// has returned yet ("" when none).
+	listed   string
+	listedAt time.Time
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -104,13 +113,14 @@ type Coordinator struct {
 	lastNew  time.Time
 	down     bool
 	sweep    int
+	roster   rosterState
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
 // be below 2^32 (shard terms are term<<32 + a count of the era's grants).
 func NewCoordinator(cfg CoordConfig, term uint64) *Coordinator {
 	c := &Coordinator{cfg: cfg, term: term, keys: map[string]*key{}, owner: map[string]string{},
-		lmax: cfg.LeaderTimeout, maxTTL: ttlMillis(cfg.LeaderTimeout)}
+		lmax: cfg.LeaderTimeout, maxTTL: ttlMillis(cfg.LeaderTimeout), roster: rosterState{closed: map[string]string{}}}
 	c.SetShards(cfg.Shards)
 	return c
 }
@@ -215,15 +225,21 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	for _, id := range sortedKeys(entries) {
 		e := entries[id]
 		k := c.k(id)
+		if !c.listed && e.Session != "" && c.roster.closed[id] == e.Session {
+			// A closed session, by the roster: nothing to read (4.7).
+			k.sight, k.seen, k.news, k.departed, k.skipped = e.Session, now, e.News, true, true
+			continue
+		}
 		if e.Session != k.sight {
-			k.sight, k.seen = e.Session, now
-			if k.cur == nil || len(k.page.hist) > 0 {
-				k.wantGet = true // new, or owing this coordinator an acknowledgement
+			k.sight, k.seen, k.departed = e.Session, now, false
+			k.listed, k.listedAt = e.Session, now
+			if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
+				k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
 			}
 		}
 		if e.News != k.news {
 			k.news = e.News
-			k.wantGet = true
+			k.wantGet = k.wantGet || !k.departed
 		}
 		if !c.listed {
 			k.wantGet = true
@@ -237,7 +253,13 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 			}
 		}
 	}
-	if ids := sortedKeys(c.keys); len(ids) > 0 {
+	var ids []string
+	for _, id := range sortedKeys(c.keys) {
+		if !c.keys[id].departed {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
 		c.sweep++
 		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost
 	}
@@ -264,6 +286,10 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			return c.stepDown(now, err)
 		}
 	}
+	c.note(id, etag, ok && s.Closed)
+	k.departed = ok && s.Closed
+	unread := k.listed != "" && k.listed != etag // a write listed that no read returned
+	k.listed = ""
 	revived := false
 	for i := range c.ghosts {
 		g := &c.ghosts[i]
@@ -279,6 +305,12 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			if k.cur != nil && k.cur.session == g.session {
 				k.cur = nil
 			}
+		case unread && !(ok && !s.Closed && s.Session != g.session) && g.until.Before(k.listedAt.Add(g.wait)):
+			// A write listed that no read returned, and no live session
+			// of another process on the key since: it may have been a
+			// later write of the ghost's session, written over since.
+			// Wait a lease from its first sight.
+			g.until = k.listedAt.Add(g.wait)
 		case !k.getAt.Before(g.until):
 			g.done = true // no later write, by a read sent after its wait
 		}
@@ -323,7 +355,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
 				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
 			switch {
-			case revived:
+			case revived || k.skipped:
+				// Revived, or on a key this era did not read at its start
+				// (a session there may have been put back, 4.7).
 				k.cur.need = Ver{c.term, c.n + 1}
 			case c.allRead.IsZero():
 				k.cur.need = Ver{c.term, 1}
@@ -347,7 +381,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 // ghost ends k's live session as written over.
 func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	v := k.cur
-	g := ghost{id: id, session: v.session, seq: v.seq, until: now.Add(v.wait), holds: map[string]bool{}}
+	g := ghost{id: id, session: v.session, seq: v.seq, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
 	g.all = c.holds(k, g.holds)
 	c.ghosts = append(c.ghosts, g)
 	k.gone[v.session] = true
@@ -450,7 +484,11 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if now.Sub(c.lastOK) > c.cfg.LeaderTimeout {
 		return c.stepDown(now, fmt.Errorf("no store call succeeded for %v", now.Sub(c.lastOK)))
 	}
-	if !c.listing && !now.Before(c.nextLst) {
+	if !c.roster.read && !c.roster.reading {
+		c.roster.reading = true
+		fx = append(fx, Effect{Op: OpGetRoster})
+	}
+	if !c.listing && !now.Before(c.nextLst) && (c.listed || c.roster.read) {
 		c.listing = true
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
 		fx = append(fx, Effect{Op: OpList})
@@ -468,7 +506,7 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if c.listed && c.allRead.IsZero() {
 		done := true
 		for _, k := range c.keys {
-			if k.wantGet || k.getting || !k.page.read {
+			if !k.departed && (k.wantGet || k.getting || !k.page.read) {
 				done = false
 			}
 		}
@@ -485,12 +523,13 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 			k.wantGet, k.getting, k.getAt = false, true, now
 			fx = append(fx, Effect{Op: OpGetSession, Key: id})
 		}
-		if !k.page.read && !k.paging && !k.page.writing {
+		if !k.page.read && !k.paging && !k.page.writing && !k.departed {
 			k.paging = true
 			fx = append(fx, Effect{Op: OpGetPage, Key: id})
 		}
 	}
 	fx = c.plan(now, fx)
+	fx = c.rosterWrite(now, fx)
 	return c.timer(now, fx)
 }
 

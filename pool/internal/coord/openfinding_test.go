@@ -10,7 +10,6 @@ package coord
 //	go test -tags s3lect_openfindings -run TestOpen -v ./pool/internal/coord
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -35,55 +34,6 @@ func TestOpenReplaysSeeds(t *testing.T) {
 				t.Fatalf("run %d of seed %d: ledger %s; want %s", i, seed, h, first)
 			}
 		}
-	}
-}
-
-// TestOpenDepartedIDsCostEveryEra: nothing deletes a worker's objects
-// when it leaves (its closed session, its news, its page stay), and the
-// coordinator keeps a key for every ID it has listed. A pool whose workers
-// get new IDs on every deploy (Kubernetes pods of a Deployment) piles up
-// objects: every listing returns them, and every era's start reads each
-// of them (session and page) before it may grant. With 2 live workers
-// and 500 departed IDs, a new era makes about 1,000 reads: O(IDs ever
-// used), not O(W).
-func TestOpenDepartedIDsCostEveryEra(t *testing.T) {
-	t0 := time.Time{}.Add(time.Hour)
-	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 9)
-	entries := map[string]Entry{}
-	sess := map[string][]byte{}
-	for i := range 500 {
-		id := fmt.Sprintf("pod-%03d", i)
-		entries[id] = Entry{Session: "e" + id, News: "n" + id}
-		sess[id] = Marshal(Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 40, TTL: 3000, Applied: Ver{8, 3}, Closed: true})
-	}
-	for _, id := range []string{"live-1", "live-2"} {
-		entries[id] = Entry{Session: "e" + id}
-		sess[id] = Marshal(Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000})
-	}
-	reads := 0
-	queue := c.Begin(t0)
-	for d := 10 * time.Millisecond; d < 6*time.Second && !c.Ready(t0.Add(d)); d += 10 * time.Millisecond {
-		now := t0.Add(d)
-		fx := append(queue, c.Tick(now)...)
-		queue = nil
-		for _, e := range fx {
-			switch e.Op {
-			case OpList:
-				queue = append(queue, c.Listed(now, entries, nil)...)
-			case OpGetSession:
-				reads++
-				queue = append(queue, c.SessionRead(now, e.Key, sess[e.Key], entries[e.Key].Session, nil)...)
-			case OpGetPage:
-				reads++
-				queue = append(queue, c.PageRead(now, e.Key, nil, "", nil)...)
-			case OpPutPage:
-				queue = append(queue, c.PagePut(now, e.Key, "p"+e.Key, nil)...)
-			}
-		}
-	}
-	t.Logf("reads before the era was ready: %d; keys kept: %d", reads, len(c.keys))
-	if reads > 10*2 {
-		t.Errorf("a new era with 2 live workers made %d reads before it could grant (500 departed IDs whose objects nobody deletes): O(IDs ever), not O(W)", reads)
 	}
 }
 

@@ -548,6 +548,27 @@ func (s *sim) cdo(p *proc, c *Coordinator, fx []Effect) {
 				tag, err := s.put(key, data, im, true)
 				return func() { deliver(tag, err) }, fmt.Sprint(tag, err)
 			}, s.adopt(p, key, data, deliver))
+		case OpGetRoster:
+			deliver := func(d []byte, tag string, err error) {
+				if s.coordLive(p, c) {
+					s.cdo(p, c, c.RosterRead(p.local(s.now), d, tag, err))
+				}
+			}
+			s.call(p, "get departed", func() (func(), string) {
+				d, tag := s.get("departed")
+				return func() { deliver(d, tag, nil) }, tag
+			}, func(err error) { deliver(nil, "", err) })
+		case OpPutRoster:
+			data, im := e.Data, e.IfMatch
+			deliver := func(tag string, err error) {
+				if s.coordLive(p, c) {
+					s.cdo(p, c, c.RosterPut(p.local(s.now), tag, err))
+				}
+			}
+			s.call(p, "put departed", func() (func(), string) {
+				tag, err := s.put("departed", data, im, true)
+				return func() { deliver(tag, err) }, fmt.Sprint(tag, err)
+			}, s.adopt(p, "departed", data, deliver))
 		case OpStepDown:
 			if s.holder == p {
 				s.holder = nil

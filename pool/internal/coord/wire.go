@@ -119,9 +119,11 @@ const (
 	OpClosed               // the worker's session is closed: Run may return
 	OpFail                 // stop with Err
 	OpStepDown             // the coordinator stops: resign its election with Err
+	OpGetRoster            // read the roster of departed workers
+	OpPutRoster            // write Data to the roster, If-Match IfMatch
 )
 
-var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down"}
+var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down", "get-roster", "put-roster"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -149,7 +151,7 @@ func (e Effect) String() string {
 	if e.Op == OpPutPage {
 		s += fmt.Sprintf(" v%d.%d %s", e.Ver.Era, e.Ver.N, e.Data)
 	}
-	if e.Op == OpPutSession {
+	if e.Op == OpPutSession || e.Op == OpPutRoster {
 		s += " " + string(e.Data)
 	}
 	if e.Err != nil {

@@ -27,10 +27,11 @@ const (
 
 // write is a session write in flight.
 type write struct {
-	seq    uint64
-	listed map[string]uint64 // the shards it lists that wait to start
-	closed bool
-	news   bool
+	opening bool // the first write of a session
+	seq     uint64
+	listed  map[string]uint64 // the shards it lists that wait to start
+	closed  bool
+	news    bool
 }
 
 // Worker is one worker's side of the protocol: its session, the page it
@@ -160,7 +161,7 @@ func (w *Worker) put(now time.Time, fx *[]Effect) {
 	w.wantPut = false
 	closed := w.leaving && len(w.running) == 0
 	s := w.content(closed)
-	wr := &write{seq: s.Seq, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
+	wr := &write{opening: w.st == wOpen, seq: s.Seq, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
 	for sh, t := range w.starting {
 		wr.listed[sh] = t
 	}
@@ -216,6 +217,12 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		return w.timer(now, fx) // no write in flight: a stray reply
 	}
 	w.inflight = nil
+	if w.st == wOpen && !wr.opening {
+		// A write of the session that ended while it was in flight: the
+		// new session opens by reading the key afresh.
+		w.open(&fx)
+		return w.timer(now, fx)
+	}
 	switch {
 	case err == nil:
 		if w.st == wLive && !now.Before(w.deadline) {

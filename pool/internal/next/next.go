@@ -120,6 +120,7 @@ func (p *Pool) count(op string, _ error) {
 func (p *Pool) sessionKey(id string) string { return p.cfg.Prefix + "workers/" + id + ".json" }
 func (p *Pool) newsKey(id string) string    { return p.cfg.Prefix + "news/" + id + ".json" }
 func (p *Pool) pageKey(id string) string    { return p.cfg.Prefix + "assign/" + id + ".json" }
+func (p *Pool) rosterKey() string           { return p.cfg.Prefix + "departed.json" }
 
 // newLeaderships builds the shards' Leaderships (package s3lect registers
 // it; see internal/shardlead).

@@ -281,6 +281,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	r := newRunner()
 	defer r.stop()
 	pages := map[string]lease.Sighting{}
+	var roster lease.Sighting // the roster of departed workers as last read or written
 	down := false
 	var do func([]coord.Effect)
 	do = func(fx []coord.Effect) {
@@ -339,6 +340,30 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 							pages[id] = lease.Sight(data, etag)
 						}
 						do(c.PagePut(p.clock.Now(), id, etag, err))
+					}
+				})
+			case coord.OpGetRoster:
+				r.async(func() func() {
+					data, etag, err := p.calls.Get(lctx, p.rosterKey())
+					return func() {
+						if err == nil {
+							roster = lease.Sight(data, etag)
+						}
+						do(c.RosterRead(p.clock.Now(), data, etag, err))
+					}
+				})
+			case coord.OpPutRoster:
+				data, over := e.Data, roster
+				if over.ETag != e.IfMatch {
+					over = lease.Sighting{ETag: e.IfMatch}
+				}
+				r.async(func() func() {
+					etag, _, err := p.calls.Put(lctx, p.rosterKey(), data, over, time.Time{})
+					return func() {
+						if err == nil {
+							roster = lease.Sight(data, etag)
+						}
+						do(c.RosterPut(p.clock.Now(), etag, err))
 					}
 				})
 			case coord.OpStepDown:

@@ -19,6 +19,11 @@ type CoordConfig struct {
 	// Mark is this era's mark on its pages (Page.By): random, never drawn
 	// before (the executor draws 128 bits).
 	Mark string
+	// ListEvery is how often the coordinator lists the workers after its
+	// era's first listing; 0: every FrequentInterval. In peer mode the
+	// workers' reports (Reported) take the listing's place, and it only
+	// finds the workers that cannot report.
+	ListEvery time.Duration
 }
 
 // view is a live session as the coordinator last read it.
@@ -230,17 +235,7 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 			k.sight, k.seen, k.news, k.departed, k.skipped = e.Session, now, e.News, true, true
 			continue
 		}
-		if e.Session != k.sight {
-			k.sight, k.seen, k.departed = e.Session, now, false
-			k.listed, k.listedAt = e.Session, now
-			if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
-				k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
-			}
-		}
-		if e.News != k.news {
-			k.news = e.News
-			k.wantGet = k.wantGet || !k.departed
-		}
+		c.entry(now, k, e)
 		if !c.listed {
 			k.wantGet = true
 		}
@@ -265,6 +260,41 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	}
 	c.listed = true
 	return c.after(now, nil)
+}
+
+// entry takes in what a listing, or a worker's report, says of a key.
+func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
+	if e.Session != k.sight {
+		k.sight, k.seen, k.departed = e.Session, now, false
+		k.listed, k.listedAt = e.Session, now
+		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
+			k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
+		}
+	}
+	if e.News != k.news {
+		k.news = e.News
+		k.wantGet = k.wantGet || !k.departed
+	}
+}
+
+// Reported is a worker's report of its objects (peer mode): a hint, as a
+// listing's entry is, never a decision (4.3 acts on reads). Before the
+// era's first listing it is dropped.
+func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
+	if c.down || !c.listed || e.Session == "" {
+		return nil
+	}
+	c.entry(now, c.k(id), e)
+	return c.after(now, nil)
+}
+
+// PageTag returns the ETag of worker id's page as this coordinator last
+// wrote or read it ("" when it has not).
+func (c *Coordinator) PageTag(id string) string {
+	if k := c.keys[id]; k != nil && k.page.read && !k.page.writing {
+		return k.page.etag
+	}
+	return ""
 }
 
 // SessionRead is the result of OpGetSession for worker id.
@@ -491,6 +521,9 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if !c.listing && !now.Before(c.nextLst) && (c.listed || c.roster.read) {
 		c.listing = true
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
+		if c.listed && c.cfg.ListEvery > 0 {
+			c.nextLst = now.Add(c.cfg.ListEvery)
+		}
 		fx = append(fx, Effect{Op: OpList})
 	}
 	g := c.ghosts[:0]

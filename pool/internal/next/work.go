@@ -54,7 +54,7 @@ func (r *runner) stop() {
 
 // work runs this worker's side until its session is closed (after ctx
 // ends) or it finds a duplicate.
-func (p *Pool) work(ctx context.Context) error {
+func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 	w := coord.NewWorker(coord.WorkerConfig{ID: p.cfg.ID, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
 		NewSession: func() string {
 			p.sessions.Add(1)
@@ -68,6 +68,7 @@ func (p *Pool) work(ctx context.Context) error {
 	key := p.sessionKey(p.cfg.ID)
 	var sess lease.Sighting // the session object as last written or read
 	newsTag := ""
+	pageTag := "" // the ETag of this worker's page as last read
 	var result error
 	done := false
 	var do func([]coord.Effect)
@@ -118,9 +119,20 @@ func (p *Pool) work(ctx context.Context) error {
 					}
 				})
 			case coord.OpGetPage:
+				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag}, pageTag
 				r.async(func() func() {
+					if p.cfg.PeerMode {
+						if tag, ok := p.sendReport(cctx, el, rep); ok && tag == last && tag != "" {
+							return func() { do(w.PageRead(p.clock.Now(), nil, "", errPageUnchanged)) }
+						}
+					}
 					data, etag, err := p.calls.Get(cctx, p.pageKey(p.cfg.ID))
-					return func() { do(w.PageRead(p.clock.Now(), data, etag, err)) }
+					return func() {
+						if err == nil {
+							pageTag = etag
+						}
+						do(w.PageRead(p.clock.Now(), data, etag, err))
+					}
 				})
 			case coord.OpStart:
 				shard := e.Shard
@@ -275,8 +287,15 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	p.coordinating.Store(true)
 	defer p.coordinating.Store(false)
 	p.log.Info("coordinating the pool", "term", term)
-	c := coord.NewCoordinator(coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
-		Mark: lease.NewID()}, term)
+	cc := coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
+	if p.cfg.PeerMode {
+		// Reports take the listing's place; it only finds the workers
+		// that cannot report, and keeps a store call within every half
+		// lease (a coordinator whose calls all failed for a lease steps
+		// down).
+		cc.ListEvery = p.cfg.LeaderTimeout / 2
+	}
+	c := coord.NewCoordinator(cc, term)
 	lctx := lead.Context()
 	r := newRunner()
 	defer r.stop()
@@ -380,6 +399,8 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 			f()
 		case <-r.timer.C:
 			do(c.Tick(p.clock.Now()))
+		case rq := <-p.reports:
+			do(answer(c, p.clock.Now(), rq))
 		case <-lctx.Done():
 			return
 		case <-wdone:

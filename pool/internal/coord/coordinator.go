@@ -349,7 +349,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	case ok && k.cur != nil && s.Session == k.cur.session:
 		v := k.cur
 		if s.Seq < v.seq || s.Seq == v.seq && etag != v.etag {
-			c.ghost(now, id, k) // an earlier write put back: the session can write no more
+			c.ghost(now, id, k) // an earlier write put back: a ghost (4.3)
 			break
 		}
 		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads

@@ -142,22 +142,36 @@ type Config struct {
 	// lists, and every store of this module lists.
 	ReadEachSession bool
 
-	// PeerMode is not yet available in the coordinator-decided pool: New
-	// refuses it. Leave it false (storage mode, 1 PUT and 1 GET per
-	// worker per FrequentInterval).
+	// PeerMode makes each worker report its renewals to the coordinator
+	// over HTTPS and read its page only when the coordinator's answer
+	// names another: one PUT per worker per FrequentInterval and no read
+	// while the pool is stable (docs/pool-protocol.md, 4.8). Every worker
+	// serves PeerHandler at ServerAddr (s3lect.ServePeers). Give every
+	// worker of a pool the same PeerMode.
 	PeerMode bool
 
 	// ServerAddr is the host:port at which the other workers reach this
-	// worker's PeerHandler, over HTTPS. For PeerMode.
+	// worker's PeerHandler, over HTTPS. Required with PeerMode.
 	ServerAddr string
 
-	// PeerTLS configures this worker's HTTPS requests to the others. For
-	// PeerMode. Set PeerTLS or PeerClient, not both.
+	// PeerTLS configures this worker's HTTPS requests to the coordinator:
+	// RootCAs to trust; nil: the system's roots. For PeerMode. Set PeerTLS,
+	// PeerClient or PeerPinned, one of them.
 	PeerTLS *tls.Config
 
-	// PeerClient, if set, makes this worker's requests to the others
+	// PeerClient, if set, makes this worker's requests to the coordinator
 	// instead of a client built from PeerTLS. For PeerMode.
 	PeerClient *http.Client
+
+	// PeerPinned, with PeerMode, needs no certificate to be made: the
+	// coordinator's election record pins the public key of the
+	// certificate its worker serves, and the workers check it on every
+	// request. Serve PeerHandler with PeerServerTLS.
+	PeerPinned bool
+
+	// PeerCertificate is the certificate a pinned worker serves; nil: a
+	// self-signed one made by New. Only with PeerPinned.
+	PeerCertificate *tls.Certificate
 
 	// Logger receives the pool's events. Default slog.Default().
 	Logger *slog.Logger
@@ -218,8 +232,6 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("LeaderTimeout %v is negative", cfg.LeaderTimeout)
 	case cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
-	case cfg.PeerMode:
-		return nil, bad("PeerMode is not yet available in the coordinator-decided pool; leave it false: in storage mode each worker costs 1 PUT and 1 GET per FrequentInterval (docs/shards.md)")
 	case len(cfg.Prefix)+len("coordinator.json.term")+len(cfg.ID) > maxKeyLen:
 		return nil, bad("Prefix or ID is too long: keys would exceed %d bytes", maxKeyLen)
 	}
@@ -254,11 +266,12 @@ func New(cfg Config) (*Pool, error) {
 	return &Pool{cfg: cfg, eng: eng, log: log}, nil
 }
 
-// engineConfig is cfg as the coordinator-decided engine takes it. Peer
-// mode's fields go here once the engine has them (see peerHandler).
+// engineConfig is cfg as the coordinator-decided engine takes it.
 func engineConfig(cfg Config) next.Config {
 	return next.Config{Store: cfg.Store, Prefix: cfg.Prefix, ID: cfg.ID, Shards: cfg.Shards, Work: cfg.Work,
-		FrequentInterval: cfg.FrequentInterval, LeaderTimeout: cfg.LeaderTimeout, Logger: cfg.Logger}
+		FrequentInterval: cfg.FrequentInterval, LeaderTimeout: cfg.LeaderTimeout, Logger: cfg.Logger,
+		PeerMode: cfg.PeerMode, ServerAddr: cfg.ServerAddr, PeerTLS: cfg.PeerTLS, PeerClient: cfg.PeerClient,
+		PeerPinned: cfg.PeerPinned, PeerCertificate: cfg.PeerCertificate}
 }
 
 // Run keeps this worker's session, runs Work for the shards the

@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -403,7 +404,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"ShortLease", with(func(c *Config) { c.LeaderTimeout = 2 * time.Second; c.FrequentInterval = time.Second }), "must exceed two FrequentIntervals"},
 		{"Negative", with(func(c *Config) { c.FrequentInterval = -1 }), "FrequentInterval -1ns is negative"},
 		{"LongKey", with(func(c *Config) { c.ID = strings.Repeat("x", 1100) }), "exceed 1024 bytes"},
-		{"PeerMode", with(func(c *Config) { c.PeerMode, c.ServerAddr = true, "127.0.0.1:8443" }), "PeerMode is not yet available in the coordinator-decided pool; leave it false"},
+		{"PeerModeNoAddr", with(func(c *Config) { c.PeerMode = true }), "PeerMode needs ServerAddr"},
+		{"PeerPinnedAndTLS", with(func(c *Config) {
+			c.PeerMode, c.ServerAddr, c.PeerPinned, c.PeerTLS = true, "127.0.0.1:8443", true, &tls.Config{}
+		}), "leave PeerTLS and PeerClient unset"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -41,7 +41,7 @@ import (
 var (
 	// The default is small, for the quick `go test ./...`; .ci/run sets
 	// S3LECT_SIM_SEEDS=2000 for the simulations' own run (docs/testing.md).
-	seeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 200), "how many seeds the safety simulation runs (per variant; default: $S3LECT_SIM_SEEDS, else 200)")
+	seeds  = flag.Int("sim.seeds", envInt("S3LECT_SIM_SEEDS", 50), "how many seeds the safety simulation runs (per variant; default: $S3LECT_SIM_SEEDS, else 50)")
 	seed   = flag.Int64("sim.seed", -1, "run the safety simulation for this seed only (replay)")
 	first  = flag.Int64("sim.first", 0, "the first seed the safety simulation runs (to run a long range in parts)")
 	mutate = flag.String("sim.mutate", "", "break one rule (mutations.go of the package) to see the simulation or a deterministic test catch it; needs -tags s3lect_mutations")

@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	simSeeds   = flag.Int("sim.seeds", defaultSeeds(), "seeds TestSimulation runs (default $S3LECT_SIM_SEEDS, else 200)")
+	simSeeds   = flag.Int("sim.seeds", defaultSeeds(), "seeds TestSimulation runs (default $S3LECT_SIM_SEEDS, else 50)")
 	simFirst   = flag.Uint64("sim.first", 1, "the first seed TestSimulation runs")
 	simWorkers = flag.Int("sim.workers", defaultSim.workers, "workers at the start of each TestSimulation run")
 	simShards  = flag.Int("sim.shards", defaultSim.shards, "shards of each TestSimulation run")
@@ -22,7 +22,7 @@ func defaultSeeds() int {
 	if n, err := strconv.Atoi(os.Getenv("S3LECT_SIM_SEEDS")); err == nil && n > 0 {
 		return n
 	}
-	return 200
+	return 50
 }
 
 // TestSimulation runs seeds of the pool under faults and checks that no

@@ -16,6 +16,14 @@ type CoordConfig struct {
 	Shards           []string
 	FrequentInterval time.Duration
 	LeaderTimeout    time.Duration
+	// Mark is this era's mark on its pages (Page.By): random, never drawn
+	// before (the executor draws 128 bits).
+	Mark string
+	// ListEvery is how often the coordinator lists the workers after its
+	// era's first listing; 0: every FrequentInterval. In peer mode the
+	// workers' reports (Reported) take the listing's place, and it only
+	// finds the workers that cannot report.
+	ListEvery time.Duration
 }
 
 // view is a live session as the coordinator last read it.
@@ -26,15 +34,26 @@ type view struct {
 	wait    time.Duration // how long its object must stand unchanged: max(own LeaderTimeout, ttl)
 	applied Ver
 	leads   map[string]uint64
-	early   bool // read before every key of the era's first listing was: it may hold any shard until it applies this era's page
+	// need: until the session has applied a page at or above it, it may
+	// hold any shard. Read before every key of the era's first listing
+	// was, a session may still apply a page of an earlier era that this
+	// one never saw; a session revived (4.3) may lead what its ghost held.
+	need Ver
 }
 
-// ghost is a session whose object was written over (or deleted, or
-// restored): it can write no more, and its lease is over by until.
+// ghost is a session whose object was written over (or deleted, or put
+// back to an earlier write): its writes fail unless an operator puts its
+// last write back. Its holds stay held until a read of its key sent at or
+// after until shows no later write of it (docs/pool-coordinator.md, 4.3).
 type ghost struct {
-	until time.Time
-	holds map[string]bool
-	all   bool
+	id      string // its key
+	session string
+	seq     uint64 // the highest write of it the coordinator read
+	until   time.Time
+	wait    time.Duration
+	holds   map[string]bool
+	all     bool
+	done    bool
 }
 
 type pageState struct {
@@ -64,6 +83,14 @@ type key struct {
 	wantGet bool
 	paging  bool
 	page    pageState
+	// departed: the key holds a closed session (the roster or a read says
+	// so); it is not read at an era's start, nor in the listings' turn.
+	departed bool
+	skipped  bool // departed at the era's first listing: never read at its start
+	// listed is an ETag a listing showed, first at listedAt, that no read
+	// has returned yet ("" when none).
+	listed   string
+	listedAt time.Time
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -91,13 +118,14 @@ type Coordinator struct {
 	lastNew  time.Time
 	down     bool
 	sweep    int
+	roster   rosterState
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
 // be below 2^32 (shard terms are term<<32 + a count of the era's grants).
 func NewCoordinator(cfg CoordConfig, term uint64) *Coordinator {
 	c := &Coordinator{cfg: cfg, term: term, keys: map[string]*key{}, owner: map[string]string{},
-		lmax: cfg.LeaderTimeout, maxTTL: ttlMillis(cfg.LeaderTimeout)}
+		lmax: cfg.LeaderTimeout, maxTTL: ttlMillis(cfg.LeaderTimeout), roster: rosterState{closed: map[string]string{}}}
 	c.SetShards(cfg.Shards)
 	return c
 }
@@ -165,12 +193,12 @@ func (c *Coordinator) Ready(now time.Time) bool {
 		return false
 	}
 	for _, g := range c.ghosts {
-		if g.all && now.Before(g.until) {
+		if g.all {
 			return false
 		}
 	}
 	for _, k := range c.keys {
-		if k.cur != nil && k.cur.early && k.cur.applied.Era < c.term {
+		if k.cur != nil && k.cur.applied.Less(k.cur.need) {
 			return false
 		}
 	}
@@ -202,16 +230,12 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	for _, id := range sortedKeys(entries) {
 		e := entries[id]
 		k := c.k(id)
-		if e.Session != k.sight {
-			k.sight, k.seen = e.Session, now
-			if k.cur == nil || len(k.page.hist) > 0 {
-				k.wantGet = true // new, or owing this coordinator an acknowledgement
-			}
+		if !c.listed && e.Session != "" && c.roster.closed[id] == e.Session {
+			// A closed session, by the roster: nothing to read (4.7).
+			k.sight, k.seen, k.news, k.departed, k.skipped = e.Session, now, e.News, true, true
+			continue
 		}
-		if e.News != k.news {
-			k.news = e.News
-			k.wantGet = true
-		}
+		c.entry(now, k, e)
 		if !c.listed {
 			k.wantGet = true
 		}
@@ -224,12 +248,53 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 			}
 		}
 	}
-	if ids := sortedKeys(c.keys); len(ids) > 0 {
+	var ids []string
+	for _, id := range sortedKeys(c.keys) {
+		if !c.keys[id].departed {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
 		c.sweep++
 		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost
 	}
 	c.listed = true
 	return c.after(now, nil)
+}
+
+// entry takes in what a listing, or a worker's report, says of a key.
+func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
+	if e.Session != k.sight {
+		k.sight, k.seen, k.departed = e.Session, now, false
+		k.listed, k.listedAt = e.Session, now
+		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
+			k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
+		}
+	}
+	if e.News != k.news {
+		k.news = e.News
+		k.wantGet = k.wantGet || !k.departed
+	}
+}
+
+// Reported is a worker's report of its objects (peer mode): a hint, as a
+// listing's entry is, never a decision (4.3 acts on reads). Before the
+// era's first listing it is dropped.
+func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
+	if c.down || !c.listed || e.Session == "" {
+		return nil
+	}
+	c.entry(now, c.k(id), e)
+	return c.after(now, nil)
+}
+
+// PageTag returns the ETag of worker id's page as this coordinator last
+// wrote or read it ("" when it has not).
+func (c *Coordinator) PageTag(id string) string {
+	if k := c.keys[id]; k != nil && k.page.read && !k.page.writing {
+		return k.page.etag
+	}
+	return ""
 }
 
 // SessionRead is the result of OpGetSession for worker id.
@@ -246,11 +311,45 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
+	if ok {
+		if err := c.foreign(id, s.Applied, s.AppliedBy); err != nil {
+			return c.stepDown(now, err)
+		}
+	}
+	c.note(id, etag, ok && s.Closed)
+	k.departed = ok && s.Closed
+	unread := k.listed != "" && k.listed != etag // a write listed that no read returned
+	k.listed = ""
+	revived := false
+	for i := range c.ghosts {
+		g := &c.ghosts[i]
+		switch {
+		case g.id != id || g.done:
+		case ok && s.Session == g.session && (s.Seq > g.seq || s.Closed):
+			// A later write of the ghost's session: its last write was put
+			// back and it wrote again. It is live again, and holds every
+			// shard until it has applied a page written from now on.
+			// (Closed: over; the view below ends at once.)
+			g.done, revived = true, true
+			delete(k.gone, g.session)
+			if k.cur != nil && k.cur.session == g.session {
+				k.cur = nil
+			}
+		case unread && !(ok && !s.Closed && s.Session != g.session) && g.until.Before(k.listedAt.Add(g.wait)):
+			// A write listed that no read returned, and no live session
+			// of another process on the key since: it may have been a
+			// later write of the ghost's session, written over since.
+			// Wait a lease from its first sight.
+			g.until = k.listedAt.Add(g.wait)
+		case !k.getAt.Before(g.until):
+			g.done = true // no later write, by a read sent after its wait
+		}
+	}
 	switch {
 	case ok && k.cur != nil && s.Session == k.cur.session:
 		v := k.cur
 		if s.Seq < v.seq || s.Seq == v.seq && etag != v.etag {
-			c.ghost(now, k) // an earlier write put back: the session can write no more
+			c.ghost(now, id, k) // an earlier write put back: the session can write no more
 			break
 		}
 		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads
@@ -276,7 +375,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		}
 	default:
 		if k.cur != nil {
-			c.ghost(now, k)
+			c.ghost(now, id, k)
 		}
 		if ok && !k.gone[s.Session] {
 			if s.Closed {
@@ -284,7 +383,15 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 				break
 			}
 			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
-				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond), early: c.allRead.IsZero()}
+				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
+			switch {
+			case revived || k.skipped:
+				// Revived, or on a key this era did not read at its start
+				// (a session there may have been put back, 4.7).
+				k.cur.need = Ver{c.term, c.n + 1}
+			case c.allRead.IsZero():
+				k.cur.need = Ver{c.term, 1}
+			}
 			c.maxTTL = max(c.maxTTL, s.TTL)
 			if c.allRead.IsZero() {
 				c.lmax = max(c.lmax, k.cur.wait)
@@ -302,9 +409,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 }
 
 // ghost ends k's live session as written over.
-func (c *Coordinator) ghost(now time.Time, k *key) {
+func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	v := k.cur
-	g := ghost{until: now.Add(v.wait), holds: map[string]bool{}}
+	g := ghost{id: id, session: v.session, seq: v.seq, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
 	g.all = c.holds(k, g.holds)
 	c.ghosts = append(c.ghosts, g)
 	k.gone[v.session] = true
@@ -335,7 +442,7 @@ func (c *Coordinator) holds(k *key, into map[string]bool) bool {
 	for s := range k.page.shards {
 		into[s] = true
 	}
-	return v.early && v.applied.Era < c.term
+	return v.applied.Less(v.need)
 }
 
 // PageRead is the result of OpGetPage for worker id.
@@ -349,8 +456,8 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 	k.page.read, k.page.etag = true, etag
 	if etag != "" {
 		if p, perr := ParsePage(data, id); perr == nil {
-			if c.term < p.Ver.Era {
-				return c.stepDown(now, fmt.Errorf("page %q was written in era %d, after this era (%d)", id, p.Ver.Era, c.term))
+			if err := c.foreign(id, p.Ver, p.By); err != nil {
+				return c.stepDown(now, err)
 			}
 			if c.allRead.IsZero() {
 				c.maxTTL = max(c.maxTTL, p.MaxTTL)
@@ -377,6 +484,20 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 	return c.after(now, nil)
 }
 
+// foreign returns an error if a page of version v marked by, read on
+// key id or applied by its session, shows that another coordinator
+// decides at this era or after it: a later era, or this era's term
+// repeated (docs/pool-coordinator.md, 4.6).
+func (c *Coordinator) foreign(id string, v Ver, by string) error {
+	switch {
+	case c.term < v.Era:
+		return fmt.Errorf("worker %q shows a page of era %d, after this era (%d)", id, v.Era, c.term)
+	case c.term == v.Era && by != c.cfg.Mark:
+		return fmt.Errorf("worker %q shows a page of this era (%d) that another coordinator wrote: the election's term has repeated (its lockfile and term object put back?)", id, c.term)
+	}
+	return nil
+}
+
 func (c *Coordinator) stepDown(now time.Time, err error) []Effect {
 	c.down = true
 	return []Effect{{Op: OpStepDown, Err: err}}
@@ -393,22 +514,32 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if now.Sub(c.lastOK) > c.cfg.LeaderTimeout {
 		return c.stepDown(now, fmt.Errorf("no store call succeeded for %v", now.Sub(c.lastOK)))
 	}
-	if !c.listing && !now.Before(c.nextLst) {
+	if !c.roster.read && !c.roster.reading {
+		c.roster.reading = true
+		fx = append(fx, Effect{Op: OpGetRoster})
+	}
+	if !c.listing && !now.Before(c.nextLst) && (c.listed || c.roster.read) {
 		c.listing = true
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
+		if c.listed && c.cfg.ListEvery > 0 {
+			c.nextLst = now.Add(c.cfg.ListEvery)
+		}
 		fx = append(fx, Effect{Op: OpList})
 	}
 	g := c.ghosts[:0]
 	for _, gh := range c.ghosts {
-		if now.Before(gh.until) {
+		if !gh.done {
 			g = append(g, gh)
+			if k := c.keys[gh.id]; !now.Before(gh.until) && !k.getting {
+				k.wantGet = true // its wait is over: a fresh read decides
+			}
 		}
 	}
 	c.ghosts = g
 	if c.listed && c.allRead.IsZero() {
 		done := true
 		for _, k := range c.keys {
-			if k.wantGet || k.getting || !k.page.read {
+			if !k.departed && (k.wantGet || k.getting || !k.page.read) {
 				done = false
 			}
 		}
@@ -425,12 +556,13 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 			k.wantGet, k.getting, k.getAt = false, true, now
 			fx = append(fx, Effect{Op: OpGetSession, Key: id})
 		}
-		if !k.page.read && !k.paging && !k.page.writing {
+		if !k.page.read && !k.paging && !k.page.writing && !k.departed {
 			k.paging = true
 			fx = append(fx, Effect{Op: OpGetPage, Key: id})
 		}
 	}
 	fx = c.plan(now, fx)
+	fx = c.rosterWrite(now, fx)
 	return c.timer(now, fx)
 }
 

@@ -330,3 +330,185 @@ func TestLateReplyDoesNotRenewAnEndedLease(t *testing.T) {
 		t.Errorf("no OpStop for a at t0+3.5s, its lease over since t0+2.74s: %v; leads %v", fx, w.Leads())
 	}
 }
+
+// TestRepeatedEraStepsDown: the election's term repeats (its lockfile
+// and term object put back) and a second coordinator of era 5 starts
+// after the first one ended. The first era-5 coordinator granted a at
+// 5<<32|1 (to w1, page 5.57) and b at 5<<32|2 (to a worker since gone).
+// What the second one reads shows era 5 already, marked by another
+// coordinator (page 5.57, a session that applied it): it must step down
+// before it grants anything, not count grants from 1 again (b to w2 at a
+// term at or below 5<<32|2) nor write w1 pages 5.n below the 5.57 it
+// applied (b unled until n passes 57).
+func TestRepeatedEraStepsDown(t *testing.T) {
+	// w1 dead (its session silent): b is granted again at 5<<32|2.
+	t.Run("w1-silent", func(t *testing.T) { repeatedEra(t, false) })
+	// w1 renewing: b goes to w1 in pages 5.n below the 5.57 it applied,
+	// which it ignores, so b stays unled until n passes 57.
+	t.Run("w1-renews", func(t *testing.T) { repeatedEra(t, true) })
+}
+
+func repeatedEra(t *testing.T, renew bool) {
+	t0 := time.Time{}.Add(time.Hour)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Mark: "second"}, 5)
+	sess := map[string]Session{
+		"w1": {V: wireVersion, ID: "w1", Session: "S1", Seq: 9, TTL: 3000, Applied: Ver{5, 57}, AppliedBy: "first", Leads: map[string]uint64{"a": 5<<32 | 1}},
+		"w2": {V: wireVersion, ID: "w2", Session: "S2", Seq: 1, TTL: 3000},
+	}
+	pages := map[string][]byte{"w1": Marshal(Page{V: wireVersion, Ver: Ver{5, 57}, ID: "w1", Session: "S1", Shards: map[string]uint64{"a": 5<<32 | 1}, MaxTTL: 3000, By: "first"})}
+	tag := 0
+	etag := map[string]string{"w1": "e1", "w2": "e2"}
+	queue := c.Begin(t0)
+	for d := 10 * time.Millisecond; d < 10*time.Second; d += 10 * time.Millisecond {
+		now := at(d)
+		fx := queue
+		queue = nil
+		fx = append(fx, c.Tick(now)...)
+		for _, e := range fx {
+			switch e.Op {
+			case OpStepDown:
+				return // it noticed
+			case OpList:
+				if renew {
+					s1 := sess["w1"]
+					s1.Seq++
+					sess["w1"], etag["w1"] = s1, fmt.Sprintf("ew1.%d", s1.Seq)
+				}
+				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: etag["w1"]}, "w2": {Session: etag["w2"]}}, nil)...)
+			case OpGetSession:
+				queue = append(queue, c.SessionRead(now, e.Key, Marshal(sess[e.Key]), etag[e.Key], nil)...)
+			case OpGetPage:
+				pe := ""
+				if pages[e.Key] != nil {
+					pe = "p-" + e.Key
+				}
+				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pe, nil)...)
+			case OpPutPage:
+				p, err := ParsePage(e.Data, e.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if bt, ok := p.Shards["b"]; ok && bt <= 5<<32|2 && sess[e.Key].Applied.Less(p.Ver) {
+					t.Fatalf("the second era-5 coordinator grants b at term %d to %s, at or below the first era-5 coordinator's grant of b (%d): %v", bt, e.Key, uint64(5<<32|2), e)
+				}
+				pages[e.Key] = e.Data
+				tag++
+				queue = append(queue, c.PagePut(now, e.Key, fmt.Sprintf("p%d", tag), nil)...)
+				// The worker applies a page above the one it applied.
+				s := sess[e.Key]
+				if s.Applied.Less(p.Ver) {
+					s.Applied, s.AppliedBy, s.Leads, s.Seq = p.Ver, p.By, p.Shards, s.Seq+1
+					sess[e.Key] = s
+					etag[e.Key] = fmt.Sprintf("e%s.%d", e.Key, s.Seq)
+				}
+			}
+		}
+	}
+	t.Errorf("the era-5 coordinator read page 5.57 that another coordinator of era 5 wrote and did not step down in 10 s; pages: w1 %s, w2 %s", pages["w1"], pages["w2"])
+}
+
+// TestDepartedWorkersAreNotReadByEveryEra: nothing deletes a worker's
+// objects when it leaves (the store has no delete), and a pool whose
+// workers get new IDs on every deploy (Kubernetes pods of a Deployment)
+// piles them up. With 2 live workers and 500 departed IDs, the first era
+// reads each once (their closed sessions go to the roster); the next era
+// must not read them again before it can grant: O(W) reads, not O(IDs
+// ever used).
+func TestDepartedWorkersAreNotReadByEveryEra(t *testing.T) {
+	type object struct {
+		data []byte
+		etag string
+	}
+	objs := map[string]object{}
+	entries := map[string]Entry{}
+	for i := range 500 {
+		id := fmt.Sprintf("pod-%03d", i)
+		entries[id] = Entry{Session: "e" + id, News: "n" + id}
+		objs["workers/"+id] = object{Marshal(Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 40, TTL: 3000, Applied: Ver{8, 3}, Closed: true}), "e" + id}
+	}
+	for _, id := range []string{"live-1", "live-2"} {
+		entries[id] = Entry{Session: "e" + id}
+		objs["workers/"+id] = object{Marshal(Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000}), "e" + id}
+	}
+	tag := 0
+	era := func(term uint64, start time.Time) (reads int) {
+		c := NewCoordinator(CoordConfig{Shards: []string{"a", "b"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Mark: fmt.Sprint(term)}, term)
+		queue := c.Begin(start)
+		ready := time.Time{}
+		for d := 20 * time.Millisecond; d < 10*time.Second && (ready.IsZero() || start.Add(d).Before(ready.Add(2*time.Second))); d += 20 * time.Millisecond {
+			now := start.Add(d)
+			fx := append(queue, c.Tick(now)...)
+			queue = nil
+			for _, e := range fx {
+				put := func(key string) string {
+					tag++
+					objs[key] = object{e.Data, fmt.Sprintf("t%d", tag)}
+					return objs[key].etag
+				}
+				if ready.IsZero() && (e.Op == OpGetSession || e.Op == OpGetPage || e.Op == OpGetRoster) {
+					reads++ // until the era can grant
+				}
+				switch e.Op {
+				case OpList:
+					queue = append(queue, c.Listed(now, entries, nil)...)
+				case OpGetSession:
+					o := objs["workers/"+e.Key]
+					queue = append(queue, c.SessionRead(now, e.Key, o.data, o.etag, nil)...)
+				case OpGetPage:
+					o := objs["assign/"+e.Key]
+					queue = append(queue, c.PageRead(now, e.Key, o.data, o.etag, nil)...)
+				case OpGetRoster:
+					o := objs["departed"]
+					queue = append(queue, c.RosterRead(now, o.data, o.etag, nil)...)
+				case OpPutPage:
+					queue = append(queue, c.PagePut(now, e.Key, put("assign/"+e.Key), nil)...)
+				case OpPutRoster:
+					queue = append(queue, c.RosterPut(now, put("departed"), nil)...)
+				}
+			}
+			if ready.IsZero() && c.Ready(now) {
+				ready = now
+			}
+		}
+		if ready.IsZero() {
+			t.Fatalf("era %d: not ready in 10 s", term)
+		}
+		return reads
+	}
+	first := era(9, t0)
+	second := era(10, t0.Add(time.Minute))
+	t.Logf("reads before the era could grant: %d by the first era, %d by the next", first, second)
+	if first < 1000 {
+		t.Errorf("the first era read %d objects; want every departed session read once (the test's premise)", first)
+	}
+	if second > 10*2 {
+		t.Errorf("the next era made %d reads before it could grant, with 2 live workers and 500 departed IDs: O(IDs ever), not O(W)", second)
+	}
+}
+
+// TestWriteInFlightAtTheLeasesEndDoesNotOpenASession: a renewal sent
+// just before the lease's end, whose reply comes after the lease ran out
+// (the session ended meanwhile), was taken for the opening write of the
+// next session, which then renewed forever with no session ID (found by
+// seed 1180 of the simulation). The reply must be dropped, and the next
+// session open by reading the key.
+func TestWriteInFlightAtTheLeasesEndDoesNotOpenASession(t *testing.T) {
+	w := liveWorker(t) // lease until 2.7 s
+	if _, ok := find(w.Tick(at(2600*time.Millisecond)), OpPutSession); !ok {
+		t.Fatal("Tick(2.6 s) sent no renewal")
+	}
+	w.Tick(at(2750 * time.Millisecond)) // the lease is over: the session ends
+	fx := w.SessionPut(at(2800*time.Millisecond), at(2600*time.Millisecond), "e3", nil)
+	if sess, _ := w.Session(); sess != "" || !slices.Contains(ops(fx), "get-session") {
+		t.Errorf("SessionPut(late reply) = %v, session %q; want a read of the key to open a new session", ops(fx), sess)
+	}
+	fx = w.SessionRead(at(2850*time.Millisecond), nil, "e3", nil)
+	e, ok := find(fx, OpPutSession)
+	if !ok {
+		t.Fatalf("SessionRead() = %v; want the new session's first write", ops(fx))
+	}
+	if s, err := ParseSession(e.Data, "w1"); err != nil || s.Session == "" || e.IfMatch != "e3" {
+		t.Errorf("the new session's first write = %s If-Match %q; want a session ID, If-Match e3", e.Data, e.IfMatch)
+	}
+}

@@ -14,7 +14,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	// not shards any more, it drops).
 	for _, id := range sortedKeys(c.keys) {
 		k := c.keys[id]
-		if k.cur == nil || !k.cur.early || !k.page.read || k.page.writing || k.cur.applied.Era == c.term || len(k.page.hist) > 0 && !k.page.dirty {
+		if k.cur == nil || !k.cur.applied.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
 		}
 		want := map[string]uint64{}
@@ -141,6 +141,6 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 	k.page.shards = shards
 	k.page.hist = append(k.page.hist, histEntry{ver: ver, shards: shards})
 	k.page.writing, k.page.dirty = true, false
-	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL}
+	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL, By: c.cfg.Mark}
 	return append(fx, Effect{Op: OpPutPage, Key: id, Data: Marshal(p), IfMatch: k.page.etag, Ver: ver})
 }

@@ -453,7 +453,8 @@ func (s *sim) electTick(p *proc) {
 	s.term++
 	s.holder, s.holdInc, s.renewed, s.holderLT = p, p.inc, s.now, p.tm.lt
 	p.cEnd = p.local(s.now).Add(p.tm.lt - p.tm.lt/10)
-	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt}, s.term)
+	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt,
+		Mark: fmt.Sprintf("%s.%d", p.id, s.seq)}, s.term) // s.seq: unique, as the executor's random mark is
 	s.log("%s elected coordinator, term %d", p.id, s.term)
 	s.cdo(p, p.c, p.c.Begin(p.local(s.now)))
 }
@@ -547,6 +548,27 @@ func (s *sim) cdo(p *proc, c *Coordinator, fx []Effect) {
 				tag, err := s.put(key, data, im, true)
 				return func() { deliver(tag, err) }, fmt.Sprint(tag, err)
 			}, s.adopt(p, key, data, deliver))
+		case OpGetRoster:
+			deliver := func(d []byte, tag string, err error) {
+				if s.coordLive(p, c) {
+					s.cdo(p, c, c.RosterRead(p.local(s.now), d, tag, err))
+				}
+			}
+			s.call(p, "get departed", func() (func(), string) {
+				d, tag := s.get("departed")
+				return func() { deliver(d, tag, nil) }, tag
+			}, func(err error) { deliver(nil, "", err) })
+		case OpPutRoster:
+			data, im := e.Data, e.IfMatch
+			deliver := func(tag string, err error) {
+				if s.coordLive(p, c) {
+					s.cdo(p, c, c.RosterPut(p.local(s.now), tag, err))
+				}
+			}
+			s.call(p, "put departed", func() (func(), string) {
+				tag, err := s.put("departed", data, im, true)
+				return func() { deliver(tag, err) }, fmt.Sprint(tag, err)
+			}, s.adopt(p, "departed", data, deliver))
 		case OpStepDown:
 			if s.holder == p {
 				s.holder = nil

@@ -138,10 +138,7 @@ func (s *sim) fault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "fault", s.fault)
-	kinds := []string{"kill", "pause", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen"}
-	if *simSuspend {
-		kinds = append(kinds, "suspend")
-	}
+	kinds := []string{"kill", "pause", "suspend", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback", "reterm"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
@@ -229,6 +226,13 @@ func (s *sim) fault() {
 		})
 	case "suspend":
 		s.suspend(p)
+	case "putback":
+		s.putBack(p)
+	case "reterm":
+		// The election's lockfile and term object put back: the next
+		// election's term repeats one of the last two.
+		s.term = max(s.term, 2) - 1 - uint64(s.rng.IntN(2))
+		s.log("operator put the election's term back to %d", s.term)
 	case "retime":
 		s.kill(p)
 		p.tm = timings[s.rng.IntN(len(timings))]
@@ -247,7 +251,7 @@ func (c *Coordinator) debug(now time.Time) string {
 		k := c.keys[id]
 		fmt.Fprintf(&b, " [%s get=%v/%v pageRead=%v writing=%v hist=%d", id, k.getting, k.wantGet, k.page.read, k.page.writing, len(k.page.hist))
 		if k.cur != nil {
-			fmt.Fprintf(&b, " %s applied=%v early=%v", k.cur.session, k.cur.applied, k.cur.early)
+			fmt.Fprintf(&b, " %s applied=%v need=%v", k.cur.session, k.cur.applied, k.cur.need)
 		}
 		b.WriteString("]")
 	}

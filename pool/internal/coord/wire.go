@@ -37,15 +37,18 @@ const wireVersion = 2
 // worker, rewritten every FrequentInterval by that worker alone, each
 // write conditional on its last.
 type Session struct {
-	V       int               `json:"v"`
-	ID      string            `json:"id"`
-	Session string            `json:"session"` // random per session; "" in a coordinator's fence
-	Seq     uint64            `json:"seq"`     // rises with every write of the session
-	TTL     int64             `json:"ttl"`     // the writer's LeaderTimeout, ms, rounded up
-	Applied Ver               `json:"applied"` // the page applied, its releases drained
-	Leads   map[string]uint64 `json:"leads,omitempty"`
-	Closed  bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
-	Fenced  uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
+	V       int    `json:"v"`
+	ID      string `json:"id"`
+	Session string `json:"session"` // random per session; "" in a coordinator's fence
+	Seq     uint64 `json:"seq"`     // rises with every write of the session
+	TTL     int64  `json:"ttl"`     // the writer's LeaderTimeout, ms, rounded up
+	Applied Ver    `json:"applied"` // the page applied, its releases drained
+	// AppliedBy is the By of the page applied: an era that finds its own
+	// term here with another mark is a repeated era, and steps down.
+	AppliedBy string            `json:"appliedBy,omitempty"`
+	Leads     map[string]uint64 `json:"leads,omitempty"`
+	Closed    bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
+	Fenced    uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
 }
 
 // Page is one worker's page of the assignment, assign/<ID>.json, written
@@ -57,6 +60,11 @@ type Page struct {
 	Session string            `json:"session"` // the session the shards are for
 	Shards  map[string]uint64 `json:"shards,omitempty"`
 	MaxTTL  int64             `json:"maxTTL"` // the longest lease the coordinator has seen, ms
+	// By marks the coordinator that wrote the page: random, drawn once
+	// per era (CoordConfig.Mark), so that an era whose term repeats (the
+	// election's lockfile and term object put back) is told from the
+	// first one of that term.
+	By string `json:"by"`
 }
 
 // Marshal encodes a session or page; its errors cannot happen with these
@@ -106,14 +114,16 @@ const (
 	OpPutPage              // write Data to Key's page, If-Match IfMatch (Ver: its version)
 	OpList                 // list the session and news objects
 	OpStart                // start Work for Shard at Term, its lease ending at At
-	OpStop                 // end Shard's leadership (its Work drains)
+	OpStop                 // end Shard's leadership (its Work drains); Err: ErrLeaseOver, ErrSessionLost, or nil (revoked, leaving)
 	OpExtend               // move every leadership's end to At
 	OpClosed               // the worker's session is closed: Run may return
 	OpFail                 // stop with Err
 	OpStepDown             // the coordinator stops: resign its election with Err
+	OpGetRoster            // read the roster of departed workers
+	OpPutRoster            // write Data to the roster, If-Match IfMatch
 )
 
-var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down"}
+var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down", "get-roster", "put-roster"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -141,7 +151,7 @@ func (e Effect) String() string {
 	if e.Op == OpPutPage {
 		s += fmt.Sprintf(" v%d.%d %s", e.Ver.Era, e.Ver.N, e.Data)
 	}
-	if e.Op == OpPutSession {
+	if e.Op == OpPutSession || e.Op == OpPutRoster {
 		s += " " + string(e.Data)
 	}
 	if e.Err != nil {
@@ -150,9 +160,16 @@ func (e Effect) String() string {
 	return s
 }
 
-// ErrDuplicateID is a worker whose session another process of the same ID
-// displaced twice.
-var ErrDuplicateID = errors.New("duplicate worker ID")
+var (
+	// ErrDuplicateID is a worker whose session another process of the
+	// same ID displaced twice.
+	ErrDuplicateID = errors.New("duplicate worker ID")
+	// ErrLeaseOver is an OpStop's cause when the session's lease ran out.
+	ErrLeaseOver = errors.New("the session's lease ran out")
+	// ErrSessionLost is an OpStop's cause when another write took the
+	// session object.
+	ErrSessionLost = errors.New("another write took the session object")
+)
 
 // Entry is one key of a listing, by worker: Session is the ETag of its
 // session object, News of its news object ("" when absent).

@@ -27,10 +27,11 @@ const (
 
 // write is a session write in flight.
 type write struct {
-	seq    uint64
-	listed map[string]uint64 // the shards it lists that wait to start
-	closed bool
-	news   bool
+	opening bool // the first write of a session
+	seq     uint64
+	listed  map[string]uint64 // the shards it lists that wait to start
+	closed  bool
+	news    bool
 }
 
 // Worker is one worker's side of the protocol: its session, the page it
@@ -52,6 +53,7 @@ type Worker struct {
 
 	applied  Ver               // the page applied, releases drained
 	target   Ver               // the page applied, releases maybe draining
+	by, tby  string            // the eras' marks (Page.By) of applied and target
 	page     map[string]uint64 // the target page's shards
 	running  map[string]uint64 // Work started and not returned: listed in the session
 	stopping map[string]bool   // running shards whose leadership ended
@@ -129,7 +131,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 	w.sess = w.cfg.NewSession()
 	w.mine[w.sess] = true
 	w.seq = 0
-	w.applied, w.target, w.page = Ver{}, Ver{}, nil
+	w.applied, w.target, w.page, w.by, w.tby = Ver{}, Ver{}, nil, "", ""
 	clear(w.resigned)
 	w.put(now, &fx)
 	return w.timer(now, fx)
@@ -137,7 +139,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 
 func (w *Worker) content(closed bool) Session {
 	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout),
-		Applied: w.applied, Closed: closed}
+		Applied: w.applied, AppliedBy: w.by, Closed: closed}
 	if !closed {
 		s.Leads = map[string]uint64{}
 		for sh, t := range w.running {
@@ -159,7 +161,7 @@ func (w *Worker) put(now time.Time, fx *[]Effect) {
 	w.wantPut = false
 	closed := w.leaving && len(w.running) == 0
 	s := w.content(closed)
-	wr := &write{seq: s.Seq, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
+	wr := &write{opening: w.st == wOpen, seq: s.Seq, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
 	for sh, t := range w.starting {
 		wr.listed[sh] = t
 	}
@@ -215,6 +217,12 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		return w.timer(now, fx) // no write in flight: a stray reply
 	}
 	w.inflight = nil
+	if w.st == wOpen && !wr.opening {
+		// A write of the session that ended while it was in flight: the
+		// new session opens by reading the key afresh.
+		w.open(&fx)
+		return w.timer(now, fx)
+	}
 	switch {
 	case err == nil:
 		if w.st == wLive && !now.Before(w.deadline) {
@@ -292,10 +300,14 @@ func (w *Worker) NewsPut(now time.Time, err error) []Effect {
 // end ends the session: every leadership ends now, and a new session
 // opens once their Work has returned.
 func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
+	cause := ErrLeaseOver
+	if displaced {
+		cause = ErrSessionLost
+	}
 	for _, sh := range sortedKeys(w.running) {
 		if !w.stopping[sh] {
 			w.stopping[sh] = true
-			*fx = append(*fx, Effect{Op: OpStop, Shard: sh})
+			*fx = append(*fx, Effect{Op: OpStop, Shard: sh, Err: cause})
 		}
 	}
 	clear(w.starting)
@@ -323,7 +335,7 @@ func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []
 	if perr != nil || p.Session != w.sess || !w.target.Less(p.Ver) {
 		return w.timer(now, fx)
 	}
-	w.target, w.page = p.Ver, p.Shards
+	w.target, w.page, w.tby = p.Ver, p.Shards, p.By
 	clear(w.resigned)
 	for _, sh := range sortedKeys(w.running) {
 		if t, ok := w.page[sh]; (!ok || t != w.running[sh]) && !w.stopping[sh] {
@@ -346,7 +358,7 @@ func (w *Worker) settle() {
 		}
 	}
 	if len(w.stopping) == 0 && w.applied != w.target {
-		w.applied = w.target
+		w.applied, w.by = w.target, w.tby
 		w.wantNews = true
 	}
 }

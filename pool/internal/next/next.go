@@ -8,9 +8,11 @@ package next
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +36,33 @@ type Config struct {
 	FrequentInterval time.Duration // default s3lect.DefaultFrequentInterval
 	LeaderTimeout    time.Duration // default s3lect.DefaultLeaderTimeout
 	Logger           *slog.Logger
+
+	// PeerMode makes each worker report its renewals to the coordinator
+	// over HTTPS (PeerHandler) and read its page only when the answer
+	// names another one: one PUT per worker per FrequentInterval and no
+	// read while the pool is stable. The coordinator's election runs in
+	// the root package's peer mode too. Every worker serves PeerHandler at
+	// ServerAddr. Give every worker of a pool the same PeerMode.
+	PeerMode bool
+	// ServerAddr is the host:port at which the other workers reach this
+	// worker's PeerHandler, over HTTPS. Required with PeerMode.
+	ServerAddr string
+	// PeerTLS configures this worker's HTTPS requests to the coordinator
+	// (and its election's to the leader): RootCAs to trust; nil: the
+	// system's roots. Set PeerTLS or PeerClient, not both.
+	PeerTLS *tls.Config
+	// PeerClient, if set, makes those requests instead of a client built
+	// from PeerTLS. It should not follow redirects.
+	PeerClient *http.Client
+	// PeerPinned, with PeerMode, needs no certificate to be made: the
+	// coordinator's election record pins the public key of the
+	// certificate its worker serves (s3lect.ElectorConfig.PeerPinned), and
+	// the workers check it on every request. Serve PeerHandler with
+	// PeerServerTLS. Set PeerTLS, PeerClient or PeerPinned, one of them.
+	PeerPinned bool
+	// PeerCertificate is the certificate a pinned worker serves; nil: a
+	// self-signed one made by New. Only with PeerPinned.
+	PeerCertificate *tls.Certificate
 }
 
 var (
@@ -61,6 +90,18 @@ type Pool struct {
 
 	mu      sync.Mutex
 	leading map[string]bool
+
+	el *s3lect.Elector // the coordinator's election; started by Run
+
+	// Peer mode (peer.go).
+	peerClient     *http.Client
+	pinned         pinnedClient
+	reports        chan reportReq // to the coordinator's loop
+	electorHandler atomic.Pointer[http.Handler]
+}
+
+func validID(id string) bool {
+	return id != "" && !strings.Contains(id, "/") && utf8.ValidString(id) && len(id) <= 255
 }
 
 // New checks cfg. It starts nothing.
@@ -85,12 +126,18 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("Store %T cannot list keys (store.Lister): the coordinator lists the workers' sessions", cfg.Store)
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case cfg.ID == "" || strings.Contains(cfg.ID, "/") || !utf8.ValidString(cfg.ID):
+	case !validID(cfg.ID):
 		return nil, bad("ID %q must be a non-empty UTF-8 name without slashes, such as the host name", cfg.ID)
 	case len(cfg.Shards) == 0:
 		return nil, bad("Shards is empty; name at least one shard")
 	case cfg.Work == nil:
 		return nil, bad("Work is nil; give the function that runs a shard while this worker leads it")
+	case cfg.PeerMode && cfg.ServerAddr == "":
+		return nil, bad("PeerMode needs ServerAddr, the host:port at which the other workers reach this worker's PeerHandler")
+	case cfg.PeerTLS != nil && cfg.PeerClient != nil:
+		return nil, bad("both PeerTLS and PeerClient are set; put the TLS settings in PeerClient's transport")
+	case cfg.PeerPinned && (cfg.PeerTLS != nil || cfg.PeerClient != nil):
+		return nil, bad("PeerPinned checks the coordinator's key itself; leave PeerTLS and PeerClient unset")
 	case cfg.FrequentInterval < 0 || cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
 	}
@@ -101,8 +148,21 @@ func New(cfg Config) (*Pool, error) {
 		}
 		seen[s] = true
 	}
-	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), lister: lister, leading: map[string]bool{}}
+	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), lister: lister, leading: map[string]bool{},
+		reports: make(chan reportReq)}
+	if cfg.PeerMode {
+		p.peerClient = newPeerClient(cfg)
+	}
 	p.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &p.clock, Count: p.count, Log: p.log}
+	el, err := s3lect.New(s3lect.ElectorConfig{Store: cfg.Store, LockfilePath: cfg.Prefix + "coordinator.json", ServerID: cfg.ID,
+		FrequentInterval: cfg.FrequentInterval, LeaderTimeout: cfg.LeaderTimeout,
+		InfrequentInterval: cfg.FrequentInterval, Logger: p.log,
+		PeerMode: cfg.PeerMode, ServerAddr: cfg.ServerAddr, PeerTLS: cfg.PeerTLS, PeerClient: cfg.PeerClient,
+		PeerPinned: cfg.PeerPinned, PeerCertificate: cfg.PeerCertificate})
+	if err != nil {
+		return nil, fmt.Errorf("pool: coordinator election: %w", err) // it starts nothing: no Close needed
+	}
+	p.el = el
 	return p, nil
 }
 
@@ -120,6 +180,7 @@ func (p *Pool) count(op string, _ error) {
 func (p *Pool) sessionKey(id string) string { return p.cfg.Prefix + "workers/" + id + ".json" }
 func (p *Pool) newsKey(id string) string    { return p.cfg.Prefix + "news/" + id + ".json" }
 func (p *Pool) pageKey(id string) string    { return p.cfg.Prefix + "assign/" + id + ".json" }
+func (p *Pool) rosterKey() string           { return p.cfg.Prefix + "departed.json" }
 
 // newLeaderships builds the shards' Leaderships (package s3lect registers
 // it; see internal/shardlead).
@@ -140,18 +201,22 @@ func (p *Pool) Run(ctx context.Context) error {
 	} else if etag != "" {
 		return ErrOldPool
 	}
-	el, err := s3lect.New(s3lect.ElectorConfig{Store: p.cfg.Store, LockfilePath: p.cfg.Prefix + "coordinator.json", ServerID: p.cfg.ID,
-		FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
-		InfrequentInterval: p.cfg.FrequentInterval, Logger: p.log})
-	if err != nil {
-		return fmt.Errorf("pool: coordinator election: %w", err)
-	}
+	el := p.el
 	defer el.Close()
+	defer p.pinned.close()
+	if p.cfg.PeerMode && p.cfg.PeerClient == nil {
+		defer p.peerClient.CloseIdleConnections()
+	}
+	if p.cfg.PeerMode {
+		h := s3lect.PeerHandler(el)
+		p.electorHandler.Store(&h)
+		defer p.electorHandler.Store(nil)
+	}
 	wdone := make(chan struct{})
 	cctx, stopCoord := context.WithCancel(context.WithoutCancel(ctx))
 	var coordDone sync.WaitGroup
 	coordDone.Go(func() { p.coordinate(cctx, el, wdone) })
-	err = p.work(ctx)
+	err := p.work(ctx, el)
 	close(wdone)
 	if !p.coordinating.Load() {
 		stopCoord() // campaigning: give up

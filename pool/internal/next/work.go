@@ -54,7 +54,7 @@ func (r *runner) stop() {
 
 // work runs this worker's side until its session is closed (after ctx
 // ends) or it finds a duplicate.
-func (p *Pool) work(ctx context.Context) error {
+func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 	w := coord.NewWorker(coord.WorkerConfig{ID: p.cfg.ID, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
 		NewSession: func() string {
 			p.sessions.Add(1)
@@ -68,6 +68,7 @@ func (p *Pool) work(ctx context.Context) error {
 	key := p.sessionKey(p.cfg.ID)
 	var sess lease.Sighting // the session object as last written or read
 	newsTag := ""
+	pageTag := "" // the ETag of this worker's page as last read
 	var result error
 	done := false
 	var do func([]coord.Effect)
@@ -75,7 +76,12 @@ func (p *Pool) work(ctx context.Context) error {
 		for _, e := range fx {
 			switch e.Op {
 			case coord.OpTimer:
-				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
+				// A Go timer runs on the monotonic clock, which a host
+				// suspend stops: the core looks at the clock (which
+				// counts the suspend) at least every lease.Tick, so that
+				// the leaderships end within LeaderTimeout/20 of a resume
+				// that finds the lease over (docs/pool-coordinator.md, 3).
+				r.timer.Reset(max(min(p.clock.RealUntil(e.At), lease.Tick(p.cfg.LeaderTimeout)), 0))
 			case coord.OpGetSession:
 				r.async(func() func() {
 					data, etag, err := p.calls.Get(cctx, key)
@@ -113,9 +119,20 @@ func (p *Pool) work(ctx context.Context) error {
 					}
 				})
 			case coord.OpGetPage:
+				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag}, pageTag
 				r.async(func() func() {
+					if p.cfg.PeerMode {
+						if tag, ok := p.sendReport(cctx, el, rep); ok && tag == last && tag != "" {
+							return func() { do(w.PageRead(p.clock.Now(), nil, "", errPageUnchanged)) }
+						}
+					}
 					data, etag, err := p.calls.Get(cctx, p.pageKey(p.cfg.ID))
-					return func() { do(w.PageRead(p.clock.Now(), data, etag, err)) }
+					return func() {
+						if err == nil {
+							pageTag = etag
+						}
+						do(w.PageRead(p.clock.Now(), data, etag, err))
+					}
 				})
 			case coord.OpStart:
 				shard := e.Shard
@@ -136,7 +153,14 @@ func (p *Pool) work(ctx context.Context) error {
 				if ctl := runs[e.Shard]; ctl != nil {
 					p.stops.Add(1)
 					p.setLeading(e.Shard, false)
-					ctl.End(s3lect.ErrResigned)
+					cause := s3lect.ErrResigned // revoked by the coordinator, or Run ends
+					switch {
+					case errors.Is(e.Err, coord.ErrLeaseOver):
+						cause = s3lect.ErrLeaseExpired
+					case errors.Is(e.Err, coord.ErrSessionLost):
+						cause = s3lect.ErrLeadershipLost
+					}
+					ctl.End(cause)
 				}
 			case coord.OpExtend:
 				for _, sh := range slices.Sorted(maps.Keys(runs)) {
@@ -263,11 +287,20 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	p.coordinating.Store(true)
 	defer p.coordinating.Store(false)
 	p.log.Info("coordinating the pool", "term", term)
-	c := coord.NewCoordinator(coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout}, term)
+	cc := coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
+	if p.cfg.PeerMode {
+		// Reports take the listing's place; it only finds the workers
+		// that cannot report, and keeps a store call within every half
+		// lease (a coordinator whose calls all failed for a lease steps
+		// down).
+		cc.ListEvery = p.cfg.LeaderTimeout / 2
+	}
+	c := coord.NewCoordinator(cc, term)
 	lctx := lead.Context()
 	r := newRunner()
 	defer r.stop()
 	pages := map[string]lease.Sighting{}
+	var roster lease.Sighting // the roster of departed workers as last read or written
 	down := false
 	var do func([]coord.Effect)
 	do = func(fx []coord.Effect) {
@@ -328,6 +361,30 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 						do(c.PagePut(p.clock.Now(), id, etag, err))
 					}
 				})
+			case coord.OpGetRoster:
+				r.async(func() func() {
+					data, etag, err := p.calls.Get(lctx, p.rosterKey())
+					return func() {
+						if err == nil {
+							roster = lease.Sight(data, etag)
+						}
+						do(c.RosterRead(p.clock.Now(), data, etag, err))
+					}
+				})
+			case coord.OpPutRoster:
+				data, over := e.Data, roster
+				if over.ETag != e.IfMatch {
+					over = lease.Sighting{ETag: e.IfMatch}
+				}
+				r.async(func() func() {
+					etag, _, err := p.calls.Put(lctx, p.rosterKey(), data, over, time.Time{})
+					return func() {
+						if err == nil {
+							roster = lease.Sight(data, etag)
+						}
+						do(c.RosterPut(p.clock.Now(), etag, err))
+					}
+				})
 			case coord.OpStepDown:
 				p.log.Warn("the coordinator steps down", "term", term, "err", e.Err)
 				down = true
@@ -342,6 +399,8 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 			f()
 		case <-r.timer.C:
 			do(c.Tick(p.clock.Now()))
+		case rq := <-p.reports:
+			do(answer(c, p.clock.Now(), rq))
 		case <-lctx.Done():
 			return
 		case <-wdone:

@@ -1,0 +1,207 @@
+package next
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/pool/internal/coord"
+)
+
+// Peer mode (docs/pool-coordinator.md, 4.8): after each renewal a worker
+// reports its session's ETag (and its news object's) to the coordinator
+// over HTTPS instead of reading its page, and reads the page only when the
+// coordinator's answer names another page than the one it last read. The
+// coordinator takes a report as a listing's entry: a hint for when to
+// read, never a decision. The coordinator's election runs in the root
+// package's peer mode, so that stable followers do not read its lockfile
+// either. Anything that goes wrong with a report (no coordinator known,
+// a refused or slow request) falls back to the storage mode's page read.
+
+// reportPath is where PeerHandler takes the workers' reports.
+const reportPath = "/pool/report"
+
+type report struct {
+	ID      string `json:"id"`
+	Session string `json:"session"` // the ETag of its session object's last write
+	News    string `json:"news"`    // the ETag of its news object ("" if none)
+}
+
+type reportAnswer struct {
+	Term uint64 `json:"term"` // the coordinator's era
+	Page string `json:"page"` // the ETag of the worker's page as the coordinator last wrote or read it
+}
+
+// reportReq is a report handed to the coordinator's loop.
+type reportReq struct {
+	r     report
+	reply chan reportAnswer // buffered: the loop never waits on it
+}
+
+// errPageUnchanged is the page read a report made unnecessary.
+var errPageUnchanged = errors.New("page unchanged, by the coordinator's answer")
+
+// PeerHandler serves, with Config.PeerMode, the coordinator's election
+// (s3lect.PeerHandler) and the workers' reports. Serve it at ServerAddr
+// over HTTPS (s3lect.ServePeers). Until Run has started, and on a worker
+// that does not coordinate, reports are answered 503.
+func (p *Pool) PeerHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(reportPath, p.serveReport)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		h := p.electorHandler.Load()
+		if h == nil {
+			http.Error(w, "this worker's pool is not running", http.StatusServiceUnavailable)
+			return
+		}
+		(*h).ServeHTTP(w, r)
+	})
+	return mux
+}
+
+func (p *Pool) serveReport(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Query().Get("prefix") != p.cfg.Prefix {
+		http.Error(w, "POST a report with ?prefix= naming this pool's Prefix", http.StatusBadRequest)
+		return
+	}
+	var rep report
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&rep); err != nil || !validID(rep.ID) {
+		http.Error(w, "a report is JSON {id, session, news} with a valid worker ID", http.StatusBadRequest)
+		return
+	}
+	ans, ok := p.toCoordinator(r.Context(), rep)
+	if !ok {
+		http.Error(w, "this worker does not coordinate the pool", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(ans)
+}
+
+// toCoordinator hands rep to this process's coordinator, if it runs.
+func (p *Pool) toCoordinator(ctx context.Context, rep report) (reportAnswer, bool) {
+	if !p.coordinating.Load() {
+		return reportAnswer{}, false
+	}
+	rq := reportReq{r: rep, reply: make(chan reportAnswer, 1)}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.FrequentInterval)
+	defer cancel()
+	select {
+	case p.reports <- rq:
+	case <-ctx.Done():
+		return reportAnswer{}, false
+	}
+	select {
+	case a := <-rq.reply:
+		return a, a.Term != 0
+	case <-ctx.Done():
+		return reportAnswer{}, false
+	}
+}
+
+// answer is the coordinator loop's side of a report.
+func answer(c *coord.Coordinator, now time.Time, rq reportReq) []coord.Effect {
+	fx := c.Reported(now, rq.r.ID, coord.Entry{Session: rq.r.Session, News: rq.r.News})
+	rq.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
+	return fx
+}
+
+// sendReport reports this worker's objects to the coordinator that the
+// election names, and returns the ETag its answer gives for this worker's
+// page. ok is false when there is no answer to trust.
+func (p *Pool) sendReport(ctx context.Context, el *s3lect.Elector, rep report) (page string, ok bool) {
+	rec, known := el.Leader()
+	if !known {
+		return "", false
+	}
+	if rec.LeaderID == p.cfg.ID && p.coordinating.Load() {
+		a, ok := p.toCoordinator(ctx, rep)
+		return a.Page, ok
+	}
+	if rec.LeaderAddr == "" {
+		return "", false
+	}
+	body, _ := json.Marshal(rep)
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.FrequentInterval)
+	defer cancel()
+	u := fmt.Sprintf("https://%s%s?prefix=%s", rec.LeaderAddr, reportPath, url.QueryEscape(p.cfg.Prefix))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return "", false
+	}
+	req.Header.Set("Content-Type", "application/json")
+	client := p.peerClient
+	if p.cfg.PeerPinned {
+		if rec.PeerPin == "" {
+			return "", false // a coordinator that pins nothing: not one of a pinned pool
+		}
+		client = p.pinned.get(rec.PeerPin)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", false
+	}
+	defer resp.Body.Close()
+	var a reportAnswer
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&a) != nil || a.Term != rec.Term {
+		return "", false // not the coordinator the election names: read the page
+	}
+	return a.Page, true
+}
+
+// PeerServerTLS returns, with PeerPinned, the TLS configuration to serve
+// PeerHandler with (s3lect.ServePeers): the certificate whose key the
+// coordinator's election record pins. It returns nil otherwise.
+func (p *Pool) PeerServerTLS() *tls.Config { return p.el.PeerServerTLS() }
+
+// pinnedClient is the client of the last pin a coordinator's record
+// carried: it accepts only a server whose key has that pin.
+type pinnedClient struct {
+	mu     sync.Mutex
+	pin    string
+	client *http.Client
+}
+
+func (c *pinnedClient) get(pin string) *http.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pin != pin {
+		if c.client != nil {
+			c.client.CloseIdleConnections()
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = s3lect.PinnedTLS(pin)
+		tr.MaxIdleConnsPerHost = 2
+		c.pin, c.client = pin, &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return c.client
+}
+
+func (c *pinnedClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		c.client.CloseIdleConnections()
+	}
+}
+
+func newPeerClient(cfg Config) *http.Client {
+	if cfg.PeerClient != nil {
+		return cfg.PeerClient
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if cfg.PeerTLS != nil {
+		tr.TLSClientConfig = cfg.PeerTLS.Clone()
+	}
+	tr.MaxIdleConnsPerHost = 2
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}

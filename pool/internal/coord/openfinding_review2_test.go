@@ -285,21 +285,21 @@ func TestReportedSightingDoesNotStartTheSilentWait(t *testing.T) {
 // Schedule (3 workers, 6 shards, FrequentInterval 1.5 s, LeaderTimeout
 // 4 s; no random fault, no lost reply):
 //  1. victim V leaves (its closed write, ETag C, goes to the roster) and
-//     starts again with its ID: session S', which leads shards; the
-//     coordinator reads S' and drops V from the roster;
-//  2. right after a write of S' lands, V is paused, the operator puts the
+//     starts again with its ID: session S2, which leads shards; the
+//     coordinator reads S2 and drops V from the roster;
+//  2. right after a write of S2 lands, V is paused, the operator puts the
 //     roster back to its version naming V at C and V's session object
 //     back to the closed write (S3: ETag C again), and the coordinator
 //     resigns;
 //  3. the next era's first listing shows V's key at C, which its roster
-//     names: it skips the key, waits its lease and grants S's shards;
-//  4. after that era's last listing before its grants, and while S''s
-//     lease runs, the operator puts back S''s last write (its old ETag),
-//     V resumes, and S' renews: it leads on beside the new owners.
+//     names: it skips the key, waits its lease and grants S2's shards;
+//  4. after that era's last listing before its grants, and while S2's
+//     lease runs, the operator puts back S2's last write (its old ETag),
+//     V resumes, and S2 renews: it leads on beside the new owners.
 //
 // On seed 1 (era 2): grants at 25.20 s (s01 to w2, s02 to w0); w2 starts
-// s01 at 25.68 s while w1 (S') leads it. Worse, once the era reads S' it
-// writes S' a page naming the shards S' lists (v2.5: s01 and s02 at their
+// s01 at 25.68 s while w1 (S2) leads it. Worse, once the era reads S2 it
+// writes S2 a page naming the shards S2 lists (v2.5: s01 and s02 at their
 // era-1 terms) while the pages of w2 and w0 still name them: the era's
 // own pages give one shard to two sessions, and it takes the shards back
 // from the new owners only at 27.13 s. Two live leaderships for about 3 s.

@@ -11,6 +11,7 @@ package coord
 import (
 	"container/heap"
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -374,4 +375,127 @@ func TestRosterSkippedSessionPutBackIsNotLedTwice(t *testing.T) {
 		t.Fatalf("no seed reached the put-back while the victim's lease ran: the schedule does not test the rule")
 	}
 	t.Logf("%d seeds reached the put-back under the victim's lease; none led a shard twice", reached)
+}
+
+// TestOneFailedListingDoesNotDeposeAPeerModeCoordinator: in peer mode the
+// coordinator lists every LeaderTimeout/2 (4.8) and, in a stable pool,
+// makes no other store call: the workers' reports change each session's
+// sighting at every renewal, so no wait runs out and nothing is read
+// beyond the listing's one key in turn. Its rule "a coordinator whose
+// store calls have all failed for LeaderTimeout steps down" (4.5) then
+// fires on one failed listing: the next one returns just after
+// LeaderTimeout without a success, and any report in between finds the
+// gap over LeaderTimeout. A single transient error (a 500, a timeout)
+// ends the era: a new election, a new era's reads of every session and
+// page, and a lease's wait before it grants again (a worker that dies
+// meanwhile waits that much longer). Liveness and cost, not safety.
+//
+// Schedule (core level; era 1, shards a to d, workers w1 and w2 at
+// FrequentInterval 1 s, LeaderTimeout 3 s, listing every 1.5 s, reports
+// after every renewal; listings take 40 ms, reads and writes 20 ms): the
+// pool balances; the listing sent at 13 s fails; the next, sent at
+// 14.5 s, takes 150 ms (a slower LIST), and the coordinator's tick at
+// 14.57 s finds no success since the read that followed the listing of
+// 11.5 s (at 11.56 s): it steps down. It must not: one failed call of a
+// healthy store is not "all calls failed for LeaderTimeout". (In storage
+// mode the listings come every FrequentInterval and the gap is two of
+// them; the rule bites there only where LeaderTimeout < 2 ×
+// FrequentInterval plus a LIST's latency.)
+func TestOneFailedListingDoesNotDeposeAPeerModeCoordinator(t *testing.T) {
+	const fi, lt = time.Second, 3 * time.Second
+	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
+	sess := map[string]Session{}
+	etag := map[string]string{}
+	pages := map[string]Page{}
+	n := 0
+	renew := func(id string) {
+		s := sess[id]
+		if s.Session == "" {
+			s = Session{V: wireVersion, ID: id, Session: "S" + id, TTL: 3000}
+		}
+		s.Seq++
+		if p := pages[id]; s.Applied.Less(p.Ver) {
+			s.Applied, s.AppliedBy, s.Leads = p.Ver, p.By, p.Shards
+		}
+		n++
+		sess[id], etag[id] = s, fmt.Sprintf("e%d", n)
+	}
+	type pending struct {
+		at time.Duration
+		fn func(now time.Time) []Effect
+	}
+	var q []pending
+	failed := false
+	queue := c.Begin(at(0))
+	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
+		now := at(d)
+		var fx []Effect
+		fx = append(fx, queue...)
+		queue = nil
+		rest := q[:0]
+		for _, p := range q {
+			if p.at <= d {
+				fx = append(fx, p.fn(now)...)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		q = rest
+		for i, id := range []string{"w1", "w2"} {
+			if d%fi == time.Duration(300*(i+1))*time.Millisecond {
+				renew(id)
+				fx = append(fx, c.Reported(now, id, Entry{Session: etag[id]})...)
+			}
+		}
+		fx = append(fx, c.Tick(now)...)
+		for _, e := range fx {
+			switch e.Op {
+			case OpStepDown:
+				if !failed {
+					t.Fatalf("t=%v: stepped down before the listing failed: %v", d, e.Err)
+				}
+				t.Fatalf("t=%v: one failed listing deposed the coordinator: %v", d, e.Err)
+			case OpList:
+				entries := map[string]Entry{"w1": {Session: etag["w1"]}, "w2": {Session: etag["w2"]}}
+				if d >= 12*time.Second && !failed {
+					failed = true
+					t.Logf("t=%v: this listing fails", d)
+					q = append(q, pending{d + 40*time.Millisecond, func(now time.Time) []Effect { return c.Listed(now, nil, errors.New("503 Slow Down")) }})
+					break
+				}
+				lat := 40 * time.Millisecond
+				if failed {
+					lat = 150 * time.Millisecond // the listings after the failure are slower
+				}
+				q = append(q, pending{d + lat, func(now time.Time) []Effect { return c.Listed(now, entries, nil) }})
+			case OpGetSession:
+				id, data, tag := e.Key, Marshal(sess[e.Key]), etag[e.Key]
+				if sess[id].Session == "" {
+					data, tag = nil, ""
+				}
+				q = append(q, pending{d + 20*time.Millisecond, func(now time.Time) []Effect { return c.SessionRead(now, id, data, tag, nil) }})
+			case OpGetPage:
+				id := e.Key
+				q = append(q, pending{d + 20*time.Millisecond, func(now time.Time) []Effect { return c.PageRead(now, id, nil, "", nil) }})
+			case OpGetRoster:
+				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
+			case OpPutRoster:
+				queue = append(queue, c.RosterPut(now, "r", nil)...)
+			case OpPutPage:
+				p, err := ParsePage(e.Data, e.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages[e.Key] = p
+				id := e.Key
+				q = append(q, pending{d + 20*time.Millisecond, func(now time.Time) []Effect { return c.PagePut(now, id, fmt.Sprintf("p%d", p.Ver.N), nil) }})
+			}
+		}
+	}
+	if !failed {
+		t.Fatalf("no listing after 12 s: the schedule does not test the rule")
+	}
+	if len(sess["w1"].Leads)+len(sess["w2"].Leads) != 4 {
+		t.Fatalf("the pool did not balance: %v %v", sess["w1"].Leads, sess["w2"].Leads)
+	}
 }

@@ -6,7 +6,7 @@ package coord
 // pool (issue 40). Each test scripts one schedule in the deterministic
 // simulation and asserts the safe outcome; each FAILS on today's code:
 //
-//	go test -tags s3lect_openfindings -run 'TestUnseen|TestOpenR2' -v ./pool/internal/coord
+//	go test -tags s3lect_openfindings -run 'TestUnseen|TestRosterSkipped|TestReported|TestOneFailed|TestRestoredSession' -v ./pool/internal/coord
 
 import (
 	"container/heap"

@@ -6,7 +6,7 @@ package coord
 // pool (issue 40). Each test scripts one schedule in the deterministic
 // simulation and asserts the safe outcome; each FAILS on today's code:
 //
-//	go test -tags s3lect_openfindings -run 'TestUnseen|TestRosterSkipped|TestReported|TestOneFailed|TestRestoredSession' -v ./pool/internal/coord
+//	go test -tags s3lect_openfindings -run 'TestUnseen|TestRosterSkipped|TestReported|TestOneFailed|TestRestoredSession|TestElectionTerm' -v ./pool/internal/coord
 
 import (
 	"container/heap"
@@ -591,5 +591,55 @@ func TestRestoredSessionOfAnEarlierProcessIsNotADuplicate(t *testing.T) {
 	}
 	if sess, _ := w.Session(); sess == "" || restores != 2 || n < 3 {
 		t.Fatalf("after %d restores: session %q, %d sessions opened: the schedule did not run", restores, sess, n)
+	}
+}
+
+// TestElectionTermPutBackDoesNotStallThePool: the issue counts the
+// coordinator's lockfile and term object put back to an earlier version
+// among the operator's acts the pool must survive. Then the election's
+// next terms may lie below the eras the pool's pages and sessions show
+// (docs/protocol.md 1.1: a restored term object, with electors that have
+// not seen the later terms, e.g. after a restart). Each era below the
+// highest one shown steps down on its first read (4.6), and the next
+// election takes only one term more: the pool has no deciding coordinator
+// for as many elections as the terms went back, and shards that must move
+// (a dead worker's) stay unled that long, far past the bound of section 6
+// (3 × LeaderTimeout + 3 × FrequentInterval) after the faults stopped.
+//
+// Schedule (3 workers, 6 shards, FrequentInterval 1 s, LeaderTimeout
+// 3 s; no random fault): the pool runs at era 101 (the first era resigns
+// at once and the election's term is set to 100); it balances; the
+// operator puts the election's objects back to term 1, and the
+// coordinator's process is killed (its shards must move). The other two
+// must lead every shard within the bound. Today: eras 2 to 31 are elected
+// in the next 60 s, each steps down on its first read ("worker w1 shows a
+// page of era 101, after this era"), and the dead coordinator's shards
+// are still unled after 60 s (about 2 s an era in the simulation, whose
+// stepped-down process waits a lease before it campaigns again; the
+// executor campaigns again at once).
+func TestElectionTermPutBackDoesNotStallThePool(t *testing.T) {
+	tm := attackTiming
+	s := newSim(1, simConfig{workers: 3, shards: 6, timing: &tm, maxWorkers: 3, calmFor: time.Minute})
+	s.calm, s.keep = true, true
+	// The first era (elected in newSim) resigns at once; the next is 101.
+	s.term = 100
+	if h := s.holder; h != nil {
+		s.holder, h.c, h.noRunTill = nil, nil, s.now+h.tm.lt
+	}
+	if _, ok := s.waitFor(10*tm.lt, s.balanced); !ok {
+		t.Fatalf("not balanced after a cold start")
+	}
+	s.step(s.now + 2*tm.lt)
+	h := s.holder
+	era := s.term
+	s.term = 1
+	s.log("attack: the election's lockfile and term object put back to term 1 (era was %d); %s (the coordinator) killed", era, h.id)
+	s.kill(h)
+	took, ok := s.waitFor(60*time.Second, s.allLed)
+	eras := s.term - 1
+	if !ok || took > ledBound() || len(s.fails) > 0 {
+		t.Logf("ledger tail:\n%s", tail(s.ledger.String(), 40))
+		t.Fatalf("after the term went back from %d to 1 and the coordinator died: every shard led after %v (ok=%v; bound %v), %d eras elected meanwhile; the simulation's own check: %v",
+			era, took, ok, ledBound(), eras, s.fails)
 	}
 }

@@ -3,8 +3,9 @@
 package coord
 
 // Open findings of the second adversarial review of the coordinator-decided
-// pool (issue 40). Each test scripts one schedule in the deterministic
-// simulation and asserts the safe outcome; each FAILS on today's code:
+// pool (issue 40). Each test scripts one schedule, in the deterministic
+// simulation or against the core's functions directly, and asserts the
+// safe outcome; each FAILS on today's code (docs/pool-review2.md):
 //
 //	go test -tags s3lect_openfindings -run 'TestUnseen|TestRosterSkipped|TestReported|TestOneFailed|TestRestoredSession|TestElectionTerm' -v ./pool/internal/coord
 
@@ -99,8 +100,8 @@ func (s *sim) leaseEnd(p *proc) time.Duration { return p.realAt(p.w.deadline) }
 //
 // Seeds 1 to 12 are tried (the seed sets the phase of the next
 // coordinator's election after V's write); the test fails if any of them
-// gives two live leaderships of a shard. Seed 7 does (the first six
-// reach the put-back only after V's lease): era 2 grants V's shards at
+// gives two live leaderships of a shard. Seed 7 does (on the first six
+// V's lease runs out before the era's last listing): era 2 grants V's shards at
 // about 19.0 s, w0 starts s00 at 19.02 s while V (w1) leads it, and the
 // overlaps last about 2 s, until era 2 reads V and writes it a page.
 func TestUnseenSessionPutBackIsNotLedTwice(t *testing.T) {

@@ -388,8 +388,9 @@ func TestRosterSkippedSessionPutBackIsNotLedTwice(t *testing.T) {
 // store calls have all failed for LeaderTimeout steps down" (4.5) then
 // fires on one failed listing: the next one returns just after
 // LeaderTimeout without a success, and any report in between finds the
-// gap over LeaderTimeout. A single transient error (a 500, a timeout)
-// ends the era: a new election, a new era's reads of every session and
+// gap over LeaderTimeout. One listing that fails (in the executor, after
+// its retries at 0, 100 ms and 1 s: a store blip of a second or two) ends
+// the era: a new election, a new era's reads of every session and
 // page, and a lease's wait before it grants again (a worker that dies
 // meanwhile waits that much longer). Liveness and cost, not safety.
 //

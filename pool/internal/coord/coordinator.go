@@ -277,26 +277,6 @@ func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
 	}
 }
 
-// Reported is a worker's report of its objects (peer mode): a hint, as a
-// listing's entry is, never a decision (4.3 acts on reads). Before the
-// era's first listing it is dropped.
-func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
-	if c.down || !c.listed || e.Session == "" {
-		return nil
-	}
-	c.entry(now, c.k(id), e)
-	return c.after(now, nil)
-}
-
-// PageTag returns the ETag of worker id's page as this coordinator last
-// wrote or read it ("" when it has not).
-func (c *Coordinator) PageTag(id string) string {
-	if k := c.keys[id]; k != nil && k.page.read && !k.page.writing {
-		return k.page.etag
-	}
-	return ""
-}
-
 // SessionRead is the result of OpGetSession for worker id.
 func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag string, err error) []Effect {
 	k := c.k(id)
@@ -349,7 +329,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	case ok && k.cur != nil && s.Session == k.cur.session:
 		v := k.cur
 		if s.Seq < v.seq || s.Seq == v.seq && etag != v.etag {
-			c.ghost(now, id, k) // an earlier write put back: the session can write no more
+			c.ghost(now, id, k) // an earlier write put back: a ghost (4.3)
 			break
 		}
 		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads

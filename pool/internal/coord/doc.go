@@ -5,7 +5,7 @@
 // package runs them against a store; the simulation in this package's
 // tests drives them directly, in an order drawn from a seed.
 //
-// The protocol is in docs/pool-protocol.md. In short: each worker keeps
+// The protocol is in docs/pool-coordinator.md. In short: each worker keeps
 // one session object (its lease), listing the shards it leads and the
 // page of the assignment it has applied; one coordinator, elected by
 // package s3lect, writes each worker a page naming the shards it may lead,

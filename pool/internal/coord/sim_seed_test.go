@@ -2,8 +2,10 @@ package coord
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,6 +31,7 @@ func defaultSeeds() int {
 func TestSimulation(t *testing.T) {
 	var worst time.Duration
 	failed := 0
+	faults := map[string]int{}
 	for i := range *simSeeds {
 		seed := *simFirst + uint64(i)
 		cfg := defaultSim
@@ -44,6 +47,9 @@ func TestSimulation(t *testing.T) {
 		}()
 		if s.ledAt > worst {
 			worst = s.ledAt
+		}
+		for k, n := range s.faults {
+			faults[k] += n
 		}
 		if len(s.fails) > 0 {
 			failed++
@@ -61,7 +67,14 @@ func TestSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d seeds from %d: %d failed; every shard led at most %v after the faults stopped (bound %v)", *simSeeds, *simFirst, failed, worst, ledBound())
+	total := 0
+	var kinds []string
+	for _, k := range sortedKeys(faults) {
+		total += faults[k]
+		kinds = append(kinds, fmt.Sprintf("%s %d", k, faults[k]))
+	}
+	t.Logf("%d seeds from %d: %d failed; every shard led at most %v after the faults stopped (bound %v); faults injected: %d (%s)",
+		*simSeeds, *simFirst, failed, worst, ledBound(), total, strings.Join(kinds, ", "))
 }
 
 // TestSimulationReplays runs one seed 20 times and expects one ledger

@@ -62,6 +62,7 @@ type proc struct {
 	off       time.Duration
 	tm        timing
 	pauseTill time.Duration
+	suspEnd   time.Duration // a host suspend ends (its timers were moved on to after it)
 	cutTill   time.Duration // the store unreachable
 	grayTill  time.Duration // the pool's objects unreachable, the election not
 	w         *Worker

@@ -39,6 +39,7 @@ func (s *sim) suspend(p *proc) { s.suspendFor(p, s.dur(p.tm.lt/2, 2*p.tm.lt), *s
 
 func (s *sim) suspendFor(p *proc, d time.Duration, mono bool) {
 	p.pauseTill = max(p.pauseTill, s.now+d)
+	p.suspEnd = max(p.suspEnd, s.now+d)
 	s.log("%s's host suspended for %v", p.id, d)
 	for _, e := range s.q {
 		if e.p == p && (e.what == "wtick" || e.what == "ctick") {
@@ -81,4 +82,20 @@ func (s *sim) putBack(p *proc) {
 		o.hist = append(o.hist, data)
 		s.log("operator put back %s with its ETag %s", key, etag)
 	})
+}
+
+// resume ends p's host suspend now (the faults stop): its timers move back
+// by what was left of it.
+func (s *sim) resume(p *proc) {
+	if p.suspEnd <= s.now {
+		return
+	}
+	cut := p.suspEnd - s.now
+	for _, e := range s.q {
+		if e.p == p && (e.what == "wtick" || e.what == "ctick") {
+			e.at = max(s.now, e.at-cut)
+		}
+	}
+	heap.Init(&s.q)
+	p.suspEnd = s.now
 }

@@ -108,6 +108,7 @@ func (s *sim) calmDown() {
 		if p.pauseTill > s.now {
 			p.pauseTill = s.now
 		}
+		s.resume(p)
 		switch {
 		case p.twin && p.up:
 			s.kill(p)

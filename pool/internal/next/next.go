@@ -1,9 +1,10 @@
 // Package next is the executor of the coordinator-decided pool (issue
 // 40): it runs the pure core of package coord against a store, with the
 // coordinator elected by package s3lect's Elector. It keeps package
-// pool's public API (Config, New, Run, Stats, Leading, ErrDuplicateID)
-// and will replace package pool's implementation once it has passed the
-// same measurements; until then it is unexported, beside the old pool.
+// pool's public API (Config, New, Run, Stats, Leading, PeerHandler,
+// ErrDuplicateID) and will replace package pool's implementation once it
+// has passed the same measurements; until then it is unexported, beside
+// the old pool.
 package next
 
 import (

@@ -1,0 +1,125 @@
+package next
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store/memstore"
+)
+
+// BenchmarkCrashFailover measures, in real time on loopback, how long a
+// crashed worker's shards take to be led again (in LeaderTimeouts), in
+// storage and in peer mode: 3 workers over 12 shards, FrequentInterval
+// 200 ms, LeaderTimeout 1 s; the crash is a worker whose store calls all
+// fail from one moment (it then reports nothing either). It reports the
+// median of 5 crashes. A machine under load slows it.
+//
+//	go test ./pool/internal/next -run '^$' -bench BenchmarkCrashFailover -benchtime 1x
+func BenchmarkCrashFailover(b *testing.B) {
+	for _, peer := range []bool{false, true} {
+		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
+			for range b.N {
+				var lts []float64
+				for run := range 5 {
+					lts = append(lts, crashOnce(b, peer, run))
+				}
+				slices.Sort(lts)
+				b.ReportMetric(lts[len(lts)/2], "LT-median")
+				b.ReportMetric(lts[len(lts)-1], "LT-max")
+			}
+		})
+	}
+}
+
+func crashOnce(b *testing.B, peer bool, run int) float64 {
+	const fi, lt = 200 * time.Millisecond, time.Second
+	shared := memstore.New()
+	var shards []string
+	for i := range 12 {
+		shards = append(shards, fmt.Sprintf("shard-%02d", i))
+	}
+	var pools []*Pool
+	var stores []*grayStore
+	var stops []context.CancelFunc
+	var errs []chan error
+	for i := range 3 {
+		gs := &grayStore{Store: shared}
+		cfg := Config{Store: gs, Prefix: fmt.Sprintf("pools/bench%d/", run), ID: fmt.Sprintf("w%d", i), Shards: shards,
+			FrequentInterval: fi, LeaderTimeout: lt, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }}
+		var srv *httptest.Server
+		if peer {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv = httptest.NewUnstartedServer(nil)
+			srv.Listener = ln
+			cfg.PeerMode, cfg.PeerPinned, cfg.ServerAddr = true, true, ln.Addr().String()
+		}
+		p, err := New(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if srv != nil {
+			srv.Config.Handler, srv.TLS = p.PeerHandler(), p.PeerServerTLS()
+			srv.StartTLS()
+			defer srv.Close()
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		go func() { errc <- p.Run(ctx) }()
+		pools, stores, stops, errs = append(pools, p), append(stores, gs), append(stops, stop), append(errs, errc)
+	}
+	defer func() {
+		for i := range pools {
+			stores[i].mode.Store(0)
+			stops[i]()
+			<-errs[i]
+		}
+	}()
+	ledBy := func(live []int) int {
+		by := map[string]bool{}
+		for _, i := range live {
+			for _, s := range pools[i].Leading() {
+				by[s] = true
+			}
+		}
+		return len(by)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for ledBy([]int{0, 1, 2}) < 12 || pools[0].coordinating.Load() == pools[1].coordinating.Load() && pools[1].coordinating.Load() == pools[2].coordinating.Load() {
+		if time.Now().After(deadline) {
+			b.Fatal("no spread in 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(3 * fi) // settled
+	victim := 0
+	for pools[victim].coordinating.Load() {
+		victim++
+	}
+	var live []int
+	for i := range pools {
+		if i != victim {
+			live = append(live, i)
+		}
+	}
+	crash := time.Now()
+	stores[victim].mode.Store(2)
+	for ledBy(live) < 12 {
+		if time.Since(crash) > 30*time.Second {
+			b.Fatal("the crashed worker's shards not led again in 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return float64(time.Since(crash)) / float64(lt)
+}

@@ -91,6 +91,7 @@ type key struct {
 	// has returned yet ("" when none).
 	listed   string
 	listedAt time.Time
+	readTag  string // the ETag the last read of this era returned
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -113,6 +114,14 @@ type Coordinator struct {
 	listed   bool      // the era's first listing has returned
 	allRead  time.Time // every key of the first listing read; zero before
 	nextLst  time.Time
+	listSent time.Time // the send of the listing in flight, or of the last one
+	// The gate (4.1): the era's first grant waits for a listing sent at
+	// or after allRead + lmax (gateSent) and a read, sent after it, of
+	// every key it showed at an ETag no read of this era had returned
+	// (gateKeys); gated once all are in.
+	gateSent time.Time
+	gateKeys map[string]bool
+	gated    bool
 	lastOK   time.Time
 	first    time.Time // the first session seen joining an empty pool
 	lastNew  time.Time
@@ -189,7 +198,7 @@ func (c *Coordinator) Term() uint64 { return c.term }
 // its start has applied one of its pages or is over, and a lease has passed
 // since it read them.
 func (c *Coordinator) Ready(now time.Time) bool {
-	if c.allRead.IsZero() || now.Before(c.allRead.Add(c.lmax)) {
+	if !c.gated {
 		return false
 	}
 	for _, g := range c.ghosts {
@@ -258,6 +267,16 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 		c.sweep++
 		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost
 	}
+	if !c.gated && c.gateSent.IsZero() && !c.allRead.IsZero() && !c.listSent.Before(c.allRead.Add(c.lmax)) {
+		// The gate listing: every key it shows at an ETag this era has
+		// not read is read before the first grant (4.1).
+		c.gateSent, c.gateKeys = c.listSent, map[string]bool{}
+		for _, id := range sortedKeys(entries) {
+			if k := c.keys[id]; !k.departed && entries[id].Session != k.readTag {
+				c.gateKeys[id], k.wantGet = true, true
+			}
+		}
+	}
 	c.listed = true
 	return c.after(now, nil)
 }
@@ -288,6 +307,10 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	c.lastOK = now
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
+	}
+	k.readTag = etag
+	if c.gateKeys[id] && !k.getAt.Before(c.gateSent) {
+		delete(c.gateKeys, id)
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
@@ -365,9 +388,12 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
 				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
 			switch {
-			case revived || k.skipped:
-				// Revived, or on a key this era did not read at its start
-				// (a session there may have been put back, 4.7).
+			case revived || k.skipped || !c.allRead.IsZero() && !c.gated:
+				// Revived, on a key this era did not read at its start
+				// (a session there may have been put back, 4.7), or
+				// first read after the era's start and before its gate:
+				// it may have led before the era began, its object
+				// deleted and put back since (4.1).
 				k.cur.need = Ver{c.term, c.n + 1}
 			case c.allRead.IsZero():
 				k.cur.need = Ver{c.term, 1}
@@ -498,8 +524,9 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		c.roster.reading = true
 		fx = append(fx, Effect{Op: OpGetRoster})
 	}
-	if !c.listing && !now.Before(c.nextLst) && (c.listed || c.roster.read) {
-		c.listing = true
+	gate := !c.allRead.IsZero() && c.gateSent.IsZero() && !now.Before(c.allRead.Add(c.lmax))
+	if !c.listing && (gate || !now.Before(c.nextLst)) && (c.listed || c.roster.read) {
+		c.listing, c.listSent = true, now
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
 		if c.listed && c.cfg.ListEvery > 0 {
 			c.nextLst = now.Add(c.cfg.ListEvery)
@@ -540,6 +567,9 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 			k.paging = true
 			fx = append(fx, Effect{Op: OpGetPage, Key: id})
 		}
+	}
+	if !c.gateSent.IsZero() && len(c.gateKeys) == 0 {
+		c.gated = true
 	}
 	fx = c.plan(now, fx)
 	fx = c.rosterWrite(now, fx)

@@ -140,14 +140,26 @@ func TestWorkerRules(t *testing.T) {
 	}
 }
 
+// TestWorkerFindsADuplicate: a second process of the worker's ID writes
+// over its session and renews; the second time, Run ends.
 func TestWorkerFindsADuplicate(t *testing.T) {
 	w := liveWorker(t)
-	foreign := Marshal(Session{V: wireVersion, ID: "w1", Session: "other", Seq: 1, TTL: 3000})
+	foreign := func(seq uint64) []byte {
+		return Marshal(Session{V: wireVersion, ID: "w1", Session: "other", Seq: seq, TTL: 3000})
+	}
+	now := at(0)
 	for i := range 2 {
-		now := at(time.Duration(i+1) * 1100 * time.Millisecond)
+		now = now.Add(1100 * time.Millisecond)
 		w.Tick(now)
 		w.SessionPut(now, now, "", store.ErrPreconditionFailed)
-		fx := w.SessionRead(now, foreign, "x", nil)
+		if fx := w.SessionRead(now, foreign(uint64(2*i+1)), "x", nil); len(ops(fx)) != 0 {
+			t.Fatalf("displacement %d, first read: effects %v; want none (it reads again at its next tick)", i+1, ops(fx))
+		}
+		now = now.Add(time.Second)
+		if _, ok := find(w.Tick(now), OpGetSession); !ok {
+			t.Fatalf("displacement %d: no second read of the key", i+1)
+		}
+		fx := w.SessionRead(now, foreign(uint64(2*i+2)), "x2", nil)
 		if e, ok := find(fx, OpFail); ok != (i == 1) || ok && !errors.Is(e.Err, ErrDuplicateID) {
 			t.Fatalf("displacement %d: effects %v", i+1, ops(fx))
 		}

@@ -122,12 +122,16 @@ type Coordinator struct {
 	gateSent time.Time
 	gateKeys map[string]bool
 	gated    bool
-	lastOK   time.Time
-	first    time.Time // the first session seen joining an empty pool
-	lastNew  time.Time
-	down     bool
-	sweep    int
-	roster   rosterState
+	// firstSent is the send of the first store call after the last one
+	// that succeeded (zero: none since): the era steps down once it is
+	// LeaderTimeout old (4.5).
+	firstSent time.Time
+	first     time.Time // the first session seen joining an empty pool
+	lastNew   time.Time
+	down      bool
+	later     uint64 // the highest later era a page or session showed (4.6)
+	sweep     int
+	roster    rosterState
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
@@ -216,7 +220,6 @@ func (c *Coordinator) Ready(now time.Time) bool {
 
 // Begin starts the era.
 func (c *Coordinator) Begin(now time.Time) []Effect {
-	c.lastOK = now
 	return c.after(now, nil)
 }
 
@@ -235,7 +238,7 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	if err != nil || c.down {
 		return c.after(now, nil)
 	}
-	c.lastOK = now
+	c.firstSent = time.Time{} // a call succeeded
 	for _, id := range sortedKeys(entries) {
 		e := entries[id]
 		k := c.k(id)
@@ -304,7 +307,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		k.wantGet = true
 		return c.after(now, nil)
 	}
-	c.lastOK = now
+	c.firstSent = time.Time{} // a call succeeded
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
 	}
@@ -458,7 +461,7 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 	if err != nil || c.down {
 		return c.after(now, nil)
 	}
-	c.lastOK = now
+	c.firstSent = time.Time{} // a call succeeded
 	k.page.read, k.page.etag = true, etag
 	if etag != "" {
 		if p, perr := ParsePage(data, id); perr == nil {
@@ -480,7 +483,7 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 	k.page.writing = false
 	switch {
 	case err == nil:
-		c.lastOK = now
+		c.firstSent = time.Time{} // a call succeeded
 		k.page.etag, k.page.dirty, k.page.wrote = etag, false, now
 	case errors.Is(err, store.ErrPreconditionFailed):
 		k.page.read, k.page.dirty = false, true // read it again, then write over it
@@ -497,6 +500,9 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 func (c *Coordinator) foreign(id string, v Ver, by string) error {
 	switch {
 	case c.term < v.Era:
+		if v.Era < 1<<32 {
+			c.later = max(c.later, v.Era)
+		}
 		return fmt.Errorf("worker %q shows a page of era %d, after this era (%d)", id, v.Era, c.term)
 	case c.term == v.Era && by != c.cfg.Mark:
 		return fmt.Errorf("worker %q shows a page of this era (%d) that another coordinator wrote: the election's term has repeated (its lockfile and term object put back?)", id, c.term)
@@ -504,9 +510,12 @@ func (c *Coordinator) foreign(id string, v Ver, by string) error {
 	return nil
 }
 
+// stepDown ends the era. Its effect's Term is the highest later era the
+// era saw (0 if none): the executor hands it to its Elector, so that the
+// next election starts above it (4.6).
 func (c *Coordinator) stepDown(now time.Time, err error) []Effect {
 	c.down = true
-	return []Effect{{Op: OpStepDown, Err: err}}
+	return []Effect{{Op: OpStepDown, Err: err, Term: c.later}}
 }
 
 // Tick is a timer that fired.
@@ -517,8 +526,8 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if c.down {
 		return fx
 	}
-	if now.Sub(c.lastOK) > c.cfg.LeaderTimeout {
-		return c.stepDown(now, fmt.Errorf("no store call succeeded for %v", now.Sub(c.lastOK)))
+	if !c.firstSent.IsZero() && now.Sub(c.firstSent) > c.cfg.LeaderTimeout {
+		return c.stepDown(now, fmt.Errorf("no store call sent in the last %v succeeded", now.Sub(c.firstSent)))
 	}
 	if !c.roster.read && !c.roster.reading {
 		c.roster.reading = true
@@ -577,6 +586,11 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 }
 
 func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
+	for _, e := range fx {
+		if c.firstSent.IsZero() && e.Op != OpStepDown && e.Op != OpTimer {
+			c.firstSent = now // every other effect of the coordinator is a store call
+		}
+	}
 	at := c.nextLst
 	if c.listing || !at.After(now) {
 		at = now.Add(c.cfg.FrequentInterval)

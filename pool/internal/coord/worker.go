@@ -133,15 +133,20 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 	}
 	if w.checkDup && etag != "" {
 		// A displacement counts only when the foreign session is seen to
-		// renew (W1): a duplicate process does; an earlier write put back
-		// (a restored backup of an earlier process) stands still.
+		// renew (W1): a duplicate process does, within its lease; an
+		// earlier write put back (a restored backup of an earlier
+		// process) stands still. The key is read again every tick until
+		// its seq rises or its ttl has passed since the first read.
 		if s, perr := ParseSession(data, w.cfg.ID); perr == nil && s.Session != "" && !w.mine[s.Session] && !s.Closed {
+			ttl := max(time.Duration(s.TTL)*time.Millisecond, w.cfg.LeaderTimeout)
 			switch d := w.dup; {
 			case d.session == "":
 				w.dup = dupSight{session: s.Session, seq: s.Seq, at: now}
 				return w.timer(now, fx) // read it again at the next tick
-			case d.session == s.Session && s.Seq > d.seq && now.Sub(d.at) >= w.cfg.FrequentInterval:
+			case d.session == s.Session && s.Seq > d.seq:
 				w.displaced++
+			case d.session == s.Session && now.Sub(d.at) < ttl:
+				return w.timer(now, fx)
 			}
 		}
 		w.checkDup, w.dup = false, dupSight{}

@@ -58,6 +58,7 @@ type ghost struct {
 
 type pageState struct {
 	read    bool   // read in this era
+	old     string // the session a page of an earlier era read on this key names
 	etag    string // as last written or read
 	session string // the session the latest shards are for
 	shards  map[string]uint64
@@ -391,12 +392,15 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
 				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
 			switch {
-			case revived || k.skipped || !c.allRead.IsZero() && !c.gated:
-				// Revived, on a key this era did not read at its start
-				// (a session there may have been put back, 4.7), or
-				// first read after the era's start and before its gate:
-				// it may have led before the era began, its object
-				// deleted and put back since (4.1).
+			case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
+				s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
+				// Revived; on a key this era did not read at its start
+				// (4.7); first read after the era's start and before its
+				// gate; or a session that led, or may lead, by a page of
+				// an earlier era: hidden from this era's start (its object
+				// deleted, then put back), it may still lead or apply it
+				// (4.1). A session opened in this era after its gate has
+				// none of these.
 				k.cur.need = Ver{c.term, c.n + 1}
 			case c.allRead.IsZero():
 				k.cur.need = Ver{c.term, 1}
@@ -425,6 +429,19 @@ func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	c.ghosts = append(c.ghosts, g)
 	k.gone[v.session] = true
 	k.cur = nil
+}
+
+// hidden makes a ghost, at the era's start, of every session that a page
+// of an earlier era names on a key that showed no live session of it: its
+// object may have been deleted, to be put back later (on S3 its next
+// write then succeeds), so it may still lead any shard (4.1).
+func (c *Coordinator) hidden(now time.Time) {
+	for _, id := range sortedKeys(c.keys) {
+		k := c.keys[id]
+		if old := k.page.old; old != "" && !k.departed && !k.gone[old] && (k.cur == nil || k.cur.session != old) {
+			c.ghosts = append(c.ghosts, ghost{id: id, session: old, until: now.Add(c.lmax), wait: c.lmax, holds: map[string]bool{}, all: true})
+		}
+	}
 }
 
 // over ends k's live session: closed, or its lease over.
@@ -471,6 +488,12 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 			if c.allRead.IsZero() {
 				c.maxTTL = max(c.maxTTL, p.MaxTTL)
 				c.lmax = max(c.lmax, time.Duration(p.MaxTTL)*time.Millisecond)
+			}
+			if p.Ver.Era < c.term {
+				k.page.old = p.Session
+				if v := k.cur; v != nil && v.session == p.Session && v.applied.Less(p.Ver) {
+					v.need = Ver{c.term, c.n + 1} // it may still apply that page (4.1)
+				}
 			}
 		}
 	}
@@ -561,6 +584,7 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		}
 		if done {
 			c.allRead = now
+			c.hidden(now)
 		}
 	}
 	for _, id := range sortedKeys(c.keys) {

@@ -153,3 +153,28 @@ func TestCloseDuringCampaign(t *testing.T) {
 		}
 	})
 }
+
+// TestNoteTermRaisesTheNextTakeover: a term handed in with NoteTerm (a
+// fenced resource saw it, above what the election's objects show) makes
+// the next takeover write a term above it; a lower one changes nothing.
+func TestNoteTermRaisesTheNextTakeover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := newNode(t, memstore.New(), "a")
+		n.e.NoteTerm(41)
+		l, err := n.e.Campaign(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Term() != 42 {
+			t.Fatalf("Term() after NoteTerm(41) = %d; want 42", l.Term())
+		}
+		l.Resign(t.Context())
+		n.e.NoteTerm(7)
+		if l, err = n.e.Campaign(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if l.Term() != 43 {
+			t.Fatalf("Term() after NoteTerm(7) = %d; want 43", l.Term())
+		}
+	})
+}

@@ -246,6 +246,7 @@ type (
 	evLeadDone struct{ cause error } // the leadership's context ended
 	evClose    struct{}              // Close was called
 	evPeer     peerReport            // the peer poller heard something
+	evNoteTerm struct{ term uint64 } // NoteTerm: a term seen outside the election's objects
 	evStore    struct {              // a store call finished
 		gen    uint64
 		data   []byte // what a read returned
@@ -283,6 +284,11 @@ func (evClose) on(c *core, _ time.Time, emit func(effect)) bool {
 
 func (ev evPeer) on(c *core, now time.Time, emit func(effect)) bool {
 	c.role.heardPeer(&c.sh, peerReport(ev), now, emit)
+	return false
+}
+
+func (ev evNoteTerm) on(c *core, _ time.Time, _ func(effect)) bool {
+	c.sh.maxTerm = max(c.sh.maxTerm, ev.term) // the next takeover writes above it
 	return false
 }
 

@@ -45,6 +45,7 @@ type (
 	closeReq       struct{}                     // Close
 	pingReq        struct{ done chan struct{} } // closed by the loop: it is not stuck
 	countSubsReq   struct{ n chan int }         // answered with the number of subscriptions (tests)
+	noteTermReq    struct{ term uint64 }        // NoteTerm
 )
 
 func (r *campaignReq) serve(lp *loop) event {
@@ -79,6 +80,8 @@ func (r pingReq) serve(*loop) event {
 	close(r.done)
 	return nil
 }
+
+func (r noteTermReq) serve(*loop) event { return evNoteTerm(r) }
 
 func (r countSubsReq) serve(lp *loop) event {
 	r.n <- len(lp.subs)

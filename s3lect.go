@@ -607,6 +607,17 @@ func (e *Elector) Leader() (Record, bool) {
 	return s.change.Leader, s.known && s.change.Leader.LeaderID != ""
 }
 
+// NoteTerm records term as one this elector has seen, as if a read of the
+// lockfile had shown it: its next takeover writes a term above it. A
+// resource fenced by this election's terms hands in a term it has seen
+// above the ones the election's objects show (they were put back to an
+// earlier version, docs/protocol.md 1.1), so that the next leadership
+// starts above it at once rather than one term per election. It never
+// lowers a term, changes no leadership in force, and returns once the run
+// loop has taken it in (at once after Close, doing nothing). A term of
+// 2^64-1 makes every later Campaign fail: the term could not be raised.
+func (e *Elector) NoteTerm(term uint64) { e.ask(context.Background(), noteTermReq{term}) }
+
 // leading reports whether the snapshot shows this elector leading with a
 // live lease: a leadership whose context has ended, or whose lease ran out
 // on the clock, is not shown as leading even before the run loop hears.

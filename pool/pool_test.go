@@ -441,3 +441,29 @@ func TestPeerHandlerServesNoPoolWithoutPeerMode(t *testing.T) {
 		}
 	}
 }
+
+// TestRunReturnsWhenTheStoreIsUnreachableAtItsEnd: Run's context
+// ends while the worker cannot reach the store (a SIGTERM during an
+// outage). Its leaderships end at once and its lease runs out within
+// LeaderTimeout; with nothing left to close, Run should return then.
+// (pool/internal/coord, Worker.SessionRead: a leaving worker whose read
+// of its key fails has no session and no Work running: it is done.)
+func TestRunReturnsWhenTheStoreIsUnreachableAtItsEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGroup(t, 2, 4)
+		g.waitEven(g.workers, 4*testLT, "cold start")
+		w := g.workers[0]
+		w.fs.Cut()
+		w.stop()
+		select {
+		case err := <-w.done:
+			if err != nil {
+				t.Errorf("Run() = %v; want nil", err)
+			}
+			w.done <- nil // for stopAll
+		case <-time.After(3 * testLT):
+			t.Errorf("Run did not return within 3 × LeaderTimeout of its context's end while the store was unreachable")
+		}
+		g.stopAll()
+	})
+}

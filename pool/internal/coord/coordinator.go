@@ -1,11 +1,8 @@
 package coord
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -92,6 +89,7 @@ type key struct {
 	// has returned yet ("" when none).
 	listed   string
 	listedAt time.Time
+	readTag  string // the ETag the last read of this era returned
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -114,12 +112,24 @@ type Coordinator struct {
 	listed   bool      // the era's first listing has returned
 	allRead  time.Time // every key of the first listing read; zero before
 	nextLst  time.Time
-	lastOK   time.Time
-	first    time.Time // the first session seen joining an empty pool
-	lastNew  time.Time
-	down     bool
-	sweep    int
-	roster   rosterState
+	listSent time.Time // the send of the listing in flight, or of the last one
+	// The gate (4.1): the era's first grant waits for a listing sent at
+	// or after allRead + lmax (gateSent) and a read, sent after it, of
+	// every key it showed at an ETag no read of this era had returned
+	// (gateKeys); gated once all are in.
+	gateSent time.Time
+	gateKeys map[string]bool
+	gated    bool
+	// firstSent is the send of the first store call after the last one
+	// that succeeded (zero: none since): the era steps down once it is
+	// LeaderTimeout old (4.5).
+	firstSent time.Time
+	first     time.Time // the first session seen joining an empty pool
+	lastNew   time.Time
+	down      bool
+	later     uint64 // the highest later era a page or session showed (4.6)
+	sweep     int
+	roster    rosterState
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
@@ -131,58 +141,6 @@ func NewCoordinator(cfg CoordConfig, term uint64) *Coordinator {
 	return c
 }
 
-// SetShards changes the shards the pool runs.
-func (c *Coordinator) SetShards(shards []string) {
-	c.shards = map[string]bool{}
-	for _, s := range shards {
-		c.shards[s] = true
-	}
-	c.order = slices.Clone(shards)
-	slices.SortFunc(c.order, func(a, b string) int {
-		ha, hb := shardHash(a), shardHash(b)
-		switch {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
-		}
-		return cmpString(a, b)
-	})
-	c.rank = map[string]int{}
-	longest := 0
-	for i, s := range c.order {
-		c.rank[s] = i
-		longest = max(longest, len(Marshal(s)))
-	}
-	c.capacity = PageCapacity(longest)
-}
-
-// PageCapacity is how many shards whose names take at most encoded bytes
-// in JSON (quotes included) one page, or one session object, can list
-// within store.MaxObjectSize: a worker never leads more. An entry takes
-// the name, a colon, a term of at most 20 digits and a comma; 1 KiB is
-// kept for the rest of the object.
-func PageCapacity(encoded int) int {
-	return (store.MaxObjectSize - 1024) / (encoded + 22)
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// shardHash orders the shards the same way in every era, and scatters
-// names that sort together.
-func shardHash(s string) uint64 {
-	sum := sha256.Sum256([]byte(s))
-	return binary.BigEndian.Uint64(sum[:])
-}
-
 // Term is the era's term.
 func (c *Coordinator) Term() uint64 { return c.term }
 
@@ -190,7 +148,7 @@ func (c *Coordinator) Term() uint64 { return c.term }
 // its start has applied one of its pages or is over, and a lease has passed
 // since it read them.
 func (c *Coordinator) Ready(now time.Time) bool {
-	if c.allRead.IsZero() || now.Before(c.allRead.Add(c.lmax)) {
+	if !c.gated {
 		return false
 	}
 	for _, g := range c.ghosts {
@@ -208,7 +166,6 @@ func (c *Coordinator) Ready(now time.Time) bool {
 
 // Begin starts the era.
 func (c *Coordinator) Begin(now time.Time) []Effect {
-	c.lastOK = now
 	return c.after(now, nil)
 }
 
@@ -221,63 +178,6 @@ func (c *Coordinator) k(id string) *key {
 	return k
 }
 
-// Listed is the result of OpList: the workers' objects by worker ID.
-func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error) []Effect {
-	c.listing = false
-	if err != nil || c.down {
-		return c.after(now, nil)
-	}
-	c.lastOK = now
-	for _, id := range sortedKeys(entries) {
-		e := entries[id]
-		k := c.k(id)
-		if !c.listed && e.Session != "" && c.roster.closed[id] == e.Session {
-			// A closed session, by the roster: nothing to read (4.7).
-			k.sight, k.seen, k.news, k.departed, k.skipped = e.Session, now, e.News, true, true
-			continue
-		}
-		c.entry(now, k, e)
-		if !c.listed {
-			k.wantGet = true
-		}
-	}
-	for _, id := range sortedKeys(c.keys) {
-		if _, ok := entries[id]; !ok {
-			k := c.keys[id]
-			if k.sight != "" || k.cur != nil {
-				k.sight, k.seen, k.wantGet = "", now, true
-			}
-		}
-	}
-	var ids []string
-	for _, id := range sortedKeys(c.keys) {
-		if !c.keys[id].departed {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) > 0 {
-		c.sweep++
-		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost
-	}
-	c.listed = true
-	return c.after(now, nil)
-}
-
-// entry takes in what a listing, or a worker's report, says of a key.
-func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
-	if e.Session != k.sight {
-		k.sight, k.seen, k.departed = e.Session, now, false
-		k.listed, k.listedAt = e.Session, now
-		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
-			k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
-		}
-	}
-	if e.News != k.news {
-		k.news = e.News
-		k.wantGet = k.wantGet || !k.departed
-	}
-}
-
 // SessionRead is the result of OpGetSession for worker id.
 func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag string, err error) []Effect {
 	k := c.k(id)
@@ -286,9 +186,13 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		k.wantGet = true
 		return c.after(now, nil)
 	}
-	c.lastOK = now
+	c.firstSent = time.Time{} // a call succeeded
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
+	}
+	k.readTag = etag
+	if c.gateKeys[id] && !k.getAt.Before(c.gateSent) {
+		delete(c.gateKeys, id)
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
@@ -366,12 +270,15 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
 				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
 			switch {
-			case revived || k.skipped || s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
+			case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
+				s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
 				// Revived; on a key this era did not read at its start
-				// (4.7); or a session that led, or may lead, by a page of
+				// (4.7); first read after the era's start and before its
+				// gate; or a session that led, or may lead, by a page of
 				// an earlier era: hidden from this era's start (its object
-				// deleted, then put back), it may still lead or apply it.
-				// A session opened in this era has none of these.
+				// deleted, then put back), it may still lead or apply it
+				// (4.1). A session opened in this era after its gate has
+				// none of these.
 				k.cur.need = Ver{c.term, c.n + 1}
 			case c.allRead.IsZero():
 				k.cur.need = Ver{c.term, 1}
@@ -449,7 +356,7 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 	if err != nil || c.down {
 		return c.after(now, nil)
 	}
-	c.lastOK = now
+	c.firstSent = time.Time{} // a call succeeded
 	k.page.read, k.page.etag = true, etag
 	if etag != "" {
 		if p, perr := ParsePage(data, id); perr == nil {
@@ -477,7 +384,7 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 	k.page.writing = false
 	switch {
 	case err == nil:
-		c.lastOK = now
+		c.firstSent = time.Time{} // a call succeeded
 		k.page.etag, k.page.dirty, k.page.wrote = etag, false, now
 	case errors.Is(err, store.ErrPreconditionFailed):
 		k.page.read, k.page.dirty = false, true // read it again, then write over it
@@ -494,6 +401,9 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 func (c *Coordinator) foreign(id string, v Ver, by string) error {
 	switch {
 	case c.term < v.Era:
+		if v.Era < 1<<32 {
+			c.later = max(c.later, v.Era)
+		}
 		return fmt.Errorf("worker %q shows a page of era %d, after this era (%d)", id, v.Era, c.term)
 	case c.term == v.Era && by != c.cfg.Mark:
 		return fmt.Errorf("worker %q shows a page of this era (%d) that another coordinator wrote: the election's term has repeated (its lockfile and term object put back?)", id, c.term)
@@ -501,9 +411,12 @@ func (c *Coordinator) foreign(id string, v Ver, by string) error {
 	return nil
 }
 
+// stepDown ends the era. Its effect's Term is the highest later era the
+// era saw (0 if none): the executor hands it to its Elector, so that the
+// next election starts above it (4.6).
 func (c *Coordinator) stepDown(now time.Time, err error) []Effect {
 	c.down = true
-	return []Effect{{Op: OpStepDown, Err: err}}
+	return []Effect{{Op: OpStepDown, Err: err, Term: c.later}}
 }
 
 // Tick is a timer that fired.
@@ -514,15 +427,16 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if c.down {
 		return fx
 	}
-	if now.Sub(c.lastOK) > c.cfg.LeaderTimeout {
-		return c.stepDown(now, fmt.Errorf("no store call succeeded for %v", now.Sub(c.lastOK)))
+	if !c.firstSent.IsZero() && now.Sub(c.firstSent) > c.cfg.LeaderTimeout {
+		return c.stepDown(now, fmt.Errorf("no store call sent in the last %v succeeded", now.Sub(c.firstSent)))
 	}
 	if !c.roster.read && !c.roster.reading {
 		c.roster.reading = true
 		fx = append(fx, Effect{Op: OpGetRoster})
 	}
-	if !c.listing && !now.Before(c.nextLst) && (c.listed || c.roster.read) {
-		c.listing = true
+	gate := !c.allRead.IsZero() && c.gateSent.IsZero() && !now.Before(c.allRead.Add(c.lmax))
+	if !c.listing && (gate || !now.Before(c.nextLst)) && (c.listed || c.roster.read) {
+		c.listing, c.listSent = true, now
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
 		if c.listed && c.cfg.ListEvery > 0 {
 			c.nextLst = now.Add(c.cfg.ListEvery)
@@ -565,12 +479,20 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 			fx = append(fx, Effect{Op: OpGetPage, Key: id})
 		}
 	}
+	if !c.gateSent.IsZero() && len(c.gateKeys) == 0 {
+		c.gated = true
+	}
 	fx = c.plan(now, fx)
 	fx = c.rosterWrite(now, fx)
 	return c.timer(now, fx)
 }
 
 func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
+	for _, e := range fx {
+		if c.firstSent.IsZero() && e.Op != OpStepDown && e.Op != OpTimer {
+			c.firstSent = now // every other effect of the coordinator is a store call
+		}
+	}
 	at := c.nextLst
 	if c.listing || !at.After(now) {
 		at = now.Add(c.cfg.FrequentInterval)

@@ -140,14 +140,26 @@ func TestWorkerRules(t *testing.T) {
 	}
 }
 
+// TestWorkerFindsADuplicate: a second process of the worker's ID writes
+// over its session and renews; the second time, Run ends.
 func TestWorkerFindsADuplicate(t *testing.T) {
 	w := liveWorker(t)
-	foreign := Marshal(Session{V: wireVersion, ID: "w1", Session: "other", Seq: 1, TTL: 3000})
+	foreign := func(seq uint64) []byte {
+		return Marshal(Session{V: wireVersion, ID: "w1", Session: "other", Seq: seq, TTL: 3000})
+	}
+	now := at(0)
 	for i := range 2 {
-		now := at(time.Duration(i+1) * 1100 * time.Millisecond)
+		now = now.Add(1100 * time.Millisecond)
 		w.Tick(now)
 		w.SessionPut(now, now, "", store.ErrPreconditionFailed)
-		fx := w.SessionRead(now, foreign, "x", nil)
+		if fx := w.SessionRead(now, foreign(uint64(2*i+1)), "x", nil); len(ops(fx)) != 0 {
+			t.Fatalf("displacement %d, first read: effects %v; want none (it reads again at its next tick)", i+1, ops(fx))
+		}
+		now = now.Add(time.Second)
+		if _, ok := find(w.Tick(now), OpGetSession); !ok {
+			t.Fatalf("displacement %d: no second read of the key", i+1)
+		}
+		fx := w.SessionRead(now, foreign(uint64(2*i+2)), "x2", nil)
 		if e, ok := find(fx, OpFail); ok != (i == 1) || ok && !errors.Is(e.Err, ErrDuplicateID) {
 			t.Fatalf("displacement %d: effects %v", i+1, ops(fx))
 		}
@@ -176,6 +188,25 @@ func readyCoordinator(t *testing.T) *Coordinator {
 	return c
 }
 
+// gateListing ticks c at now, which sends the era's gate listing (4.1),
+// and answers it with every key at the ETag c last read: c may grant.
+func gateListing(c *Coordinator, now time.Time) []Effect {
+	entries := map[string]Entry{}
+	for id, k := range c.keys {
+		entries[id] = Entry{Session: k.readTag}
+	}
+	if c.listing && c.listSent.Before(now) {
+		c.Listed(now, entries, nil) // the listing in flight, sent before
+	}
+	if !c.listing {
+		c.Tick(now)
+	}
+	if !c.listing {
+		return nil
+	}
+	return c.Listed(now, entries, nil)
+}
+
 func grants(fx []Effect) map[string]map[string]uint64 {
 	out := map[string]map[string]uint64{}
 	for _, e := range fx {
@@ -195,7 +226,7 @@ func TestCoordinatorGrantsEvenlyOnceReady(t *testing.T) {
 		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
 		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
 	}
-	fx := c.Tick(at(3 * time.Second))
+	fx := gateListing(c, at(3*time.Second))
 	g := grants(fx)
 	if len(g["w1"]) != 2 || len(g["w2"]) != 2 {
 		t.Fatalf("grants = %v; want two shards each", g)
@@ -215,7 +246,7 @@ func TestCoordinatorFreesADeadSessionsShardsOnlyAfterAFreshRead(t *testing.T) {
 		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
 		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
 	}
-	g := grants(c.Tick(at(3 * time.Second)))
+	g := grants(gateListing(c, at(3*time.Second)))
 	for _, id := range []string{"w1", "w2"} {
 		c.PagePut(at(3100*time.Millisecond), id, "q"+id, nil)
 	}

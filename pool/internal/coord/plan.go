@@ -1,10 +1,14 @@
 package coord
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/s3lect/s3lect/store"
 )
 
 // plan writes the pages that move the pool toward an even spread.
@@ -143,4 +147,56 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 	k.page.writing, k.page.dirty = true, false
 	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL, By: c.cfg.Mark}
 	return append(fx, Effect{Op: OpPutPage, Key: id, Data: Marshal(p), IfMatch: k.page.etag, Ver: ver})
+}
+
+// SetShards changes the shards the pool runs.
+func (c *Coordinator) SetShards(shards []string) {
+	c.shards = map[string]bool{}
+	for _, s := range shards {
+		c.shards[s] = true
+	}
+	c.order = slices.Clone(shards)
+	slices.SortFunc(c.order, func(a, b string) int {
+		ha, hb := shardHash(a), shardHash(b)
+		switch {
+		case ha < hb:
+			return -1
+		case ha > hb:
+			return 1
+		}
+		return cmpString(a, b)
+	})
+	c.rank = map[string]int{}
+	longest := 0
+	for i, s := range c.order {
+		c.rank[s] = i
+		longest = max(longest, len(Marshal(s)))
+	}
+	c.capacity = PageCapacity(longest)
+}
+
+// PageCapacity is how many shards whose names take at most encoded bytes
+// in JSON (quotes included) one page, or one session object, can list
+// within store.MaxObjectSize: a worker never leads more. An entry takes
+// the name, a colon, a term of at most 20 digits and a comma; 1 KiB is
+// kept for the rest of the object.
+func PageCapacity(encoded int) int {
+	return (store.MaxObjectSize - 1024) / (encoded + 22)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// shardHash orders the shards the same way in every era, and scatters
+// names that sort together.
+func shardHash(s string) uint64 {
+	sum := sha256.Sum256([]byte(s))
+	return binary.BigEndian.Uint64(sum[:])
 }

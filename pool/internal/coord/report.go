@@ -2,14 +2,25 @@ package coord
 
 import "time"
 
-// Reported is a worker's report of its objects (peer mode): a hint, as a
-// listing's entry is, never a decision (4.3 acts on reads). Before the
+// Reported is a worker's report of its objects (peer mode): a hint for
+// when to read, never a sighting. It may ask for a read where a listing's
+// entry would, but it never sets the key's sighting nor its first sight:
+// only the coordinator's own listings and reads start a wait (4.3), so a
+// report that names a write before it happens (on S3 an ETag is the hash
+// of a predictable body) cannot start that write's wait early. Before the
 // era's first listing it is dropped.
 func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 	if c.down || !c.listed || e.Session == "" {
 		return nil
 	}
-	c.entry(now, c.k(id), e)
+	k := c.k(id)
+	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0) {
+		k.wantGet = true // new, or owing this coordinator an acknowledgement
+	}
+	if e.News != k.news {
+		k.news = e.News // news is only ever a hint to read
+		k.wantGet = k.wantGet || !k.departed
+	}
 	return c.after(now, nil)
 }
 

@@ -75,6 +75,7 @@ type proc struct {
 	sessions  int
 	calls     map[string]int // store requests sent, by kind
 	twin      bool           // a second process of another's ID
+	noted     uint64         // the highest era its process handed its Elector (NoteTerm)
 }
 
 type event struct {
@@ -227,7 +228,7 @@ func (p *proc) realAt(l time.Time) time.Duration {
 func (s *sim) start(p *proc) {
 	p.inc++
 	p.up, p.closed = true, false
-	p.c, p.ls = nil, map[string]*lship{}
+	p.c, p.ls, p.noted = nil, map[string]*lship{}, 0
 	p.w = NewWorker(WorkerConfig{ID: p.id, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt, NewSession: func() string {
 		p.sessions++
 		return fmt.Sprintf("%s.%d.%d.%d", p.id, p.n, p.inc, p.sessions) // random in the executor: the process index keeps twins apart
@@ -338,6 +339,9 @@ func (s *sim) etagOf(data []byte) string {
 
 // wdo carries out a worker's effects.
 func (s *sim) wdo(p *proc, fx []Effect) {
+	if _, v := p.w.Session(); v.Era > p.noted {
+		p.noted = v.Era // the executor hands an applied page's era to its Elector
+	}
 	for _, e := range fx {
 		if e.Op != OpTimer {
 			s.log("%s w %s", p.id, e)
@@ -451,7 +455,7 @@ func (s *sim) electTick(p *proc) {
 	if s.holder != nil && s.now-s.renewed < s.holderLT {
 		return
 	}
-	s.term++
+	s.term = max(s.term, p.noted) + 1 // the Elector writes above every term it has seen
 	s.holder, s.holdInc, s.renewed, s.holderLT = p, p.inc, s.now, p.tm.lt
 	p.cEnd = p.local(s.now).Add(p.tm.lt - p.tm.lt/10)
 	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt,
@@ -571,6 +575,7 @@ func (s *sim) cdo(p *proc, c *Coordinator, fx []Effect) {
 				return func() { deliver(tag, err) }, fmt.Sprint(tag, err)
 			}, s.adopt(p, "departed", data, deliver))
 		case OpStepDown:
+			p.noted = max(p.noted, e.Term)
 			if s.holder == p {
 				s.holder = nil
 			}

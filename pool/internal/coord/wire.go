@@ -118,7 +118,7 @@ const (
 	OpExtend               // move every leadership's end to At
 	OpClosed               // the worker's session is closed: Run may return
 	OpFail                 // stop with Err
-	OpStepDown             // the coordinator stops: resign its election with Err
+	OpStepDown             // the coordinator stops: resign its election with Err; Term: a later era it saw (hand it to the Elector), or 0
 	OpGetRoster            // read the roster of departed workers
 	OpPutRoster            // write Data to the roster, If-Match IfMatch
 )

@@ -34,6 +34,14 @@ type write struct {
 	news    bool
 }
 
+// dupSight is a foreign session read on the worker's key after a refused
+// write, to be read again a FrequentInterval later.
+type dupSight struct {
+	session string
+	seq     uint64
+	at      time.Time
+}
+
 // Worker is one worker's side of the protocol: its session, the page it
 // applied, the shards whose Work runs. Its methods are the events; each
 // returns the effects for the executor to carry out, in order.
@@ -44,9 +52,10 @@ type Worker struct {
 
 	sess      string
 	mine      map[string]bool // the sessions this worker opened
-	displaced int             // live sessions ended by a foreign session of this ID
+	displaced int             // live sessions ended by a foreign session of this ID, seen to renew
 	checkDup  bool
-	etag      string // the object as this worker last wrote (or, opening, read) it
+	dup       dupSight // a foreign live session on the key, read once: is it renewing?
+	etag      string   // the object as this worker last wrote (or, opening, read) it
 	seq       uint64
 	deadline  time.Time // the session's lease ends
 	nextTick  time.Time
@@ -110,14 +119,37 @@ func (w *Worker) open(fx *[]Effect) {
 func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error) []Effect {
 	var fx []Effect
 	w.reading = false
-	if w.st != wOpen || err != nil {
+	if w.st != wOpen {
+		return w.timer(now, fx)
+	}
+	if err != nil {
+		if w.leaving {
+			// No session, no Work: nothing is left to close (a store
+			// that cannot be reached must not keep Run from returning).
+			w.st = wDone
+			return append(fx, Effect{Op: OpClosed})
+		}
 		return w.timer(now, fx) // retried at the next tick
 	}
 	if w.checkDup && etag != "" {
+		// A displacement counts only when the foreign session is seen to
+		// renew (W1): a duplicate process does, within its lease; an
+		// earlier write put back (a restored backup of an earlier
+		// process) stands still. The key is read again every tick until
+		// its seq rises or its ttl has passed since the first read.
 		if s, perr := ParseSession(data, w.cfg.ID); perr == nil && s.Session != "" && !w.mine[s.Session] && !s.Closed {
-			w.displaced++
+			ttl := max(time.Duration(s.TTL)*time.Millisecond, w.cfg.LeaderTimeout)
+			switch d := w.dup; {
+			case d.session == "":
+				w.dup = dupSight{session: s.Session, seq: s.Seq, at: now}
+				return w.timer(now, fx) // read it again at the next tick
+			case d.session == s.Session && s.Seq > d.seq:
+				w.displaced++
+			case d.session == s.Session && now.Sub(d.at) < ttl:
+				return w.timer(now, fx)
+			}
 		}
-		w.checkDup = false
+		w.checkDup, w.dup = false, dupSight{}
 		if w.displaced >= 2 {
 			w.st = wDone
 			return append(fx, Effect{Op: OpFail, Err: ErrDuplicateID})

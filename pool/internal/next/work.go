@@ -68,7 +68,8 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 	key := p.sessionKey(p.cfg.ID)
 	var sess lease.Sighting // the session object as last written or read
 	newsTag := ""
-	pageTag := "" // the ETag of this worker's page as last read
+	pageTag := ""    // the ETag of this worker's page as last read
+	var noted uint64 // the highest era handed to the election (NoteTerm)
 	var result error
 	done := false
 	var do func([]coord.Effect)
@@ -132,6 +133,13 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 							pageTag = etag
 						}
 						do(w.PageRead(p.clock.Now(), data, etag, err))
+						if _, v := w.Session(); v.Era > noted {
+							// The election's next term goes above every era this
+							// worker applied, even if its objects were put back
+							// to earlier terms (docs/pool-protocol.md, 4.6).
+							noted = v.Era
+							el.NoteTerm(noted)
+						}
 					}
 				})
 			case coord.OpStart:
@@ -388,6 +396,9 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 			case coord.OpStepDown:
 				p.log.Warn("the coordinator steps down", "term", term, "err", e.Err)
 				down = true
+				if e.Term > 0 {
+					p.el.NoteTerm(e.Term) // the next election starts above the later era (4.6)
+				}
 			}
 		}
 	}

@@ -1,23 +1,18 @@
-//go:build s3lect_openfindings
-
 package coord
 
-// Open findings of the adversarial review of the coordinator-decided pool
-// (issue 40). Each test states a scenario the issue names and asserts the
-// safe outcome; most FAIL on today's code, so they are built only with
-// the tag:
-//
-//	go test -tags s3lect_openfindings -run TestOpen -v ./pool/internal/coord
+// Checks from the first adversarial review of the coordinator-decided pool
+// (issue 40) that held once its findings were mended: seeds replay with
+// the attack flags, and clocks at the limits of their rates leave a gap.
 
 import (
 	"testing"
 	"time"
 )
 
-// TestOpenReplaysSeeds runs seeds 1 to 5 twenty times each (with the
+// TestSeedsReplayWithTheAttackFlags runs seeds 1 to 5 twenty times each (with the
 // flags given: -attack.suspend, -sim.content-etags are part of the
 // history) and expects one ledger hash per seed.
-func TestOpenReplaysSeeds(t *testing.T) {
+func TestSeedsReplayWithTheAttackFlags(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		first := ""
 		for i := range 20 {
@@ -37,14 +32,14 @@ func TestOpenReplaysSeeds(t *testing.T) {
 	}
 }
 
-// TestOpenClockRatesAtTheLimits: every clock at 5 % fast (the
+// TestClockRatesAtTheLimitsLeaveAGap: every clock at 5 % fast (the
 // coordinator and the takers) but the victim's, 5 % slow; the victim is
 // cut off the store at a moment drawn from the seed, so its leaderships
 // run to their deadline on its slow clock while the coordinator waits it
 // out on its fast one. 40 seeds; the test reports the smallest gap
 // between the victim's last deadline (real time) and the start of any of
 // its shards elsewhere.
-func TestOpenClockRatesAtTheLimits(t *testing.T) {
+func TestClockRatesAtTheLimitsLeaveAGap(t *testing.T) {
 	minGap := time.Hour
 	for seed := uint64(1); seed <= 40; seed++ {
 		tm := attackTiming

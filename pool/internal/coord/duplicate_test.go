@@ -1,0 +1,105 @@
+package coord
+
+// W1's duplicate check: a displacement counts only when the foreign
+// session is seen to renew.
+
+import (
+	"crypto/md5"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+// TestRestoredSessionOfAnEarlierProcessIsNotADuplicate: W1 ends Run with
+// ErrDuplicateID once "another process's write has displaced" the worker
+// twice: a refused write, then a read of its key that names a session
+// this process never opened and that is not closed. An operator's put-back
+// of the key to an earlier version (a backup synced back, a restore of
+// the prefix) shows exactly that: an earlier process of the same ID
+// (before a restart or a deploy) wrote every renewal but its last
+// without `closed`. Two such restores, hours apart, end Run on every
+// worker whose key they touch, and nothing restarts it: after the faults
+// stop, the shards of the pool stay unled (all of them, if the restore
+// took the whole prefix). The simulation does not see it: its calm phase
+// starts again every worker whose Run ended. A duplicate process renews
+// (its seq rises between two reads); a restored object stands still.
+//
+// Schedule (core level; FrequentInterval 1 s, LeaderTimeout 3 s): the
+// worker renews every second; at 10 s and again at 3,600 s the operator
+// puts its key back to the same earlier version, a renewal (seq 57) of
+// session "yesterday" of the process that ran before this one. Each time
+// the worker's next renewal is refused, it reads its key, and opens a new
+// session over it. Run must not end.
+func TestRestoredSessionOfAnEarlierProcessIsNotADuplicate(t *testing.T) {
+	n := 0
+	w := NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
+		NewSession: func() string { n++; return fmt.Sprintf("today%d", n) }})
+	restored := Marshal(Session{V: wireVersion, ID: "w1", Session: "yesterday", Seq: 57, TTL: 3000,
+		Applied: Ver{3, 12}, Leads: map[string]uint64{"a": 3<<32 | 4}})
+	restoredTag := fmt.Sprintf("%x", md5.Sum(restored)) // S3: the same bytes, the same ETag
+	obj, tag := []byte(nil), ""
+	writes := 0
+	type pending struct {
+		at time.Duration
+		fn func(now time.Time) []Effect
+	}
+	var q []pending
+	var timer time.Time
+	handle := func(d time.Duration, fx []Effect) {
+		for _, e := range fx {
+			switch e.Op {
+			case OpFail:
+				t.Fatalf("t=%v: Run ends: %v, after the operator put the key back to an earlier process's write", d, e.Err)
+			case OpTimer:
+				timer = e.At
+			case OpGetSession:
+				data, etag := obj, tag
+				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionRead(now, data, etag, nil) }})
+			case OpPutSession:
+				sent := d
+				if e.IfMatch != tag {
+					q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect {
+						return w.SessionPut(now, at(sent), "", store.ErrPreconditionFailed)
+					}})
+					break
+				}
+				writes++
+				obj, tag = e.Data, fmt.Sprintf("w%d", writes)
+				etag := tag
+				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionPut(now, at(sent), etag, nil) }})
+			case OpGetPage:
+				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.PageRead(now, nil, "", nil) }})
+			}
+		}
+	}
+	handle(0, w.Start(at(0)))
+	restores := 0
+	for d := time.Duration(0); d < 3700*time.Second; d += 10 * time.Millisecond {
+		if d == 10*time.Second || d == 3600*time.Second {
+			obj, tag = restored, restoredTag
+			restores++
+		}
+		var due []pending
+		rest := q[:0]
+		for _, p := range q {
+			if p.at <= d {
+				due = append(due, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		q = rest
+		for _, p := range due {
+			handle(d, p.fn(at(d)))
+		}
+		if !timer.IsZero() && !at(d).Before(timer) {
+			timer = time.Time{}
+			handle(d, w.Tick(at(d)))
+		}
+	}
+	if sess, _ := w.Session(); sess == "" || restores != 2 || n < 3 {
+		t.Fatalf("after %d restores: session %q, %d sessions opened: the schedule did not run", restores, sess, n)
+	}
+}

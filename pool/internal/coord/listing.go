@@ -1,0 +1,70 @@
+package coord
+
+import "time"
+
+// Listed is the result of OpList: the workers' objects by worker ID.
+func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error) []Effect {
+	c.listing = false
+	if err != nil || c.down {
+		return c.after(now, nil)
+	}
+	c.firstSent = time.Time{} // a call succeeded
+	for _, id := range sortedKeys(entries) {
+		e := entries[id]
+		k := c.k(id)
+		if !c.listed && e.Session != "" && c.roster.closed[id] == e.Session {
+			// A closed session, by the roster: nothing to read (4.7).
+			k.sight, k.seen, k.news, k.departed, k.skipped = e.Session, now, e.News, true, true
+			continue
+		}
+		c.entry(now, k, e)
+		if !c.listed {
+			k.wantGet = true
+		}
+	}
+	for _, id := range sortedKeys(c.keys) {
+		if _, ok := entries[id]; !ok {
+			k := c.keys[id]
+			if k.sight != "" || k.cur != nil {
+				k.sight, k.seen, k.wantGet = "", now, true
+			}
+		}
+	}
+	var ids []string
+	for _, id := range sortedKeys(c.keys) {
+		if !c.keys[id].departed {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
+		c.sweep++
+		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost
+	}
+	if !c.gated && c.gateSent.IsZero() && !c.allRead.IsZero() && !c.listSent.Before(c.allRead.Add(c.lmax)) {
+		// The gate listing: every key it shows at an ETag this era has
+		// not read is read before the first grant (4.1).
+		c.gateSent, c.gateKeys = c.listSent, map[string]bool{}
+		for _, id := range sortedKeys(entries) {
+			if k := c.keys[id]; !k.departed && entries[id].Session != k.readTag {
+				c.gateKeys[id], k.wantGet = true, true
+			}
+		}
+	}
+	c.listed = true
+	return c.after(now, nil)
+}
+
+// entry takes in what a listing, or a worker's report, says of a key.
+func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
+	if e.Session != k.sight {
+		k.sight, k.seen, k.departed = e.Session, now, false
+		k.listed, k.listedAt = e.Session, now
+		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
+			k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
+		}
+	}
+	if e.News != k.news {
+		k.news = e.News
+		k.wantGet = k.wantGet || !k.departed
+	}
+}

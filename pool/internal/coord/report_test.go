@@ -1,0 +1,150 @@
+package coord
+
+// Peer mode's reports (4.8): hints for when to read, never a sighting.
+
+import (
+	"crypto/md5"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestReportedSightingDoesNotStartTheSilentWait: in peer mode (4.8) a
+// worker's report is "a hint for when to read, never a decision: a lying
+// or stale report can cost reads and delay, not safety". But Reported
+// takes the reported ETag as the key's sighting and its arrival as that
+// sighting's first sight (k.seen), which is what "silent" (4.3) measures
+// its wait from. The report handler does not check who reports, and on
+// S3 an ETag is the MD5 of the body, which for a worker's next renewal is
+// known in advance (the same body, seq one higher): a report naming a
+// write that has not happened yet starts that write's wait early.
+//
+// Schedule (core level; era 1, shards a to d, workers w1 and w2 at
+// FrequentInterval 1 s, LeaderTimeout 3 s, the coordinator listing every
+// LeaderTimeout/2 as in peer mode; every write's ETag is the MD5 of its
+// body, as on S3):
+//   - the pool runs and balances (w1 leads two shards);
+//   - right after w1's renewal at T, a report for w1 arrives naming the
+//     ETag of w1's next renewal (computable from w1's object);
+//   - at T+1 s w1 renews (that write, sent at T+1 s, gives w1 a lease to
+//     T+1 s+2.7 s), and then loses the store (its Work runs on; its writes
+//     time out, an unknown outcome, so its lease runs to its end); its
+//     honest report of that write changes nothing, the sighting is the
+//     same;
+//   - the coordinator's read sent at T+3 s returns that same ETag, so w1 is
+//     "silent", and its shards go to w2 at once (13.32 s), before w1's
+//     lease ends (14.0 s); w2, renewing at 13.6 s, reads that page, lists
+//     the shard and starts it at about 13.65 s: two live leaderships for
+//     about 0.35 s (up to FrequentInterval − LeaderTimeout/10 in general,
+//     the time between the forged report and the write it names).
+//
+// The listings (every 1.5 s) put a key's sighting back to what they show,
+// so the forged report counts only where no listing falls between it and
+// the write it names: the schedule is tried with the forged report at
+// 10.31 s, 11.31 s and 12.31 s (three phases against the listings' beat).
+func TestReportedSightingDoesNotStartTheSilentWait(t *testing.T) {
+	for _, lie := range []time.Duration{10310, 11310, 12310} {
+		reportedSighting(t, lie*time.Millisecond)
+	}
+}
+
+// reportedSighting runs TestReportedSightingDoesNotStartTheSilentWait's
+// schedule with the forged report at lieAt, just after a renewal of w1.
+func reportedSighting(t *testing.T, lieAt time.Duration) {
+	t.Helper()
+	const fi, lt = time.Second, 3 * time.Second
+	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
+	type wk struct {
+		s       Session
+		etag    string
+		sent    time.Duration // the send of its last successful write
+		page    Page
+		cut     bool
+		renewAt time.Duration
+	}
+	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
+	ws := map[string]*wk{}
+	for i, id := range []string{"w1", "w2"} {
+		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
+		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
+	}
+	pages := map[string][]byte{}
+	pageTag := map[string]string{}
+	renew := func(now time.Duration, w *wk) {
+		s := w.s
+		s.Seq++
+		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
+			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
+		}
+		w.s, w.etag, w.sent = s, md5tag(Marshal(s)), now
+	}
+	next := func(w *wk) string { // the ETag of w's next renewal, as a forger computes it
+		s := w.s
+		s.Seq++
+		return md5tag(Marshal(s))
+	}
+	var queue []Effect
+	queue = append(queue, c.Begin(at(0))...)
+	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
+		now := at(d)
+		for _, id := range []string{"w1", "w2"} {
+			w := ws[id]
+			if d == w.renewAt && !w.cut {
+				renew(d, w)
+				w.renewAt += fi
+				queue = append(queue, c.Reported(now, id, Entry{Session: w.etag})...)
+				if id == "w1" && d == lieAt+fi-10*time.Millisecond {
+					w.cut = true // w1 loses the store after this write
+				}
+			}
+		}
+		if d == lieAt {
+			forged := next(ws["w1"])
+			t.Logf("t=%v: a report for w1 names %s, the ETag of its next renewal", d, forged)
+			queue = append(queue, c.Reported(now, "w1", Entry{Session: forged})...)
+		}
+		fx := append(queue, c.Tick(now)...)
+		queue = nil
+		for _, e := range fx {
+			switch e.Op {
+			case OpStepDown:
+				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
+			case OpList:
+				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: ws["w1"].etag}, "w2": {Session: ws["w2"].etag}}, nil)...)
+			case OpGetSession:
+				queue = append(queue, c.SessionRead(now, e.Key, Marshal(ws[e.Key].s), ws[e.Key].etag, nil)...)
+			case OpGetPage:
+				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
+			case OpGetRoster:
+				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
+			case OpPutRoster:
+				queue = append(queue, c.RosterPut(now, "r", nil)...)
+			case OpPutPage:
+				p, err := ParsePage(e.Data, e.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
+				ws[e.Key].page = p
+				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
+				if e.Key != "w2" || d < lieAt {
+					break
+				}
+				w1 := ws["w1"]
+				end := w1.sent + lt - lt/10
+				for sh := range p.Shards {
+					if _, ok := w1.s.Leads[sh]; ok && d < end {
+						// w2 starts it after its next renewal, its page read
+						// and a write listing it: about 50 ms after it renews.
+						start := ws["w2"].renewAt + 50*time.Millisecond
+						t.Fatalf("t=%v: the coordinator grants %s (which w1 leads, its lease from a write sent at %v running to %v) to w2, which can lead it from about %v: a forged report started w1's silent wait %v before its last write",
+							d, sh, w1.sent, end, start, w1.sent-lieAt)
+					}
+				}
+			}
+		}
+	}
+	if len(ws["w1"].s.Leads) == 0 {
+		t.Fatalf("w1 led nothing: the schedule does not test the rule")
+	}
+}

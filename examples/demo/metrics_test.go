@@ -60,9 +60,9 @@ func TestMetricsFlagServesStatsAndHealth(t *testing.T) {
 		`s3lect_term{lockfile="demo/metrics.json",server="b"} ` + itoa(lead.Term()),
 		`s3lect_mode{lockfile="demo/metrics.json",server="a",mode="leader"} 1`,
 		`s3lect_leaderships_won_total{lockfile="demo/metrics.json",server="a"} 1`,
-		// The win: the term object's raise, then the lockfile's create
-		// (docs/protocol.md, 1.1).
-		`s3lect_store_requests_total{lockfile="demo/metrics.json",server="a",op="put",result="ok"} 2`,
+		// The win: the term's claim, the term object's raise, then the
+		// lockfile's create (docs/protocol.md, 1.1).
+		`s3lect_store_requests_total{lockfile="demo/metrics.json",server="a",op="put",result="ok"} 3`,
 		`s3lect_renewal_age_seconds{lockfile="demo/metrics.json",server="a"} `,
 		"# TYPE s3lect_store_requests_total counter",
 	} {

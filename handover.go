@@ -227,7 +227,7 @@ func (doStepRead) done(c *core, ev evStore, _, now time.Time, emit func(effect))
 		return false
 	}
 	if live {
-		c.endLead(l, ErrAskedToStepDown, emit)
+		c.endLead(l, &StepDownError{To: rec.To}, emit)
 	}
 	l.step = &stepRequest{etag: ev.etag, sum: sha256.Sum256(ev.data), data: ev.data, rec: rec}
 	if l.to == "" {

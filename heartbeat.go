@@ -77,7 +77,7 @@ func (c *core) leaderAct(l *leader, now time.Time, emit func(effect)) (wake time
 		}
 	}
 	if l.ending == nil && l.ann.asked && !l.ann.at.IsZero() && !now.Before(l.ann.at) {
-		c.endLead(l, ErrAskedToStepDown, emit) // section 11.5: the announced moment of an operator's step-down
+		c.endLead(l, &StepDownError{To: l.to}, emit) // section 11.5: the announced moment of an operator's step-down
 	}
 	if l.ending == nil {
 		wake := l.renew(&c.sh, now, emit)

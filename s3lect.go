@@ -668,3 +668,19 @@ func (e *Elector) Close() error {
 
 // errCloseResign is the cause of a leadership ended by Close.
 var errCloseResign = fmt.Errorf("%w: %w", ErrResigned, ErrClosed)
+
+// StepDownError is the cause of a Leadership's Context that an operator's
+// step-down request ended (it matches ErrAskedToStepDown and
+// ErrLeadershipLost): To is the member the request hands over to, "" for
+// any member. The holder learns it without another read of the lockfile.
+type StepDownError struct{ To string }
+
+func (e *StepDownError) Error() string {
+	if e.To == "" {
+		return ErrAskedToStepDown.Error()
+	}
+	return ErrAskedToStepDown.Error() + ", to hand over to " + e.To
+}
+
+// Unwrap returns ErrAskedToStepDown.
+func (e *StepDownError) Unwrap() error { return ErrAskedToStepDown }

@@ -407,6 +407,9 @@ func (r *runner) lost(lead *s3lect.Leadership, g *group) (req s3lect.Record, ask
 		// to SIGKILL, does not come back in time on a loaded machine (the
 		// request's -to is then unknown here; the library hands over to it).
 		asked = asked || errors.Is(cause, s3lect.ErrAskedToStepDown)
+		if sd := (*s3lect.StepDownError)(nil); req.To == "" && errors.As(cause, &sd) {
+			req.To = sd.To // the cause names the member when the read did not come back
+		}
 		if asked {
 			why = "asked to step down by s3lect release, to hand over to " + cmp.Or(req.To, "another member")
 		}

@@ -145,7 +145,7 @@ func TestReportOnMinIO(t *testing.T) {
 	}
 	o := quick()
 	o.bucket, o.pathStyle = s3test.Bucket(t), true
-	o.scale = 25      // a lease of 600 ms: MinIO under -race on a busy machine can be slower than 1/50 allows
+	o.scale = 25 // a lease of 600 ms: MinIO under -race on a busy machine can be slower than 1/50 allows
 	// The pool's rows at a fifth of the defaults (a 3 s lease), not a
 	// tenth: under -race at a load average of 25, ten workers' coordinator
 	// lost its 1.5 s election lease four times in 30 s and the shards did

@@ -147,7 +147,7 @@ type ElectorConfig struct {
 	// LockfilePath is the object key of the lockfile, for example
 	// "leader/my-group.json". Every instance of one election group uses the
 	// same key. Required: valid UTF-8 without NUL bytes, and at most 998
-	// bytes, as the term claims' keys (LockfilePath + ".term/" and 20
+	// bytes, as the term claims' keys (LockfilePath + ".term." and 20
 	// digits) must fit the stores' 1024.
 	LockfilePath string
 
@@ -258,15 +258,17 @@ const maxKeyLen = 1024
 const termSuffix = ".term"
 
 // claimKeyLen is how many bytes a term claim's key adds to LockfilePath:
-// the term suffix, a slash and the term in 20 digits (claimKey).
+// the term suffix, a dot and the term in 20 digits (claimKey).
 const claimKeyLen = len(termSuffix) + 1 + 20
 
 // claimKey names the claim of term: the object a takeover at that term
 // creates, once, before it writes (docs/protocol.md, 1.1), as
-// LockfilePath + ".term/" + the term zero-padded to 20 digits. It is part
-// of the wire format.
+// LockfilePath + ".term." + the term zero-padded to 20 digits. It is part
+// of the wire format. Not ".term/": on a file-backed gateway (versitygw's
+// posix backend) an object and a "directory" of one name cannot both
+// exist, and the term object is "<lockfile>.term".
 func (e *Elector) claimKey(term uint64) string {
-	return fmt.Sprintf("%s/%020d", e.termKey, term)
+	return fmt.Sprintf("%s.%020d", e.termKey, term)
 }
 
 // withDefaults returns cfg with every zero field set to its default.

@@ -26,12 +26,12 @@ const ProbeSuffix = ".s3lect-probe"
 
 // ProbeKey names the probe for a store whose first write is to key: key
 // with ProbeSuffix appended, except for s3lect's term claims
-// ("<lockfile>.term/" and 20 digits, a takeover's first write), whose
+// ("<lockfile>.term." and 20 digits, a takeover's first write), whose
 // probe is the term object's, "<lockfile>.term.s3lect-probe": one probe
 // per lockfile, whichever term an elector first claims, and a key no
 // longer than the claims'.
 func ProbeKey(key string) string {
-	if i := strings.LastIndexByte(key, '/'); i >= 0 && strings.HasSuffix(key[:i], ".term") && len(key)-i-1 == 20 &&
+	if i := strings.LastIndexByte(key, '.'); i >= 0 && strings.HasSuffix(key[:i], ".term") && len(key)-i-1 == 20 &&
 		strings.Trim(key[i+1:], "0123456789") == "" {
 		return key[:i] + ProbeSuffix
 	}

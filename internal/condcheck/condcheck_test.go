@@ -159,11 +159,11 @@ func TestCheckRechecksADenialAfterABackoff(t *testing.T) {
 // probe's key is no longer than the claims'.
 func TestProbeKeyOfATermClaimIsTheTermObjects(t *testing.T) {
 	for _, tc := range []struct{ key, want string }{
-		{"leader/x.json.term/00000000000000000012", "leader/x.json.term.s3lect-probe"},
+		{"leader/x.json.term.00000000000000000012", "leader/x.json.term.s3lect-probe"},
 		{"leader/x.json.term", "leader/x.json.term.s3lect-probe"},
 		{"leader/x.json", "leader/x.json.s3lect-probe"},
-		{"leader/x.json.term/12", "leader/x.json.term/12.s3lect-probe"},                                     // not 20 digits
-		{"leader/x.json.term/0000000000000000001a", "leader/x.json.term/0000000000000000001a.s3lect-probe"}, // not digits
+		{"leader/x.json.term.12", "leader/x.json.term.12.s3lect-probe"},                                     // not 20 digits
+		{"leader/x.json.term.0000000000000000001a", "leader/x.json.term.0000000000000000001a.s3lect-probe"}, // not digits
 		{"a/00000000000000000012", "a/00000000000000000012.s3lect-probe"},                                   // no .term before
 	} {
 		if got := condcheck.ProbeKey(tc.key); got != tc.want {

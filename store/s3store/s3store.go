@@ -19,7 +19,7 @@
 //
 // IAM: s3:GetObject and s3:PutObject on the lockfile, its term object
 // (the lockfile's key with ".term" appended, which s3lect writes on every
-// takeover), its term claims (the lockfile's key with ".term/" and 20
+// takeover), its term claims (the lockfile's key with ".term." and 20
 // digits appended, one created by every takeover) and the probe. The
 // probe is named after the first key a Store writes; an elector's first
 // write is a takeover's term claim, whose probe is the term object's, so

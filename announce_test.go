@@ -191,17 +191,8 @@ func TestCoreAnnounce(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
 	lead := p.announceLead() // (5-1) FrequentIntervals + 2 slacks + FrequentInterval/4: 4.375 s
-	win := func(t *testing.T, p params) *machine {
-		t.Helper()
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		return m
-	}
 	t.Run("11.4 the next renewal announces the moment, a lead after its send; the leadership stays live", func(t *testing.T) {
-		m := win(t, p)
+		m := leading(t, p)
 		m.on(evAnnounce{to: "b"}, at(500*time.Millisecond))
 		noEffect[anyWrite](t, m, "Announce between renewals")
 		noEffect[doAnnounced](t, m, "Announce between renewals")
@@ -233,7 +224,7 @@ func TestCoreAnnounce(t *testing.T) {
 	t.Run("11.4 in peer mode nothing is announced: Announce returns at once", func(t *testing.T) {
 		pp := p
 		pp.peerMode = true
-		m := win(t, pp)
+		m := leading(t, pp)
 		m.on(evAnnounce{}, at(500*time.Millisecond))
 		if a := mustEffect[doAnnounced](t, m, "Announce in peer mode"); !a.at.Equal(at(500 * time.Millisecond)) {
 			t.Errorf("announced moment %v; want at once (500ms)", a.at.Sub(t0))
@@ -398,12 +389,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 	// the operator's request (to b, releaseAt set) 20 ms later.
 	asked := func(t *testing.T) (*machine, time.Time) {
 		t.Helper()
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		m := refusedRenewal(t, p)
 		mustEffect[doStepRead](t, m, "the refused renewal's read")
 		noEffect[doEnd](t, m, "a refused renewal, before its read (storage mode)")
 		req := m.c.lead().rec
@@ -474,12 +460,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 		}
 	})
 	t.Run("11.5 an announced request over another leadership's record is a loss: nothing is written", func(t *testing.T) {
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		m := refusedRenewal(t, p)
 		req := m.c.lead().rec
 		req.StepDown, req.ReleaseAt, req.Lease = "q1", 1, "another-lease"
 		m.on(evStore{gen: m.c.sh.gen, data: req.encode(), etag: `"q"`}, at(p.fi+20*time.Millisecond))
@@ -489,12 +470,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 	t.Run("11.5 in peer mode a refused renewal ends the leadership at once", func(t *testing.T) {
 		pp := p
 		pp.peerMode = true
-		m := newMachine(t, pp)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		m := refusedRenewal(t, pp)
 		mustEffect[doEnd](t, m, "a refused renewal in peer mode")
 	})
 }

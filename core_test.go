@@ -1369,3 +1369,24 @@ func TestCoreOperatorStepDownIsWaitedOut(t *testing.T) {
 		})
 	}
 }
+
+// leading returns a machine that has won an absent lockfile: its claim
+// written at 0, its lockfile write answered at 100 ms.
+func leading(t *testing.T, p params) *machine {
+	t.Helper()
+	m := newMachine(t, p)
+	campaignAt(t, m, nil, "", at(0))
+	mustEffect[doClaim](t, m, "claim")
+	m.wrote(`"c"`, nil, at(100*time.Millisecond))
+	mustEffect[doLead](t, m, "winning write")
+	return m
+}
+
+// refusedRenewal returns a leading machine whose first renewal, at
+// FrequentInterval, is refused 10 ms later.
+func refusedRenewal(t *testing.T, p params) *machine {
+	t.Helper()
+	m := leading(t, p)
+	m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+	return m
+}

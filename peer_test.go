@@ -38,6 +38,9 @@ type peerNode struct {
 	stopped chan struct{}
 }
 
+// startPeerNode starts an elector in peer mode serving its endpoint on
+// loopback: with a certificate authority, pki, or pinned (only an
+// address, its own self-signed certificate) when pki is nil.
 func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *peerNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -46,20 +49,30 @@ func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *p
 	}
 	fs := newFaultStore(mem)
 	n := &peerNode{id: id, fs: fs, stopped: make(chan struct{})}
-	e, err := New(ElectorConfig{
+	cfg := ElectorConfig{
 		Store: fs, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
-		PeerMode: true, PeerTLS: pki.ClientTLS(), PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
-	})
+		PeerMode: true, PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
+	}
+	if pki != nil {
+		cfg.PeerTLS = pki.ClientTLS()
+	} else {
+		cfg.PeerPinned = true
+	}
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	serverTLS := e.PeerServerTLS()
+	if pki != nil {
+		serverTLS = pki.ServerTLS()
 	}
 	n.e = e
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
 	go func() {
 		defer close(n.stopped)
-		if err := ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()); err != nil {
+		if err := ServePeers(ctx, ln, PeerHandler(e), serverTLS); err != nil {
 			t.Errorf("ServePeers(%s) = %v", id, err)
 		}
 	}()

@@ -39,14 +39,23 @@ func StartWithAuth(t testing.TB, user, pass string) string {
 	return start(t, 0, fmt.Sprintf("authorization {\n  user: %q\n  password: %q\n}\n", user, pass))
 }
 
-// start runs nats-server on port (0: a free one) with conf appended to
-// its configuration.
-func start(t testing.TB, port int, conf string) string {
+// Binary returns the nats-server binary S3LECT_TEST_NATS_SERVER names.
+// Without it the test fails under CI=true, and skips saying how to get it
+// otherwise.
+func Binary(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
 	if bin == "" {
 		s3test.Need(t, "no nats-server: run `bash .ci/run`, which installs the pinned nats-server, or `go install github.com/nats-io/nats-server/v2@v2.14.5` and set S3LECT_TEST_NATS_SERVER to the binary")
 	}
+	return bin
+}
+
+// start runs nats-server on port (0: a free one) with conf appended to
+// its configuration.
+func start(t testing.TB, port int, conf string) string {
+	t.Helper()
+	bin := Binary(t)
 	if port == 0 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

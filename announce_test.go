@@ -38,11 +38,7 @@ func runMoves(t *testing.T, cfg func(id string) ElectorConfig, announce, transfe
 	)
 	ids := []string{"a", "b", "c"}
 	for i, id := range ids {
-		e, err := New(cfg(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, cfg(id))
 		wg.Go(func() {
 			for k := 0; ; k++ {
 				l, err := e.Campaign(ctx)
@@ -328,11 +324,7 @@ func TestShutdownAnnouncesFirst(t *testing.T) {
 		for _, id := range []string{"a", "b", "c"} {
 			c := testConfig(newFaultStore(mem), id)
 			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
-			e, err := New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { e.Close() })
+			e := newTestElector(t, c)
 			es = append(es, e)
 		}
 		lead, err := es[0].Campaign(t.Context())
@@ -503,11 +495,7 @@ func absentMove(t *testing.T, crash bool) time.Duration {
 	mem := memstore.New()
 	fa := newFaultStore(mem)
 	mk := func(id string, st store.Store) *Elector {
-		e, err := New(ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, Logger: quietLogger})
 		return e
 	}
 	la, err := mk("a", fa).Campaign(t.Context())

@@ -203,11 +203,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 				for i, id := range ids {
 					cfg := testConfig(newFaultStore(mem), id)
 					cfg.InfrequentInterval = tc.ii
-					e, err := New(cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { e.Close() })
+					e := newTestElector(t, cfg)
 					n := &node{id: id, e: e}
 					wg.Go(func() {
 						for k := 0; ; k++ {
@@ -272,11 +268,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := testConfig(newFaultStore(memstore.New()), "a")
 				cfg.InfrequentInterval = tc.ii
-				e, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
+				e := newTestElector(t, cfg)
 				l, err := e.Campaign(t.Context())
 				if err != nil {
 					t.Fatal(err)

@@ -328,11 +328,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 	t.Parallel() // real timers and servers of its own: beside the other peer tests
 	pki := newTestPKI(t)
 	t.Run("OriginalClientReadsOurEndpoint", func(t *testing.T) {
-		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "ours", ServerAddr: "10.0.0.1:8443", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "ours", ServerAddr: "10.0.0.1:8443", Logger: quietLogger})
 		srv := httptest.NewServer(PeerHandler(e))
 		defer srv.Close()
 		get := func() (int, map[string]any) {
@@ -426,11 +422,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 func TestPeerHandlerRoutesByLockfile(t *testing.T) {
 	mem := memstore.New()
 	mk := func(key string) *Elector {
-		e, err := New(ElectorConfig{Store: mem, LockfilePath: key, ServerID: "w", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, ElectorConfig{Store: mem, LockfilePath: key, ServerID: "w", Logger: quietLogger})
 		if _, err := e.Campaign(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -192,11 +192,7 @@ func TestPinnedPeerConfig(t *testing.T) {
 		}
 		c := base()
 		c.PeerCertificate = &tls.Certificate{Certificate: cert.Certificate, PrivateKey: cert.PrivateKey} // no Leaf: parsed by New
-		e, err := New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, c)
 		if got := e.PeerServerTLS().Certificates[0].Certificate[0]; string(got) != string(cert.Certificate[0]) {
 			t.Error("PeerServerTLS serves another certificate than PeerCertificate")
 		}
@@ -205,11 +201,7 @@ func TestPinnedPeerConfig(t *testing.T) {
 		}
 	})
 	t.Run("not pinned", func(t *testing.T) {
-		e, err := New(testConfig(memstore.New(), "a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, testConfig(memstore.New(), "a"))
 		if e.PeerServerTLS() != nil {
 			t.Error("PeerServerTLS() without PeerPinned is not nil")
 		}

@@ -118,15 +118,7 @@ func TestAnnounceReleaseEnds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a", Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
-				lead, err := e.Campaign(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
+				e, lead := soleLeader(t)
 				sigs, exited := make(chan os.Signal, 1), make(chan struct{})
 				go func() {
 					time.Sleep(3 * time.Second)
@@ -141,15 +133,7 @@ func TestAnnounceReleaseEnds(t *testing.T) {
 		})
 	}
 	synctest.Test(t, func(t *testing.T) {
-		e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a", Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
-		lead, err := e.Campaign(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, lead := soleLeader(t)
 		var c runConfig
 		if err := c.announce.Set("off"); err != nil || c.announceLimit() != 0 {
 			t.Fatalf("-announce off: %v, limit %v; want 0", err, c.announceLimit())
@@ -182,4 +166,20 @@ func TestAnnounceLimit(t *testing.T) {
 			t.Errorf("-announce %s at %v/%v: limit %v, shown as %q; want %v", tc.flag, tc.frequent, tc.infrequent, got, c.announce.String(), tc.want)
 		}
 	}
+}
+
+// soleLeader returns an elector on a memory store of its own, closed when
+// the test ends, and the leadership it won.
+func soleLeader(t *testing.T) (*s3lect.Elector, *s3lect.Leadership) {
+	t.Helper()
+	e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	lead, err := e.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, lead
 }

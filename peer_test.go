@@ -461,12 +461,15 @@ func TestPeerHandlerRoutesByLockfile(t *testing.T) {
 // elects it; it closes when the test ends.
 func leadAlone(t *testing.T, st store.Store) (*Elector, *Leadership) {
 	t.Helper()
-	e, err := New(ElectorConfig{Store: st, LockfilePath: testKey, ServerID: "w",
+	return electAlone(t, ElectorConfig{Store: st, LockfilePath: testKey, ServerID: "w",
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+}
+
+// electAlone makes an elector of cfg, closed when the test ends, and
+// elects it.
+func electAlone(t *testing.T, cfg ElectorConfig) (*Elector, *Leadership) {
+	t.Helper()
+	e := newTestElector(t, cfg)
 	lead, err := e.Campaign(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -640,17 +643,8 @@ func TestServePeers(t *testing.T) {
 // answers a long-poll during a test.
 func slowLeader(t *testing.T) (*Elector, *Leadership) {
 	t.Helper()
-	e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
+	return electAlone(t, ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
 		FrequentInterval: 20 * time.Second, LeaderTimeout: time.Minute, Logger: quietLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	lead, err := e.Campaign(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, lead
 }
 
 // failingListener accepts one connection, then fails once fail is closed.

@@ -121,9 +121,7 @@ func TestAnnouncedMoveOutage(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := memstore.New()
 				cfg := func(id string) ElectorConfig {
-					c := testConfig(newFaultStore(mem), id)
-					c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
-					return c
+					return defaultsConfig(newFaultStore(mem), id)
 				}
 				fi, ii := DefaultFrequentInterval, DefaultInfrequentInterval
 				slack := renewalSlack(fi)
@@ -165,9 +163,7 @@ func TestUnannouncedMoveOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		cfg := func(id string) ElectorConfig {
-			c := testConfig(newFaultStore(mem), id)
-			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
-			return c
+			return defaultsConfig(newFaultStore(mem), id)
 		}
 		var worst time.Duration
 		for _, m := range runMoves(t, cfg, false, false, 0, 8) {
@@ -322,8 +318,7 @@ func TestShutdownAnnouncesFirst(t *testing.T) {
 		mem := memstore.New()
 		var es []*Elector
 		for _, id := range []string{"a", "b", "c"} {
-			c := testConfig(newFaultStore(mem), id)
-			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+			c := defaultsConfig(newFaultStore(mem), id)
 			e := newTestElector(t, c)
 			es = append(es, e)
 		}

@@ -38,6 +38,13 @@ func newTestElector(t *testing.T, cfg ElectorConfig) *Elector {
 	return e
 }
 
+// defaultsConfig is testConfig at the default intervals (5s, 30s, 15s).
+func defaultsConfig(st store.Store, id string) ElectorConfig {
+	c := testConfig(st, id)
+	c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+	return c
+}
+
 func testConfig(st store.Store, id string) ElectorConfig {
 	return ElectorConfig{
 		Store:              st,

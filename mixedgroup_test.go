@@ -26,9 +26,7 @@ func TestRollingConfigChangeKeepsOneLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		out := make(chan won, 2)
-		oldCfg := testConfig(nil, "old")
-		oldCfg.FrequentInterval, oldCfg.InfrequentInterval, oldCfg.LeaderTimeout =
-			DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+		oldCfg := defaultsConfig(nil, "old")
 		a := newNodeWith(t, mem, oldCfg)
 		a.campaign(t.Context(), out)
 		old := mustWin(t, out)

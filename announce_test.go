@@ -38,11 +38,7 @@ func runMoves(t *testing.T, cfg func(id string) ElectorConfig, announce, transfe
 	)
 	ids := []string{"a", "b", "c"}
 	for i, id := range ids {
-		e, err := New(cfg(id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, cfg(id))
 		wg.Go(func() {
 			for k := 0; ; k++ {
 				l, err := e.Campaign(ctx)
@@ -125,9 +121,7 @@ func TestAnnouncedMoveOutage(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				mem := memstore.New()
 				cfg := func(id string) ElectorConfig {
-					c := testConfig(newFaultStore(mem), id)
-					c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
-					return c
+					return defaultsConfig(newFaultStore(mem), id)
 				}
 				fi, ii := DefaultFrequentInterval, DefaultInfrequentInterval
 				slack := renewalSlack(fi)
@@ -169,9 +163,7 @@ func TestUnannouncedMoveOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		cfg := func(id string) ElectorConfig {
-			c := testConfig(newFaultStore(mem), id)
-			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
-			return c
+			return defaultsConfig(newFaultStore(mem), id)
 		}
 		var worst time.Duration
 		for _, m := range runMoves(t, cfg, false, false, 0, 8) {
@@ -191,17 +183,8 @@ func TestCoreAnnounce(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
 	lead := p.announceLead() // (5-1) FrequentIntervals + 2 slacks + FrequentInterval/4: 4.375 s
-	win := func(t *testing.T, p params) *machine {
-		t.Helper()
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		return m
-	}
 	t.Run("11.4 the next renewal announces the moment, a lead after its send; the leadership stays live", func(t *testing.T) {
-		m := win(t, p)
+		m := leading(t, p)
 		m.on(evAnnounce{to: "b"}, at(500*time.Millisecond))
 		noEffect[anyWrite](t, m, "Announce between renewals")
 		noEffect[doAnnounced](t, m, "Announce between renewals")
@@ -233,7 +216,7 @@ func TestCoreAnnounce(t *testing.T) {
 	t.Run("11.4 in peer mode nothing is announced: Announce returns at once", func(t *testing.T) {
 		pp := p
 		pp.peerMode = true
-		m := win(t, pp)
+		m := leading(t, pp)
 		m.on(evAnnounce{}, at(500*time.Millisecond))
 		if a := mustEffect[doAnnounced](t, m, "Announce in peer mode"); !a.at.Equal(at(500 * time.Millisecond)) {
 			t.Errorf("announced moment %v; want at once (500ms)", a.at.Sub(t0))
@@ -335,13 +318,8 @@ func TestShutdownAnnouncesFirst(t *testing.T) {
 		mem := memstore.New()
 		var es []*Elector
 		for _, id := range []string{"a", "b", "c"} {
-			c := testConfig(newFaultStore(mem), id)
-			c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
-			e, err := New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { e.Close() })
+			c := defaultsConfig(newFaultStore(mem), id)
+			e := newTestElector(t, c)
 			es = append(es, e)
 		}
 		lead, err := es[0].Campaign(t.Context())
@@ -398,12 +376,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 	// the operator's request (to b, releaseAt set) 20 ms later.
 	asked := func(t *testing.T) (*machine, time.Time) {
 		t.Helper()
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		m := refusedRenewal(t, p)
 		mustEffect[doStepRead](t, m, "the refused renewal's read")
 		noEffect[doEnd](t, m, "a refused renewal, before its read (storage mode)")
 		req := m.c.lead().rec
@@ -474,12 +447,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 		}
 	})
 	t.Run("11.5 an announced request over another leadership's record is a loss: nothing is written", func(t *testing.T) {
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		m := refusedRenewal(t, p)
 		req := m.c.lead().rec
 		req.StepDown, req.ReleaseAt, req.Lease = "q1", 1, "another-lease"
 		m.on(evStore{gen: m.c.sh.gen, data: req.encode(), etag: `"q"`}, at(p.fi+20*time.Millisecond))
@@ -489,12 +457,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 	t.Run("11.5 in peer mode a refused renewal ends the leadership at once", func(t *testing.T) {
 		pp := p
 		pp.peerMode = true
-		m := newMachine(t, pp)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+		m := refusedRenewal(t, pp)
 		mustEffect[doEnd](t, m, "a refused renewal in peer mode")
 	})
 }
@@ -527,11 +490,7 @@ func absentMove(t *testing.T, crash bool) time.Duration {
 	mem := memstore.New()
 	fa := newFaultStore(mem)
 	mk := func(id string, st store.Store) *Elector {
-		e, err := New(ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, ElectorConfig{Store: st, LockfilePath: testKey, ServerID: id, Logger: quietLogger})
 		return e
 	}
 	la, err := mk("a", fa).Campaign(t.Context())

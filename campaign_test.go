@@ -47,14 +47,10 @@ func TestCampaignErrorChain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		denied := store.Permanent(errors.New("AccessDenied"))
 		st := &brokenStore{Store: memstore.New(), err: denied, fixed: make(chan struct{})}
-		e, err := New(testConfig(st, "a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, testConfig(st, "a"))
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		_, err = e.Campaign(ctx)
+		_, err := e.Campaign(ctx)
 		if !errors.Is(err, denied) {
 			t.Fatalf("Campaign() = %v; want the permanent error", err)
 		}

@@ -111,11 +111,7 @@ func TestChangeErrTellsNoLeaderFromNoStore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		missing := store.Permanent(errors.New("NoSuchBucket: the bucket does not exist"))
 		st := &brokenStore{Store: memstore.New(), err: missing, fixed: make(chan struct{})}
-		e, err := New(testConfig(st, "w"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, testConfig(st, "w"))
 		ch := e.Observe(t.Context())
 		c := <-ch
 		if !errors.Is(c.Err, missing) {

@@ -1047,7 +1047,6 @@ func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 // the ETag read to one more than the highest term it knows, and only then
 // writes the lockfile with that term (docs/protocol.md, 1.1).
 func TestCoreTermObject(t *testing.T) {
-	termObj := func(term uint64) []byte { return fmt.Appendf(nil, `{"term":%d,"by":"x","lease":"l"}`, term) }
 	t.Run("C8 C10 (1.1) the term object is raised before the takeover, whose term it gives", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
@@ -1078,8 +1077,7 @@ func TestCoreTermObject(t *testing.T) {
 	t.Run("C8 (1.1) a foreign write without a term: the next term still rises past the term object", func(t *testing.T) {
 		// Terms 1 and 2 were held; the original s3lect wrote a record
 		// without a term; a freshly started elector must not use 1 again.
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(2), `"t0"`
+		m := termMachine(t, 2)
 		foreign := Record{LeaderID: "orig", LastUpdated: at(0)}.encode()
 		campaignAt(t, m, foreign, `"f"`, at(0))
 		for now := time.Second; ; now += time.Second {
@@ -1102,8 +1100,7 @@ func TestCoreTermObject(t *testing.T) {
 		// A fresh elector finds no lockfile but a term object: the
 		// lockfile was deleted, maybe under a live lease. The term object
 		// states no lease here: the one assumed for records without ttl.
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(7), `"t0"`
+		m := termMachine(t, 7)
 		campaignAt(t, m, nil, "", at(0))
 		noEffect[anyWrite](t, m, "absent lockfile with a term object")
 		for now := time.Second; now < noTTLLease; now += time.Second {
@@ -1127,8 +1124,7 @@ func TestCoreTermObject(t *testing.T) {
 		// saw, may renew until the deletion: its lease can run a lease
 		// past it. The create holds everyone else off; Campaign returns
 		// only once that lease has passed.
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(7), `"t0"`
+		m := termMachine(t, 7)
 		campaignAt(t, m, nil, "", at(0))
 		now := time.Duration(0)
 		for ; ; now += 100 * time.Millisecond {
@@ -1193,9 +1189,7 @@ func TestCoreTermObject(t *testing.T) {
 		// The term object says term 5 was claimed, which this elector
 		// learns only at its term read: a takeover at 5 may still be
 		// writing over this release (mutation claimnowait).
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(5), `"t0"`
-		m.claims = map[uint64]bool{4: true, 5: true}
+		m := termMachine(t, 5, 4, 5)
 		campaignAt(t, m, release, `"r"`, at(0))
 		noEffect[doClaim](t, m, "a release below term 5")
 		when, ok := takeoverAfter(m, release, `"r"`, 2*coreParams.lt)
@@ -1209,9 +1203,7 @@ func TestCoreTermObject(t *testing.T) {
 	t.Run("T2 (2.1) a release below the term this elector saw held is waited out from its first sight", func(t *testing.T) {
 		// A restore of an earlier release while x leads at term 5, seen
 		// by a follower that read x's record (mutation releaseatonce).
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(5), `"t0"`
-		m.claims = map[uint64]bool{4: true, 5: true}
+		m := termMachine(t, 5, 4, 5)
 		campaignAt(t, m, heldTTL("x", 5, "b", 0, 0, 3*time.Second), `"h"`, at(0))
 		for now := 10 * time.Millisecond; now < 2*time.Second; now += 10 * time.Millisecond {
 			m.on(evTimer{}, at(now))
@@ -1228,9 +1220,7 @@ func TestCoreTermObject(t *testing.T) {
 		t.Fatal("no read")
 	})
 	t.Run("T2 (2.1) a release of the highest claimed term is taken at once", func(t *testing.T) {
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(3), `"t0"`
-		m.claims = map[uint64]bool{3: true}
+		m := termMachine(t, 3, 3)
 		campaignAt(t, m, release, `"r"`, at(0))
 		mustEffect[doClaim](t, m, "the release of the last leadership")
 	})
@@ -1238,12 +1228,7 @@ func TestCoreTermObject(t *testing.T) {
 		// The term object was restored to 3 (or a takeover raised it
 		// late): claims 4 to 9 exist, one of them perhaps still being
 		// written over this release.
-		m := newMachine(t, coreParams)
-		m.termData, m.termETag = termObj(3), `"t0"`
-		m.claims = map[uint64]bool{}
-		for t := uint64(1); t <= 9; t++ {
-			m.claims[t] = true
-		}
+		m := termMachine(t, 3, 1, 2, 3, 4, 5, 6, 7, 8, 9)
 		campaignAt(t, m, release, `"r"`, at(0))
 		noEffect[doClaim](t, m, "claim of term 4 refused")
 		if m.c.sh.maxTerm != 9 {
@@ -1368,4 +1353,44 @@ func TestCoreOperatorStepDownIsWaitedOut(t *testing.T) {
 			mustEffect[doClaim](t, m, "the step-down's lease has passed")
 		})
 	}
+}
+
+// leading returns a machine that has won an absent lockfile: its claim
+// written at 0, its lockfile write answered at 100 ms.
+func leading(t *testing.T, p params) *machine {
+	t.Helper()
+	m := newMachine(t, p)
+	campaignAt(t, m, nil, "", at(0))
+	mustEffect[doClaim](t, m, "claim")
+	m.wrote(`"c"`, nil, at(100*time.Millisecond))
+	mustEffect[doLead](t, m, "winning write")
+	return m
+}
+
+// refusedRenewal returns a leading machine whose first renewal, at
+// FrequentInterval, is refused 10 ms later.
+func refusedRenewal(t *testing.T, p params) *machine {
+	t.Helper()
+	m := leading(t, p)
+	m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+	return m
+}
+
+// termObj is a term object's content at term.
+func termObj(term uint64) []byte { return fmt.Appendf(nil, `{"term":%d,"by":"x","lease":"l"}`, term) }
+
+// termMachine returns a machine of coreParams whose store holds the term
+// object at term (ETag "t0") and, when claimed names any, those terms'
+// claims.
+func termMachine(t *testing.T, term uint64, claimed ...uint64) *machine {
+	t.Helper()
+	m := newMachine(t, coreParams)
+	m.termData, m.termETag = termObj(term), `"t0"`
+	if len(claimed) > 0 {
+		m.claims = map[uint64]bool{}
+		for _, c := range claimed {
+			m.claims[c] = true
+		}
+	}
+	return m
 }

@@ -135,9 +135,7 @@ func TestTermObjectTTLNeverFalls(t *testing.T) {
 		mem.Set(testKey, x.encode())
 		mem.Set(termKey, []byte(`{"term":1,"by":"a","lease":"00000000000000aa","ttl":15000}`))
 
-		slow := testConfig(nil, "c")
-		slow.FrequentInterval, slow.InfrequentInterval, slow.LeaderTimeout =
-			DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+		slow := defaultsConfig(nil, "c")
 		c := newNodeWith(t, mem, slow)
 		b := newNodeWith(t, hookStore{mem, delayFirst("get", termKey, 300*time.Millisecond)}, testConfig(nil, "b"))
 		b.campaign(t.Context(), outB)
@@ -183,9 +181,7 @@ func TestOperatorStepDownIsWaitedOutInFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		out := make(chan won, 3)
-		slow := testConfig(nil, "a")
-		slow.FrequentInterval, slow.InfrequentInterval, slow.LeaderTimeout =
-			DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+		slow := defaultsConfig(nil, "a")
 		a := newNodeWith(t, mem, slow)
 		a.campaign(t.Context(), out)
 		old := mustWin(t, out)

@@ -26,6 +26,25 @@ const (
 
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newTestElector returns New(cfg), closed when the test ends; an error
+// ends the test.
+func newTestElector(t *testing.T, cfg ElectorConfig) *Elector {
+	t.Helper()
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// defaultsConfig is testConfig at the default intervals (5s, 30s, 15s).
+func defaultsConfig(st store.Store, id string) ElectorConfig {
+	c := testConfig(st, id)
+	c.FrequentInterval, c.InfrequentInterval, c.LeaderTimeout = DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+	return c
+}
+
 func testConfig(st store.Store, id string) ElectorConfig {
 	return ElectorConfig{
 		Store:              st,

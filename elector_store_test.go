@@ -20,11 +20,7 @@ func TestStoreIsTheOneBuiltFromBucket(t *testing.T) {
 		saved := defaultstore.Get()
 		defaultstore.Register(func(ctx context.Context, bucket string, pathStyle bool) (store.Store, error) { return mem, nil })
 		defer defaultstore.Register(saved)
-		e, err := New(ElectorConfig{Bucket: "b", LockfilePath: "leader/k", ServerID: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, ElectorConfig{Bucket: "b", LockfilePath: "leader/k", ServerID: "a"})
 		if e.Store() != store.Store(mem) {
 			t.Fatalf("Store() = %v; want the store built from Bucket", e.Store())
 		}

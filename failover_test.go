@@ -75,11 +75,7 @@ func peerGroup(t *testing.T, net *simworld.PeerNet) (a, b *node, lead won, out c
 		cfg := testConfig(fs, id)
 		cfg.PeerMode, cfg.ServerAddr = true, id+":1"
 		cfg.PeerClient = &http.Client{Transport: net}
-		e, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, cfg)
 		net.Add(cfg.ServerAddr, PeerHandler(e))
 		return &node{id: id, fs: fs, e: e}
 	}

@@ -3,6 +3,7 @@ package s3lect
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"slices"
 	"strings"
@@ -47,12 +48,7 @@ func benchHandover(b *testing.B, peer bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	type win struct {
-		id   string
-		lead *Leadership
-		at   time.Time
-	}
-	wins := make(chan win)
+	wins := make(chan benchWin)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var closers []func()
@@ -72,31 +68,7 @@ func benchHandover(b *testing.B, peer bool) {
 			}
 			cfg.PeerMode, cfg.ServerAddr, cfg.PeerTLS = true, ln.Addr().String(), pki.ClientTLS()
 		}
-		e, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		served := make(chan struct{})
-		if peer {
-			go func() { defer close(served); ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()) }()
-		} else {
-			close(served)
-		}
-		closers = append(closers, func() { e.Close(); <-served })
-		go func() {
-			for {
-				l, err := e.Campaign(ctx)
-				if err != nil {
-					return
-				}
-				select {
-				case wins <- win{id, l, time.Now()}:
-				case <-ctx.Done():
-					return
-				}
-				<-l.Context().Done()
-			}
-		}()
+		closers = append(closers, benchCandidate(b, ctx, cfg, ln, func(*Elector) *tls.Config { return pki.ServerTLS() }, wins))
 	}
 	var (
 		took   []time.Duration
@@ -206,4 +178,43 @@ func (l *callLog) phases(from, to, key string, begun, won time.Time) map[string]
 		return nil
 	}
 	return out
+}
+
+// benchWin is a Campaign's win in a benchmark's group: who, the
+// leadership, and when Campaign returned it.
+type benchWin struct {
+	id   string
+	lead *Leadership
+	at   time.Time
+}
+
+// benchCandidate starts an elector of cfg that campaigns until ctx ends
+// and sends each win on wins, serving its peers on ln (if not nil) with
+// serverTLS. It returns the function that closes it.
+func benchCandidate(b *testing.B, ctx context.Context, cfg ElectorConfig, ln net.Listener, serverTLS func(*Elector) *tls.Config, wins chan<- benchWin) (closeIt func()) {
+	e, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan struct{})
+	if ln != nil {
+		go func() { defer close(served); ServePeers(ctx, ln, PeerHandler(e), serverTLS(e)) }()
+	} else {
+		close(served)
+	}
+	go func() {
+		for {
+			l, err := e.Campaign(ctx)
+			if err != nil {
+				return
+			}
+			select {
+			case wins <- benchWin{cfg.ServerID, l, time.Now()}:
+			case <-ctx.Done():
+				return
+			}
+			<-l.Context().Done()
+		}
+	}()
+	return func() { e.Close(); <-served }
 }

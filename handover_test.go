@@ -22,15 +22,6 @@ import (
 func TestCoreHandover(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
-	win := func(t *testing.T) *machine {
-		t.Helper()
-		m := newMachine(t, p)
-		campaignAt(t, m, nil, "", at(0))
-		mustEffect[doClaim](t, m, "claim")
-		m.wrote(`"c"`, nil, at(100*time.Millisecond))
-		mustEffect[doLead](t, m, "winning write")
-		return m
-	}
 	// resign ends the leadership at 500 ms, answers its release at 600 ms
 	// and returns the released record's bytes.
 	resign := func(t *testing.T, m *machine, ev event) []byte {
@@ -61,7 +52,7 @@ func TestCoreHandover(t *testing.T) {
 	}
 
 	t.Run("11 a resigner that campaigns again leaves its released record to the others for the hold-off", func(t *testing.T) {
-		m := win(t)
+		m := leading(t, p)
 		rel := resign(t, m, evLeadDone{ErrResigned})
 		m.on(evCampaign{id: 2, lease: "l2"}, at(700*time.Millisecond))
 		w, when := readUntil(t, m, rel, `"r"`, at(time.Minute))
@@ -81,14 +72,14 @@ func TestCoreHandover(t *testing.T) {
 		}
 	})
 	t.Run("11 another member takes a release at once", func(t *testing.T) {
-		m := win(t)
+		m := leading(t, p)
 		rel := resign(t, m, evLeadDone{ErrResigned})
 		o := newMachine(t, params{id: "b", addr: "b:1", fi: p.fi, ii: p.ii, lt: p.lt, margin: p.margin})
 		campaignAt(t, o, rel, `"r"`, at(700*time.Millisecond))
 		mustEffect[doClaim](t, o, "the other member's read of the release: a takeover at once")
 	})
 	t.Run("11 Transfer names the member; it takes over at once, everyone else after the transfer window", func(t *testing.T) {
-		m := win(t)
+		m := leading(t, p)
 		rel := resign(t, m, evResign{to: "b"})
 		if rec, _ := ParseRecord(rel); rec.To != "b" || !rec.LastUpdated.IsZero() {
 			t.Fatalf("released record %s; want lastUpdated zero and to b", rel)
@@ -108,7 +99,7 @@ func TestCoreHandover(t *testing.T) {
 	// the operator's request (to b) in the lockfile.
 	stepDown := func(t *testing.T) (*machine, []byte) {
 		t.Helper()
-		m := win(t)
+		m := leading(t, p)
 		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
 		mustEffect[doStepRead](t, m, "refused renewal")
 		req := m.c.lead().rec
@@ -154,7 +145,7 @@ func TestCoreHandover(t *testing.T) {
 		noEffect[anyWrite](t, other, "a request over a live lease") // its lease is waited out like any held record
 	})
 	t.Run("11 a refused renewal over someone else's record is a loss: nothing is released", func(t *testing.T) {
-		m := win(t)
+		m := leading(t, p)
 		m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
 		rec := m.c.lead().rec
 		rec.StepDown, rec.Lease = "q1", "another-lease" // a request, but over another leadership
@@ -163,7 +154,7 @@ func TestCoreHandover(t *testing.T) {
 		mustEffect[doExited](t, m, "lost")
 	})
 	t.Run("11 a nudge renews within an eighth of a FrequentInterval", func(t *testing.T) {
-		m := win(t)
+		m := leading(t, p)
 		m.on(evNudge{}, at(110*time.Millisecond))
 		if want := at(p.fi / 8); !m.wake.Equal(want) {
 			t.Fatalf("wake after a nudge %v; want %v (an eighth of a FrequentInterval after the last write's send)", m.wake.Sub(t0), want.Sub(t0))
@@ -212,11 +203,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 				for i, id := range ids {
 					cfg := testConfig(newFaultStore(mem), id)
 					cfg.InfrequentInterval = tc.ii
-					e, err := New(cfg)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { e.Close() })
+					e := newTestElector(t, cfg)
 					n := &node{id: id, e: e}
 					wg.Go(func() {
 						for k := 0; ; k++ {
@@ -281,11 +268,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := testConfig(newFaultStore(memstore.New()), "a")
 				cfg.InfrequentInterval = tc.ii
-				e, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
+				e := newTestElector(t, cfg)
 				l, err := e.Campaign(t.Context())
 				if err != nil {
 					t.Fatal(err)

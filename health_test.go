@@ -110,11 +110,7 @@ func TestHealthStuckLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, _, _ := soleLeader(t)
 		ss := &stuckStore{Store: mem}
-		e, err := New(testConfig(ss, "s"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, testConfig(ss, "s"))
 		mem.Delete(testKey)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
@@ -171,11 +167,7 @@ func TestHealthLoopNotAnswering(t *testing.T) {
 		gate := make(chan struct{})
 		cfg := testConfig(fs, "w")
 		cfg.Logger = slog.New(blockingHandler{slog.NewTextHandler(io.Discard, nil), gate})
-		e, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, cfg)
 		defer close(gate)
 		e.Changes()
 		h := HealthHandler(e)

@@ -26,9 +26,7 @@ func TestRollingConfigChangeKeepsOneLeader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
 		out := make(chan won, 2)
-		oldCfg := testConfig(nil, "old")
-		oldCfg.FrequentInterval, oldCfg.InfrequentInterval, oldCfg.LeaderTimeout =
-			DefaultFrequentInterval, DefaultInfrequentInterval, DefaultLeaderTimeout
+		oldCfg := defaultsConfig(nil, "old")
 		a := newNodeWith(t, mem, oldCfg)
 		a.campaign(t.Context(), out)
 		old := mustWin(t, out)
@@ -152,11 +150,7 @@ func TestErrCrossChecksTheWallClock(t *testing.T) {
 // the follower's knowledge runs out, even when the run loop has not
 // stepped since (a stuck or starved loop, a process resumed after a pause).
 func TestLeaderChecksExpiry(t *testing.T) {
-	e, err := New(testConfig(memstore.New(), "f"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	e := newTestElector(t, testConfig(memstore.New(), "f"))
 	rec := Record{LeaderID: "x", Term: 3}
 	show := func(until time.Time) {
 		e.snap.Store(&snapshot{status: status{change: Change{Leader: rec}, known: true, until: until}, next: make(chan struct{})})

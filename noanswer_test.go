@@ -42,11 +42,7 @@ func TestNeverAnsweredSaysSo(t *testing.T) {
 		var logs lockedBuffer
 		cfg := testConfig(st, "w")
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		e, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, cfg)
 		ch := e.Observe(t.Context())
 		c := <-ch
 		if !errors.Is(c.Err, ErrNeverAnswered) || !errors.Is(c.Err, refused) {

@@ -38,6 +38,9 @@ type peerNode struct {
 	stopped chan struct{}
 }
 
+// startPeerNode starts an elector in peer mode serving its endpoint on
+// loopback: with a certificate authority, pki, or pinned (only an
+// address, its own self-signed certificate) when pki is nil.
 func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *peerNode {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -46,20 +49,30 @@ func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *p
 	}
 	fs := newFaultStore(mem)
 	n := &peerNode{id: id, fs: fs, stopped: make(chan struct{})}
-	e, err := New(ElectorConfig{
+	cfg := ElectorConfig{
 		Store: fs, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
-		PeerMode: true, PeerTLS: pki.ClientTLS(), PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
-	})
+		PeerMode: true, PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
+	}
+	if pki != nil {
+		cfg.PeerTLS = pki.ClientTLS()
+	} else {
+		cfg.PeerPinned = true
+	}
+	e, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	serverTLS := e.PeerServerTLS()
+	if pki != nil {
+		serverTLS = pki.ServerTLS()
 	}
 	n.e = e
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stop = cancel
 	go func() {
 		defer close(n.stopped)
-		if err := ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()); err != nil {
+		if err := ServePeers(ctx, ln, PeerHandler(e), serverTLS); err != nil {
 			t.Errorf("ServePeers(%s) = %v", id, err)
 		}
 	}()
@@ -315,11 +328,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 	t.Parallel() // real timers and servers of its own: beside the other peer tests
 	pki := newTestPKI(t)
 	t.Run("OriginalClientReadsOurEndpoint", func(t *testing.T) {
-		e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "ours", ServerAddr: "10.0.0.1:8443", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "ours", ServerAddr: "10.0.0.1:8443", Logger: quietLogger})
 		srv := httptest.NewServer(PeerHandler(e))
 		defer srv.Close()
 		get := func() (int, map[string]any) {
@@ -413,11 +422,7 @@ func TestPeerWireCompatibility(t *testing.T) {
 func TestPeerHandlerRoutesByLockfile(t *testing.T) {
 	mem := memstore.New()
 	mk := func(key string) *Elector {
-		e, err := New(ElectorConfig{Store: mem, LockfilePath: key, ServerID: "w", Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
+		e := newTestElector(t, ElectorConfig{Store: mem, LockfilePath: key, ServerID: "w", Logger: quietLogger})
 		if _, err := e.Campaign(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -456,12 +461,15 @@ func TestPeerHandlerRoutesByLockfile(t *testing.T) {
 // elects it; it closes when the test ends.
 func leadAlone(t *testing.T, st store.Store) (*Elector, *Leadership) {
 	t.Helper()
-	e, err := New(ElectorConfig{Store: st, LockfilePath: testKey, ServerID: "w",
+	return electAlone(t, ElectorConfig{Store: st, LockfilePath: testKey, ServerID: "w",
 		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT, Logger: quietLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+}
+
+// electAlone makes an elector of cfg, closed when the test ends, and
+// elects it.
+func electAlone(t *testing.T, cfg ElectorConfig) (*Elector, *Leadership) {
+	t.Helper()
+	e := newTestElector(t, cfg)
 	lead, err := e.Campaign(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -635,17 +643,8 @@ func TestServePeers(t *testing.T) {
 // answers a long-poll during a test.
 func slowLeader(t *testing.T) (*Elector, *Leadership) {
 	t.Helper()
-	e, err := New(ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
+	return electAlone(t, ElectorConfig{Store: memstore.New(), LockfilePath: testKey, ServerID: "w",
 		FrequentInterval: 20 * time.Second, LeaderTimeout: time.Minute, Logger: quietLogger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	lead, err := e.Campaign(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, lead
 }
 
 // failingListener accepts one connection, then fails once fail is closed.

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,35 +19,7 @@ import (
 // loopback with its own self-signed certificate.
 func startPinnedNode(t *testing.T, mem store.Store, id string) *peerNode {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs := newFaultStore(mem)
-	n := &peerNode{id: id, fs: fs, stopped: make(chan struct{})}
-	e, err := New(ElectorConfig{
-		Store: fs, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
-		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
-		PeerMode: true, PeerPinned: true, PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.e = e
-	ctx, cancel := context.WithCancel(context.Background())
-	n.stop = cancel
-	go func() {
-		defer close(n.stopped)
-		if err := ServePeers(ctx, ln, PeerHandler(e), e.PeerServerTLS()); err != nil {
-			t.Errorf("ServePeers(%s) = %v", id, err)
-		}
-	}()
-	t.Cleanup(func() {
-		e.Close()
-		cancel()
-		<-n.stopped
-	})
-	return n
+	return startPeerNode(t, mem, nil, id)
 }
 
 // lockfileRecord reads the lockfile's record.
@@ -221,11 +192,7 @@ func TestPinnedPeerConfig(t *testing.T) {
 		}
 		c := base()
 		c.PeerCertificate = &tls.Certificate{Certificate: cert.Certificate, PrivateKey: cert.PrivateKey} // no Leaf: parsed by New
-		e, err := New(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, c)
 		if got := e.PeerServerTLS().Certificates[0].Certificate[0]; string(got) != string(cert.Certificate[0]) {
 			t.Error("PeerServerTLS serves another certificate than PeerCertificate")
 		}
@@ -234,11 +201,7 @@ func TestPinnedPeerConfig(t *testing.T) {
 		}
 	})
 	t.Run("not pinned", func(t *testing.T) {
-		e, err := New(testConfig(memstore.New(), "a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, testConfig(memstore.New(), "a"))
 		if e.PeerServerTLS() != nil {
 			t.Error("PeerServerTLS() without PeerPinned is not nil")
 		}

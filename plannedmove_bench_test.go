@@ -49,12 +49,7 @@ func benchPlannedMove(b *testing.B, peer, announce bool) {
 	st := s3store.New(s3test.NewClient(b, nil, "", ""), s3test.Bucket(b))
 	key := fmt.Sprintf("bench/move-%v-%v-%s.json", peer, announce, lease.NewID())
 	scale := time.Duration(max(*moveScale, 1))
-	type win struct {
-		id   string
-		lead *Leadership
-		at   time.Time
-	}
-	wins := make(chan win)
+	wins := make(chan benchWin)
 	ctx, cancel := context.WithCancel(context.Background())
 	var closers []func()
 	defer func() {
@@ -74,31 +69,7 @@ func benchPlannedMove(b *testing.B, peer, announce bool) {
 			}
 			cfg.PeerMode, cfg.PeerPinned, cfg.ServerAddr = true, true, ln.Addr().String()
 		}
-		e, err := New(cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		served := make(chan struct{})
-		if peer {
-			go func() { defer close(served); ServePeers(ctx, ln, PeerHandler(e), e.PeerServerTLS()) }()
-		} else {
-			close(served)
-		}
-		closers = append(closers, func() { e.Close(); <-served })
-		go func() {
-			for {
-				l, err := e.Campaign(ctx)
-				if err != nil {
-					return
-				}
-				select {
-				case wins <- win{id, l, time.Now()}:
-				case <-ctx.Done():
-					return
-				}
-				<-l.Context().Done()
-			}
-		}()
+		closers = append(closers, benchCandidate(b, ctx, cfg, ln, (*Elector).PeerServerTLS, wins))
 	}
 	var outages, moves []time.Duration
 	other := 0

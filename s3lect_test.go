@@ -58,20 +58,10 @@ func TestNewValidatesConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base()
 			tc.edit(&cfg)
-			e, err := New(cfg)
 			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("New() error = %v; want nil", err)
-				}
-				e.Close()
-				return
-			}
-			if err == nil {
-				e.Close()
-				t.Fatalf("New() error = nil; want one naming %s", tc.field)
-			}
-			if !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("New() error = %q; want it to name %s", err, tc.field)
+				wantNewError(t, cfg)
+			} else {
+				wantNewError(t, cfg, tc.field)
 			}
 		})
 	}
@@ -122,11 +112,7 @@ func TestStoreCallsPerHour(t *testing.T) {
 			fs := newFaultStore(mem)
 			cfg := testConfig(fs, id)
 			cfg.FrequentInterval, cfg.InfrequentInterval, cfg.LeaderTimeout = 0, 0, 0 // defaults
-			e, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { e.Close() })
+			e := newTestElector(t, cfg)
 			return &node{id: id, fs: fs, e: e}
 		}
 		leader, follower := mk("leader"), mk("follower")
@@ -170,3 +156,27 @@ func TestStoreCallsPerHour(t *testing.T) {
 // near reports whether got is want give or take the few calls of the
 // first minute, before a follower settles.
 func near(got, want int) bool { return got >= want && got <= want+4 }
+
+// wantNewError calls New(cfg). With no want it must succeed; otherwise
+// its error must contain every string of want (the field it names, and
+// whatever else the error must say).
+func wantNewError(t *testing.T, cfg ElectorConfig, want ...string) {
+	t.Helper()
+	e, err := New(cfg)
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("New() error = %v; want nil", err)
+		}
+		e.Close()
+		return
+	}
+	if err == nil {
+		e.Close()
+		t.Fatalf("New() error = nil; want one naming %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("New() error = %q; want it to say %q", err, w)
+		}
+	}
+}

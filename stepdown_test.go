@@ -28,12 +28,7 @@ import (
 func TestStepDownSecondOperatorsRequestIsReleasedOver(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
-	m := newMachine(t, p)
-	campaignAt(t, m, nil, "", at(0))
-	mustEffect[doClaim](t, m, "claim")
-	m.wrote(`"c"`, nil, at(100*time.Millisecond))
-	mustEffect[doLead](t, m, "winning write")
-	m.on(evTimer{}, at(p.fi)).wrote("", store.ErrPreconditionFailed, at(p.fi+10*time.Millisecond))
+	m := refusedRenewal(t, p)
 	deadline := m.c.lead().deadline
 	q1 := m.c.lead().rec
 	q1.StepDown, q1.To = "op1", "b"
@@ -71,11 +66,7 @@ func TestStepDownSecondOperatorsRequestIsReleasedOver(t *testing.T) {
 func TestResignerHoldsOffAfterALostReleaseReply(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
-	m := newMachine(t, p)
-	campaignAt(t, m, nil, "", at(0))
-	mustEffect[doClaim](t, m, "claim")
-	m.wrote(`"c"`, nil, at(100*time.Millisecond))
-	mustEffect[doLead](t, m, "winning write")
+	m := leading(t, p)
 	m.on(evResign{}, at(500*time.Millisecond))
 	w := mustEffect[doRelease](t, m, "release")
 	m.on(evStore{gen: m.c.sh.gen, err: errors.New("503 SlowDown"), unsure: true}, at(1600*time.Millisecond))
@@ -102,11 +93,7 @@ func TestResignerHoldsOffAfterALostReleaseReply(t *testing.T) {
 func TestResignRacingAStepDownRequestReleasesOverIt(t *testing.T) {
 	defer setMutation(t)()
 	p := coreParams
-	m := newMachine(t, p)
-	campaignAt(t, m, nil, "", at(0))
-	mustEffect[doClaim](t, m, "claim")
-	m.wrote(`"c"`, nil, at(100*time.Millisecond))
-	mustEffect[doLead](t, m, "winning write")
+	m := leading(t, p)
 	deadline := m.c.lead().deadline
 	q := m.c.lead().rec
 	q.StepDown = "op1"

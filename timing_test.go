@@ -3,7 +3,6 @@ package s3lect
 import (
 	"context"
 	"math"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -43,20 +42,10 @@ func TestNewRefusesTimingsThatOverflow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a"}
 			tc.edit(&cfg)
-			e, err := New(cfg)
 			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("New() error = %v; want nil", err)
-				}
-				e.Close()
-				return
-			}
-			if err == nil {
-				e.Close()
-				t.Fatalf("New() error = nil; want one naming %s and the largest value allowed", tc.field)
-			}
-			if !strings.Contains(err.Error(), tc.field+" ") || !strings.Contains(err.Error(), longest.String()) {
-				t.Errorf("New() error = %q; want it to name %s and the largest value allowed, %v", err, tc.field, longest)
+				wantNewError(t, cfg)
+			} else {
+				wantNewError(t, cfg, tc.field+" ", longest.String()) // the field and the largest value allowed
 			}
 		})
 	}
@@ -68,11 +57,7 @@ func TestNewRefusesTimingsThatOverflow(t *testing.T) {
 func TestLongestLeaseHolds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem := memstore.New()
-		e, err := New(ElectorConfig{Store: mem, LockfilePath: testKey, ServerID: "a", LeaderTimeout: lease.MaxTiming, Logger: quietLogger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
+		e := newTestElector(t, ElectorConfig{Store: mem, LockfilePath: testKey, ServerID: "a", LeaderTimeout: lease.MaxTiming, Logger: quietLogger})
 		l, err := e.Campaign(t.Context())
 		if err != nil {
 			t.Fatalf("Campaign() = %v", err)

@@ -12,7 +12,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/s3lect/s3lect/internal/detsim"
 	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
@@ -89,7 +88,7 @@ func (l *ledger) snapshot(key string) []landing {
 type flaky struct {
 	st    *ledger
 	rng   *rand.Rand // the writer's own
-	sched *detsim.Sched
+	sched *simworld.Sched
 	name  string
 	stale bool
 	gs    *sync.WaitGroup
@@ -190,7 +189,7 @@ type outcomeStats struct {
 
 func outcomeWorld(t *testing.T, seed uint64, stale bool) (st outcomeStats) {
 	rng := rand.New(rand.NewPCG(seed, 27))
-	sched := detsim.New(seed)
+	sched := simworld.NewSched(seed)
 	var base store.Store = memstore.New()
 	if seed%2 == 1 {
 		base = &simStore{objs: map[string][]byte{}, tags: map[string]string{}, revisions: true}
@@ -249,7 +248,7 @@ func outcomeWorld(t *testing.T, seed uint64, stale bool) (st outcomeStats) {
 }
 
 // check counts one call's outcome and checks it against what landed.
-func (st *outcomeStats) check(t *testing.T, sched *detsim.Sched, l *ledger, term uint64, op int, key string, data []byte, err error) {
+func (st *outcomeStats) check(t *testing.T, sched *simworld.Sched, l *ledger, term uint64, op int, key string, data []byte, err error) {
 	st.calls++
 	switch {
 	case err == nil:

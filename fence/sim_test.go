@@ -15,7 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/s3lect/s3lect/internal/detsim"
 	"github.com/s3lect/s3lect/internal/simworld"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/faultstore"
@@ -99,7 +98,7 @@ func (h *simStore) PutIfMatch(ctx context.Context, key string, data []byte, etag
 // In both, a PUT can lose its reply and land long after (up to three
 // leases later), or never. Every goroutine of a world acts on the store
 // and on shared counters in steps that one scheduler orders by the seed
-// (internal/detsim), so a seed replays the same history: each seed's
+// (simworld.Sched), so a seed replays the same history: each seed's
 // ledger hash is logged with -v, a failing seed prints the end of its
 // ledger, and -sim.seed=N replays it.
 func TestFenceSimulation(t *testing.T) {
@@ -177,7 +176,7 @@ func (s simStats) String() string {
 type history struct {
 	store.Store
 	t     *testing.T
-	sched *detsim.Sched
+	sched *simworld.Sched
 	// quiet counts violations without failing the test.
 	quiet bool
 	st    *simStats
@@ -284,7 +283,7 @@ var simKeyNames = func() []string {
 type world struct {
 	t     *testing.T
 	seed  int64
-	sched *detsim.Sched
+	sched *simworld.Sched
 	hist  *history
 	st    simStats
 	gs    sync.WaitGroup // every goroutine of the world
@@ -358,7 +357,7 @@ func (w *world) alive(name string, ctx context.Context) (ok bool) {
 // that leaves the header out of the ETag, and violations are counted, not
 // reported.
 func simulate(t *testing.T, variant string, seed int64, metadata bool) simStats {
-	w := &world{t: t, seed: seed, sched: detsim.New(uint64(seed))}
+	w := &world{t: t, seed: seed, sched: simworld.NewSched(uint64(seed))}
 	var base store.Store = memstore.New()
 	if seed%2 == 1 || metadata {
 		base = &simStore{objs: map[string][]byte{}, tags: map[string]string{}, revisions: !metadata, headerFree: metadata}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -54,49 +53,22 @@ func TestSIGTERMAnnouncesInVirtualTime(t *testing.T) {
 // its followers are stable, and returns the job's outage and the time
 // from the signal to the next job's start.
 func sigtermAt(t *testing.T, announce bool, offset, drain time.Duration) (outage, move time.Duration) {
-	mem := memstore.New()
-	key := "leader/job.json"
-	ctx, cancel := context.WithCancel(t.Context())
-	var (
-		log jobLog
-		wg  sync.WaitGroup
-	)
 	c := runConfig{} // the default intervals; -announce auto
 	if !announce {
 		c.announce = announceFlag{set: true}
 	}
 	sigs := make(chan os.Signal, 1)
-	electors := map[string]*s3lect.Elector{}
-	for _, id := range []string{"a", "b", "c"} {
-		e, err := s3lect.New(s3lect.ElectorConfig{Store: mem, LockfilePath: key, ServerID: id, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		electors[id] = e
+	var signalled time.Time
+	jobs := groupOfThree(t, offset, func(ctx context.Context, e *s3lect.Elector, id string, log *jobLog) {
 		if id == "a" {
-			wg.Go(func() { stoppedMember(ctx, e, id, c.announceLimit(), drain, sigs, &log) })
+			stoppedMember(ctx, e, id, c.announceLimit(), drain, sigs, log)
 		} else {
-			wg.Go(func() { member(ctx, e, id, s3lect.DefaultLeaderTimeout/40, &log) })
+			member(ctx, e, id, s3lect.DefaultLeaderTimeout/40, log)
 		}
-		time.Sleep(time.Second) // a leads first
-	}
-	time.Sleep(2*time.Minute + offset) // the followers are stable
-	if rec, ok := electors["b"].Leader(); !ok || rec.LeaderID != "a" {
-		t.Fatalf("leader before the signal = %+v, %v; want a", rec, ok)
-	}
-	signalled := time.Now()
-	sigs <- os.Interrupt
-	time.Sleep(2 * time.Minute)
-	cancel()
-	for _, e := range electors {
-		e.Close()
-	}
-	wg.Wait()
-
-	jobs := log.all()
-	if len(jobs) < 2 || jobs[0].id != "a" {
-		t.Fatalf("jobs %+v; want a's, then another's", jobs)
-	}
+	}, func(*memstore.Store, string) {
+		signalled = time.Now()
+		sigs <- os.Interrupt
+	})
 	first, next := jobs[0], jobs[1]
 	if next.id == "a" || !first.end.Before(next.start) {
 		t.Errorf("next job %+v after a's %+v; want another member's, after a's stopped", next, first)
@@ -146,15 +118,7 @@ func TestAnnounceReleaseEnds(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a", Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer e.Close()
-				lead, err := e.Campaign(t.Context())
-				if err != nil {
-					t.Fatal(err)
-				}
+				e, lead := soleLeader(t)
 				sigs, exited := make(chan os.Signal, 1), make(chan struct{})
 				go func() {
 					time.Sleep(3 * time.Second)
@@ -169,15 +133,7 @@ func TestAnnounceReleaseEnds(t *testing.T) {
 		})
 	}
 	synctest.Test(t, func(t *testing.T) {
-		e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a", Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer e.Close()
-		lead, err := e.Campaign(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, lead := soleLeader(t)
 		var c runConfig
 		if err := c.announce.Set("off"); err != nil || c.announceLimit() != 0 {
 			t.Fatalf("-announce off: %v, limit %v; want 0", err, c.announceLimit())
@@ -210,4 +166,20 @@ func TestAnnounceLimit(t *testing.T) {
 			t.Errorf("-announce %s at %v/%v: limit %v, shown as %q; want %v", tc.flag, tc.frequent, tc.infrequent, got, c.announce.String(), tc.want)
 		}
 	}
+}
+
+// soleLeader returns an elector on a memory store of its own, closed when
+// the test ends, and the leadership it won.
+func soleLeader(t *testing.T) (*s3lect.Elector, *s3lect.Leadership) {
+	t.Helper()
+	e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "k", ServerID: "a", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	lead, err := e.Campaign(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, lead
 }

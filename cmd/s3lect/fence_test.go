@@ -9,10 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect/fence"
 	"github.com/s3lect/s3lect/internal/s3test"
@@ -160,21 +156,7 @@ func TestFenceUsageNamesTheExitStatuses(t *testing.T) {
 // refused, and retry for ever.
 func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
 	addr := startNATSWithAuth(t, "u", "secret")
-	nc, err := nats.Connect("nats://u:secret@" + addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "FENCED"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := natsBucket(t, "nats://u:secret@"+addr, "FENCED")
 	t.Setenv("S3LECT", bin)
 	url := "nats://u:secret@" + addr + "/FENCED/leader/job.json"
 	// timeout bounds the put, which otherwise retries for ever.
@@ -188,7 +170,7 @@ func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
 		}
 		t.Fatalf("s3lect run -store nats://u:***@... -- s3lect put: exit %d; want 0 (the command could not reach the store run elects on)\n%s", code, out)
 	}
-	data, term, err := fence.Read(ctx, natskv.New(kv), "jobs/checkpoint")
+	data, term, err := fence.Read(t.Context(), natskv.New(kv), "jobs/checkpoint")
 	if err != nil || string(data) != "step 1" || term == 0 {
 		t.Fatalf("fence.Read = %q, term %d, %v; want %q of the leadership's term", data, term, err, "step 1")
 	}

@@ -16,10 +16,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // Exit statuses of s3lect itself. run otherwise exits with its command's
@@ -87,11 +90,11 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		return runCmd(args[1:], stdout, stderr)
 	case "status":
-		return statusCmd(args[1:], stdout, stderr)
+		return parseThenRun(args[1:], stdout, stderr, parseStatus, status)
 	case "watch":
-		return watchCmd(args[1:], stdout, stderr)
+		return parseThenRun(args[1:], stdout, stderr, parseWatch, watch)
 	case "release":
-		return releaseCmd(args[1:], stdout, stderr)
+		return parseThenRun(args[1:], stdout, stderr, parseRelease, release)
 	case "put", "get", "delete", "seal": // fence.go
 		return fenceCmd(args[0], args[1:], os.Stdin, stdout, stderr)
 	case "version", "-version", "--version":
@@ -105,6 +108,20 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "s3lect: unknown subcommand %q; want run, status, watch, release or version\n\n%s", args[0], usage)
 		return exitUsage
 	}
+}
+
+// parseThenRun parses a subcommand's flags into its configuration and,
+// when the subcommand must run, runs it with a context that SIGINT and
+// SIGTERM cancel.
+func parseThenRun[C any](args []string, stdout, stderr io.Writer,
+	parse func([]string, io.Writer) (C, int, bool), run func(context.Context, C, io.Writer, io.Writer) int) int {
+	c, code, ok := parse(args, stderr)
+	if !ok {
+		return code
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, c, stdout, stderr)
 }
 
 // newFlagSet returns the flag set of a subcommand: errors and -h go to

@@ -2,12 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,30 +10,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect/internal/natstest"
-	"github.com/s3lect/s3lect/internal/s3test"
 )
 
 // TestNATSStore runs s3lect on a NATS JetStream key-value bucket: a real
-// nats-server (the pinned binary .ci/run installs), on port 19343.
+// nats-server (the pinned binary .ci/run installs), on a free port.
 func TestNATSStore(t *testing.T) {
-	natstest.StartOn(t, 19343)
-	nc, err := nats.Connect("nats://127.0.0.1:19343")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "ELECTIONS"}); err != nil {
-		t.Fatal(err)
-	}
+	srv := natstest.Start(t)
+	natsBucket(t, srv, "ELECTIONS")
 
 	dir := t.TempDir()
-	url := "nats://127.0.0.1:19343/ELECTIONS/leader/job.json"
+	url := srv + "/ELECTIONS/leader/job.json"
 	p := start(t, "run", "-store", url, "-id", "n1", "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms",
 		"--", "sh", "-c", `echo "start $S3LECT_TERM $(date +%s%N)" >> `+dir+`/n1.log`)
 	if code := p.status(t); code != 0 {
@@ -52,7 +32,7 @@ func TestNATSStore(t *testing.T) {
 	if err != nil || !strings.Contains(out, "state:   released") || !strings.Contains(out, "leader:  n1") {
 		t.Errorf("status on NATS: %v\n%s\nwant released by n1", err, out)
 	}
-	out, err = runBin("status", "-store", "nats://127.0.0.1:19343/NOPE/leader/job.json")
+	out, err = runBin("status", "-store", srv+"/NOPE/leader/job.json")
 	ee, _ := err.(interface{ ExitCode() int })
 	if ee == nil || ee.ExitCode() != exitRefused || !strings.Contains(out, "nats kv add NOPE") {
 		t.Errorf("status on a missing NATS bucket: %v\n%s\nwant status %d and how to create it", err, out, exitRefused)
@@ -63,37 +43,27 @@ func TestNATSStore(t *testing.T) {
 // and password, on a free loopback port, and returns its host:port.
 func startNATSWithAuth(t *testing.T, user, pass string) string {
 	t.Helper()
-	srv := os.Getenv("S3LECT_TEST_NATS_SERVER")
-	if srv == "" {
-		s3test.Need(t, "no nats-server: run `bash .ci/run`, or set S3LECT_TEST_NATS_SERVER to the pinned binary")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return strings.TrimPrefix(natstest.StartWithAuth(t, user, pass), "nats://")
+}
+
+// natsBucket creates the key-value bucket named bucket on the server at
+// url and returns it, connected until the test ends.
+func natsBucket(t *testing.T, url, bucket string) jetstream.KeyValue {
+	t.Helper()
+	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n}\nauthorization {\n  user: %q\n  password: %q\n}\n",
-		port, filepath.Join(dir, "js"), user, pass)
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(srv, "-c", conf)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("nats-server: %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	for range 100 {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return addr
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("nats-server did not accept connections on %s within 10s", addr)
-	return ""
+	return kv
 }

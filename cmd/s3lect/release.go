@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -78,16 +75,6 @@ type releaseConfig struct {
 	now                       bool
 	timeout, wait             time.Duration
 	peerCA, peerCert, peerKey string
-}
-
-func releaseCmd(args []string, stdout, stderr io.Writer) int {
-	c, code, ok := parseRelease(args, stderr)
-	if !ok {
-		return code
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return release(ctx, c, stdout, stderr)
 }
 
 // parseRelease parses release's flags. It reports false, with the exit

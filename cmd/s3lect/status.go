@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -54,16 +51,6 @@ type statusConfig struct {
 	asJSON, wait      bool
 	frequent, timeout time.Duration // -wait: how often to read, and for how long
 	connect           time.Duration // how long one read may wait for the store
-}
-
-func statusCmd(args []string, stdout, stderr io.Writer) int {
-	c, code, ok := parseStatus(args, stderr)
-	if !ok {
-		return code
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return status(ctx, c, stdout, stderr)
 }
 
 // parseStatus parses status's flags. It reports false, with the exit

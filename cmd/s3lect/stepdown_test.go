@@ -87,7 +87,14 @@ func TestStepDownInVirtualTime(t *testing.T) {
 	}
 }
 
-func stepDownAt(t *testing.T, to string, offset time.Duration, announce bool) {
+// groupOfThree runs members a, b and c on one memory store's lockfile
+// "leader/job.json", started a second apart (a leads first) by start; at
+// 2 min + offset, once the followers are stable and b sees a leading, it
+// calls act, then lets the group run 2 min more and closes it. It returns
+// the jobs, the first a's and at least one after it.
+func groupOfThree(t *testing.T, offset time.Duration, start func(ctx context.Context, e *s3lect.Elector, id string, log *jobLog),
+	act func(mem *memstore.Store, key string)) []job {
+	t.Helper()
 	mem := memstore.New()
 	key := "leader/job.json"
 	ctx, cancel := context.WithCancel(t.Context())
@@ -96,43 +103,53 @@ func stepDownAt(t *testing.T, to string, offset time.Duration, announce bool) {
 		wg  sync.WaitGroup
 	)
 	electors := map[string]*s3lect.Elector{}
-	stopTime := s3lect.DefaultLeaderTimeout / 40 // well within run's LeaderTimeout/20 to SIGKILL
 	for _, id := range []string{"a", "b", "c"} {
 		e, err := s3lect.New(s3lect.ElectorConfig{Store: mem, LockfilePath: key, ServerID: id, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		electors[id] = e
-		wg.Go(func() { member(ctx, e, id, stopTime, &log) })
+		wg.Go(func() { start(ctx, e, id, &log) })
 		time.Sleep(time.Second) // a leads first
 	}
 	time.Sleep(2*time.Minute + offset) // the followers are stable
-	rec, ok := electors["b"].Leader()
-	if !ok || rec.LeaderID != "a" {
-		t.Fatalf("leader before the request = %+v, %v; want a", rec, ok)
+	if rec, ok := electors["b"].Leader(); !ok || rec.LeaderID != "a" {
+		cancel()
+		t.Fatalf("leader at 2 min + %v = %+v, %v; want a", offset, rec, ok)
 	}
-	requested := time.Now()
-	old, req, err := requestStepDownChecked(t.Context(), mem, key, to, announce, nil)
-	if err != nil {
-		t.Fatalf("requestStepDown() = %v", err)
-	}
-	if announce != (req.ReleaseAt > 0) {
-		t.Errorf("request %+v; want releaseAt set only when announced", req)
-	}
-	if !sameLeadership(old, req) || req.StepDown == "" || req.To != to || !req.LastUpdated.Equal(old.LastUpdated) || req.TTL != old.TTL || req.Held != old.Held {
-		t.Errorf("request %+v over %+v; want the leader's record as it is, with stepDown and to %q", req, old, to)
-	}
+	act(mem, key)
 	time.Sleep(2 * time.Minute)
 	cancel()
 	for _, e := range electors {
 		e.Close()
 	}
 	wg.Wait()
-
 	jobs := log.all()
 	if len(jobs) < 2 || jobs[0].id != "a" {
 		t.Fatalf("jobs %+v; want a's, then another's", jobs)
 	}
+	return jobs
+}
+
+func stepDownAt(t *testing.T, to string, offset time.Duration, announce bool) {
+	stopTime := s3lect.DefaultLeaderTimeout / 40 // well within run's LeaderTimeout/20 to SIGKILL
+	var requested time.Time
+	jobs := groupOfThree(t, offset, func(ctx context.Context, e *s3lect.Elector, id string, log *jobLog) {
+		member(ctx, e, id, stopTime, log)
+	}, func(mem *memstore.Store, key string) {
+		requested = time.Now()
+		old, req, err := requestStepDownChecked(t.Context(), mem, key, to, announce, nil)
+		if err != nil {
+			t.Errorf("requestStepDown() = %v", err)
+			return
+		}
+		if announce != (req.ReleaseAt > 0) {
+			t.Errorf("request %+v; want releaseAt set only when announced", req)
+		}
+		if !sameLeadership(old, req) || req.StepDown == "" || req.To != to || !req.LastUpdated.Equal(old.LastUpdated) || req.TTL != old.TTL || req.Held != old.Held {
+			t.Errorf("request %+v over %+v; want the leader's record as it is, with stepDown and to %q", req, old, to)
+		}
+	})
 	first, next := jobs[0], jobs[1]
 	fi, ii := s3lect.DefaultFrequentInterval, s3lect.DefaultInfrequentInterval
 	switch d := first.end.Sub(requested); {

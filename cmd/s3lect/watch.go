@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -71,16 +69,6 @@ type watchConfig struct {
 	timeout  time.Duration // LeaderTimeout (0: the default)
 	connect  time.Duration // -connect-timeout (0: for ever)
 	note     string        // printed to stderr before watching: a flag that has no effect, and why
-}
-
-func watchCmd(args []string, stdout, stderr io.Writer) int {
-	cfg, code, ok := parseWatch(args, stderr)
-	if !ok {
-		return code
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return watch(ctx, cfg, stdout, stderr)
 }
 
 // parseWatch parses watch's flags. It reports false, with the exit

@@ -58,7 +58,7 @@ func startMinIO(t *testing.T) *minio {
 	t.Helper()
 	bin := os.Getenv("S3LECT_TEST_MINIO")
 	if bin == "" {
-		s3test.Need(t, "no MinIO binary: run `bash .ci/run`, which installs MinIO and sets S3LECT_TEST_MINIO")
+		s3test.Need(t, "no MinIO binary: run `bash .ci/run`, which installs MinIO and sets S3LECT_TEST_MINIO, or install the pinned MinIO as docs/testing.md shows and set S3LECT_TEST_MINIO=$HOME/.cache/s3lect/minio/minio")
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -29,10 +29,33 @@ func Start(t testing.TB) string {
 // StartOn is Start on a given port (0: any free one).
 func StartOn(t testing.TB, port int) string {
 	t.Helper()
+	return start(t, port, "")
+}
+
+// StartWithAuth is Start with clients required to give user and pass
+// (nats://user:pass@host:port).
+func StartWithAuth(t testing.TB, user, pass string) string {
+	t.Helper()
+	return start(t, 0, fmt.Sprintf("authorization {\n  user: %q\n  password: %q\n}\n", user, pass))
+}
+
+// Binary returns the nats-server binary S3LECT_TEST_NATS_SERVER names.
+// Without it the test fails under CI=true, and skips saying how to get it
+// otherwise.
+func Binary(t testing.TB) string {
+	t.Helper()
 	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
 	if bin == "" {
 		s3test.Need(t, "no nats-server: run `bash .ci/run`, which installs the pinned nats-server, or `go install github.com/nats-io/nats-server/v2@v2.14.5` and set S3LECT_TEST_NATS_SERVER to the binary")
 	}
+	return bin
+}
+
+// start runs nats-server on port (0: a free one) with conf appended to
+// its configuration.
+func start(t testing.TB, port int, conf string) string {
+	t.Helper()
+	bin := Binary(t)
 	if port == 0 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -42,12 +65,12 @@ func StartOn(t testing.TB, port int) string {
 		ln.Close()
 	}
 	dir := t.TempDir()
-	conf := filepath.Join(dir, "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n", port, filepath.Join(dir, "js"))
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+	file := filepath.Join(dir, "nats.conf")
+	body := fmt.Sprintf("listen: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n%s", port, filepath.Join(dir, "js"), conf)
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-c", conf)
+	cmd := exec.Command(bin, "-c", file)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("nats-server: %v", err)

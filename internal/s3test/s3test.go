@@ -39,7 +39,7 @@ func Endpoint(t testing.TB) string {
 	t.Helper()
 	ep := os.Getenv("S3LECT_TEST_S3_ENDPOINT")
 	if ep == "" {
-		Need(t, "no S3 server: run `bash .ci/run`, which installs and starts MinIO, or start MinIO yourself and set S3LECT_TEST_S3_ENDPOINT, S3LECT_TEST_S3_BUCKET and the AWS_* credentials")
+		Need(t, "no S3 server: run `bash .ci/run`, which installs and starts MinIO, or start MinIO as docs/testing.md shows and set S3LECT_TEST_S3_ENDPOINT=http://127.0.0.1:9000 S3LECT_TEST_S3_BUCKET=s3lect-test AWS_ACCESS_KEY_ID=s3lect-test AWS_SECRET_ACCESS_KEY=s3lect-test-secret AWS_REGION=us-east-1")
 	}
 	return ep
 }

@@ -15,6 +15,12 @@
 //     stalls, delays and answers late or stale.
 //   - Ledger: every leadership as the checker sees it, and the overlap
 //     check; Schedule: the seed's timed events; Tally: what a seed did.
+//   - Gate and Sched: two ways to make a bubble's history a function of
+//     its seed. Gate runs the calls that reach the shared store at one
+//     instant in the order of their names (the root simulation, which
+//     hashes its ledger with Hash); Sched grants every step of a
+//     simulation in an order drawn from the seed and hashes the steps
+//     (the fence simulations).
 //   - The draws both worlds make the same way (DrawTiming, ClockRate), and
 //     the flags: -sim.seeds, -sim.first, -sim.seed (replay) and
 //     -sim.mutate, with Seeds running a simulation over them and printing

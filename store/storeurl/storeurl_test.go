@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/s3lect/s3lect/internal/cloudtest"
-	"github.com/s3lect/s3lect/internal/emulator"
 	"github.com/s3lect/s3lect/internal/natstest"
 	"github.com/s3lect/s3lect/internal/s3test"
 	"github.com/s3lect/s3lect/store"
@@ -149,10 +147,7 @@ func TestOpenAzure(t *testing.T) {
 
 // A server without JetStream is refused for good, with the flag to add.
 func TestOpenNATSWithoutJetStream(t *testing.T) {
-	bin := os.Getenv("S3LECT_TEST_NATS_SERVER")
-	if bin == "" {
-		emulator.Need(t, "no nats-server: run `bash .ci/run`, or set S3LECT_TEST_NATS_SERVER to a nats-server binary")
-	}
+	bin := natstest.Binary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,13 @@
-// Package detsim runs the goroutines of a simulation inside a
-// testing/synctest bubble one step at a time, in an order drawn from a
-// seed, so that a seed replays the same history every time.
+package simworld
+
+// Sched runs the goroutines of a simulation inside a testing/synctest
+// bubble one step at a time, in an order drawn from a seed, so that a seed
+// replays the same history every time. (Gate, beside it, orders the calls
+// that reach a shared store at one instant by name instead, with no
+// draw; it serves the root simulation, whose seeds were explored with it.
+// Sched serves the fence simulations, whose exploration is the order.)
+//
+// How it works:
 //
 // A goroutine of the simulation does everything that touches state shared
 // with other goroutines (a store call, a fault, a counter) inside
@@ -26,7 +33,6 @@
 //     goroutine owns, seeded from the seed and its name;
 //   - no map is ranged over where the order matters, and no global random
 //     source is used.
-package detsim
 
 import (
 	"fmt"
@@ -61,8 +67,8 @@ type step struct {
 	grant chan struct{}
 }
 
-// New returns a scheduler whose choices come from seed.
-func New(seed uint64) *Sched {
+// NewSched returns a scheduler whose choices come from seed.
+func NewSched(seed uint64) *Sched {
 	return &Sched{
 		rng:   rand.New(rand.NewPCG(seed, 0xde7e)),
 		start: time.Now(),
@@ -81,7 +87,7 @@ func (s *Sched) Step(name string, fn func()) {
 	for _, p := range s.pending {
 		if p.name == name {
 			s.mu.Unlock()
-			panic(fmt.Sprintf("detsim: two steps pending for %q: goroutine names must be unique", name))
+			panic(fmt.Sprintf("simworld: two steps pending for %q: goroutine names must be unique", name))
 		}
 	}
 	s.pending = append(s.pending, st)

@@ -1,4 +1,4 @@
-package detsim_test
+package simworld_test
 
 import (
 	"fmt"
@@ -9,12 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/s3lect/s3lect/internal/detsim"
+	"github.com/s3lect/s3lect/internal/simworld"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // world runs eight goroutines that wake at the same instants (every 10 ms
 // of virtual time, some of them at once) and append their names to one
@@ -24,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func world(t *testing.T, seed, worldSeed uint64) (order string, hash uint64) {
 	var got []string
 	synctest.Test(t, func(t *testing.T) {
-		s := detsim.New(seed)
+		s := simworld.NewSched(seed)
 		var wg sync.WaitGroup
 		for g := range 8 {
 			name := fmt.Sprintf("g%d", g)
@@ -79,7 +75,7 @@ func TestSeedsChooseTheOrder(t *testing.T) {
 
 func TestTwoStepsPendingUnderOneNamePanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := detsim.New(1)
+		s := simworld.NewSched(1)
 		recovered := make(chan any, 2)
 		var wg sync.WaitGroup
 		for range 2 {

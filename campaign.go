@@ -425,7 +425,11 @@ func (c *core) findTermDone(ev evStore, now time.Time, emit func(effect)) {
 	// for every claim found (the foreign variant's seed 170: no leader
 	// 4.7 s after the faults stopped, bound 3.8 s).
 	if !mutClaimNoWait && (f.v.rec.Lease != "" || f.v.kind == kindAbsent) {
-		c.restartWait(&f.v, ev.term, lease.TTL(top.TTL), now, emit)
+		ttl := lease.TTL(top.TTL)
+		if mutRestartNoClaimTTL {
+			ttl = 0 // as before restorer seed 5581: the highest claim's lease unread
+		}
+		c.restartWait(&f.v, ev.term, ttl, now, emit)
 	}
 	f.nextRead, f.stale, f.mode = now, true, frequent // see who won
 }

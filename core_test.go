@@ -1328,6 +1328,28 @@ func TestCoreTermObject(t *testing.T) {
 			t.Fatalf("takeover at term %d; want 10, above the highest claim", rec.Term)
 		}
 	})
+	t.Run("C24 (1.1) a refused claim over an absence: waited out for the highest claim's ttl, not the lease assumed when none is known", func(t *testing.T) {
+		// No lockfile, no term object; another takeover claimed term 1
+		// (ttl 3 s) and may be writing the lockfile. Its lease is waited
+		// out, not the 15 s assumed for a lease unknown (restorer seed
+		// 5581: no leader 16 s after the faults stopped).
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		m.on(evStore{gen: m.c.sh.gen}, at(0))                                   // term object absent: claim 1
+		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0)) // claimed by another
+		mustEffect[doFindTerm](t, m, "claim of term 1 refused")
+		m.on(evStore{gen: m.c.sh.gen, term: 1, data: []byte(`{"term":1,"by":"x","lease":"l","ttl":3000}`)}, at(0))
+		for now := 100 * time.Millisecond; !calling[doReadTerm](m); now += 100 * time.Millisecond {
+			if now > 2*coreParams.lt {
+				t.Fatalf("no takeover %v after the refused claim; want one a LeaderTimeout (the claim's ttl, %v) after it", now, coreParams.lt)
+			}
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				m.read(nil, "", at(now))
+			}
+		}
+	})
 	t.Run("C12 (1.1) a permanent failure on the term object names it", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true

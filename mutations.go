@@ -38,4 +38,5 @@ const (
 	mutPeerAdoptToken      = false // a view heard from the peer takes the first store token read for it as its own (version 3)
 	mutClaimOwnTTL         = false // a record below a claimed term is waited out for its own ttl, not the longest lease known
 	mutNoGapClaims         = false // a takeover claims only its own term, not the terms a writer without claims used (version 2)
+	mutRestartNoClaimTTL   = false // a wait restarted for a claim found does not take the highest claim's ttl
 )

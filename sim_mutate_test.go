@@ -19,5 +19,5 @@ func setMutation(t *testing.T) func() {
 		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch, "noanntransfer": &mutNoAnnouncedTransfer,
 		"monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken,
 		"noclaims": &mutNoTermClaims, "claimnowait": &mutClaimNoWait, "releaseatonce": &mutReleaseAtOnce, "peertoken": &mutPeerAdoptToken,
-		"claimownttl": &mutClaimOwnTTL, "nogapclaims": &mutNoGapClaims}, "")
+		"claimownttl": &mutClaimOwnTTL, "nogapclaims": &mutNoGapClaims, "restartnoclaimttl": &mutRestartNoClaimTTL}, "")
 }

@@ -1,7 +1,7 @@
 package s3lect
 
 // Restores of the lockfile, its term object or both, against the term
-// claims and the rules of docs/protocol.md, 1.1 and 2.1. Each test failed
+// claims and the rules of docs/protocol.md, 1.1, 1.2 and 2.1. Each test failed
 // before those rules were built.
 
 import (
@@ -378,10 +378,7 @@ func stalePeerRestore(t *testing.T, cutA bool) time.Duration {
 	net := simworld.NewCalmPeerNet()
 	sa := &cutOff{Store: mem}
 	sb := &armedRestore{Store: mem}
-	mk := func(id string, st interface {
-		Get(context.Context, string) ([]byte, string, error)
-		PutIfMatch(context.Context, string, []byte, string) (string, error)
-	}) *Elector {
+	mk := func(id string, st store.Store) *Elector {
 		cfg := testConfig(st, id)
 		cfg.PeerMode, cfg.ServerAddr = true, id+":1"
 		cfg.PeerClient = &http.Client{Transport: net}

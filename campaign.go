@@ -92,6 +92,10 @@ type campaign struct {
 	// recreate says the takeover creates a lockfile that was deleted
 	// (section 4): its term object exists.
 	recreate bool
+	// floor is the term object's term when the takeover read it: the
+	// claims a takeover makes for a version 2 writer's terms stop above
+	// it (section 1.2).
+	floor uint64
 }
 
 // termObject is the content of the term object (section 1.1).
@@ -215,6 +219,7 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 			obj = termObject{Term: salvageTerm(ev.data)} // damaged: its lease is unknown
 		}
 		high, longest = obj.Term, obj.TTL
+		c.sh.maxTTL = max(c.sh.maxTTL, lease.TTL(obj.TTL)) // the longest lease known (section 2.1)
 		sum := sha256.Sum256(ev.data)
 		seen := ev.etag + "/" + string(sum[:])
 		if v.kind == kindAbsent && seen != c.sh.termSeen {
@@ -296,15 +301,63 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 		return true
 	}
 	// The claim first, then the term object, which is only a hint of the
-	// highest claim (section 1.1): the same content for both.
+	// highest claim (section 1.1): the same content for both. Before it,
+	// the claims of the terms a version 2 writer used above the term
+	// object (section 1.2).
 	c.camp.hint = write{data: data, ifMatch: ev.etag, over: over}
-	c.sh.send(doClaimTerm{c.sh.write(data, "", [32]byte{}), base + 1}, now, emit)
+	c.camp.floor = high
+	if g := min(c.sh.v2Term, base); g > high && high > 0 && !mutNoGapClaims {
+		c.claimGap(g, now, emit)
+		return true
+	}
+	c.sh.send(doClaimTerm{write: c.sh.write(data, "", [32]byte{}), term: base + 1}, now, emit)
 	return true
 }
 
+// claimGap creates the claim of term, one a version 2 writer used and
+// did not claim, below the takeover's own (section 1.2). Its ttl is the
+// longest lease that writer may hold: one without ttl is waited out for
+// at least noTTLLease.
+func (c *core) claimGap(term uint64, now time.Time, emit func(effect)) {
+	var own termObject
+	json.Unmarshal(c.camp.hint.data, &own)
+	data, _ := json.Marshal(termObject{Term: term, By: own.By, Lease: own.Lease, TTL: max(own.TTL, lease.TTLMillis(noTTLLease))})
+	c.sh.send(doClaimTerm{write: c.sh.write(data, "", [32]byte{}), term: term, gap: true}, now, emit)
+}
+
 func (f doClaimTerm) done(c *core, ev evStore, sent, now time.Time, emit func(effect)) bool {
+	if f.gap {
+		c.gapClaimDone(ev, f.term, now, emit)
+		return false
+	}
 	c.claimTermDone(ev, f.term, sent, now, emit)
 	return false
+}
+
+// gapClaimDone takes in the create of the claim of term, a version 2
+// writer's (section 1.2). Created: the claim of the term below is made
+// next, down to just above the term object's, then the takeover's own.
+// Refused: a takeover claimed the term, and it may have done so after
+// this elector first saw its view (a version 2 writer's term was never
+// claimed before), so it counts as a refused claim: the highest claim is
+// found and the view waited out anew.
+func (c *core) gapClaimDone(ev evStore, term uint64, now time.Time, emit func(effect)) {
+	switch {
+	case c.camp.id == 0 || c.camp.term.Term <= term || c.camp.withdrawn != nil || c.sh.closing:
+		c.camp.term = Record{}
+		c.answerWithdrawn(emit)
+	case ev.err == nil && term-1 > c.camp.floor:
+		c.claimGap(term-1, now, emit)
+	case ev.err == nil:
+		h := c.camp.hint
+		c.sh.send(doClaimTerm{write: c.sh.write(h.data, "", [32]byte{}), term: c.camp.term.Term}, now, emit)
+	case errors.Is(ev.err, store.ErrPreconditionFailed):
+		c.camp.term = Record{}
+		c.sh.send(doFindTerm{c.sh.nextGen(), term}, now, emit)
+	default:
+		c.camp.term = Record{}
+		c.termFailed(ev.err, now, emit)
+	}
 }
 
 // claimTermDone takes in the create of the claim of term, sent at sent
@@ -372,7 +425,11 @@ func (c *core) findTermDone(ev evStore, now time.Time, emit func(effect)) {
 	// for every claim found (the foreign variant's seed 170: no leader
 	// 4.7 s after the faults stopped, bound 3.8 s).
 	if !mutClaimNoWait && (f.v.rec.Lease != "" || f.v.kind == kindAbsent) {
-		c.restartWait(&f.v, ev.term, lease.TTL(top.TTL), now, emit)
+		ttl := lease.TTL(top.TTL)
+		if mutRestartNoClaimTTL {
+			ttl = 0 // as before restorer seed 5581: the highest claim's lease unread
+		}
+		c.restartWait(&f.v, ev.term, ttl, now, emit)
 	}
 	f.nextRead, f.stale, f.mode = now, true, frequent // see who won
 }

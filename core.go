@@ -67,7 +67,8 @@ type shared struct {
 	peerGen uint64    // numbers peer targets, to recognise stale reports
 
 	maxTerm uint64        // the highest term seen or written (section 1, term)
-	maxTTL  time.Duration // the longest lease a record of this lockfile has stated (section 3.1)
+	maxTTL  time.Duration // the longest lease a record, the term object or a claim of this lockfile has stated (section 3.1)
+	v2Term  uint64        // the highest term seen in a record without ttl but with a lease: a version 2 writer's, which it did not claim (section 1.2)
 
 	termSeen string    // the term object as last read: ETag and SHA-256 of its bytes (section 4)
 	foreign  uint64    // records read without the version 2 fields (section 1.2); the first is logged
@@ -349,6 +350,7 @@ type (
 	doClaimTerm struct {             // a takeover's create of its term's claim (section 1.1)
 		write
 		term uint64
+		gap  bool // the claim of a term a version 2 writer used, made for it before the takeover's own (section 1.2)
 	}
 	doFindTerm struct { // a search for the highest term claimed, from one known claimed (section 1.1)
 		gen  uint64

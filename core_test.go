@@ -1047,6 +1047,7 @@ func TestCoreNoTTLRecordWaitsLongestLeaseSeen(t *testing.T) {
 // the ETag read to one more than the highest term it knows, and only then
 // writes the lockfile with that term (docs/protocol.md, 1.1).
 func TestCoreTermObject(t *testing.T) {
+	defer setMutation(t)()
 	t.Run("C8 C10 (1.1) the term object is raised before the takeover, whose term it gives", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
@@ -1159,6 +1160,76 @@ func TestCoreTermObject(t *testing.T) {
 		}
 		t.Fatal("the leadership was not handed out once the lease had passed")
 	})
+	t.Run("T3 (2.1) a record below a claimed term is waited out for the longest lease known, not its own ttl", func(t *testing.T) {
+		// This elector (LeaderTimeout 3 s) read b's record of term 2
+		// (ttl 9 s); then a record of term 1 with ttl 3 s, a restore,
+		// is put back and b is cut off.
+		m := newMachine(t, coreParams)
+		b := Record{LeaderID: "b", Term: 2, Lease: "b2", LastUpdated: at(0), TTL: 9000}.encode()
+		a := Record{LeaderID: "a", Term: 1, Lease: "a1", TTL: 3000}.encode() // a's release
+		campaignAt(t, m, b, `"b"`, at(0))
+		var first time.Duration // when the restored record was first read
+		for now := 100 * time.Millisecond; ; now += 100 * time.Millisecond {
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				if first == 0 {
+					first = now
+				}
+				m.read(a, `"a"`, at(now))
+			}
+			if _, ok := effectOf[doClaim](m); ok {
+				if first == 0 || now-first < 9*time.Second {
+					t.Fatalf("takeover %v after first seeing a restored record of term 1 below b's term 2; want none before b's 9 s lease", now-first)
+				}
+				return
+			}
+			if now > time.Minute {
+				t.Fatal("no takeover")
+			}
+		}
+	})
+	t.Run("C26 (1.2) a version 2 writer's terms are claimed before the takeover's own; a refused one is a refused claim", func(t *testing.T) {
+		for _, refused := range []bool{false, true} {
+			// The term object says 1; a version 2 writer took over at 3
+			// (no claim, no ttl) and released.
+			m := newMachine(t, coreParams)
+			m.manualTerm = true
+			v2 := Record{LeaderID: "v2", Term: 3, Lease: "00000000000000f2"}.encode()
+			campaignAt(t, m, v2, `"v2"`, at(0))
+			for now := time.Second; !calling[doReadTerm](m); now += time.Second {
+				m.on(evTimer{}, at(now))
+				if calling[doRead](m) {
+					m.read(v2, `"v2"`, at(now))
+				}
+				if now > time.Minute {
+					t.Fatal("no takeover of a version 2 release")
+				}
+			}
+			m.on(evStore{gen: m.c.sh.gen, data: termObj(1), etag: `"t1"`}, at(time.Minute))
+			want := []uint64{3, 2}
+			if refused {
+				want = want[:1]
+			}
+			for _, term := range want {
+				cl := mustEffect[doClaimTerm](t, m, "a version 2 writer's term above the term object's")
+				if !cl.gap || cl.term != term {
+					t.Fatalf("claim of term %d (for a version 2 writer: %v); want the version 2 writer's term %d first", cl.term, cl.gap, term)
+				}
+				if refused {
+					m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(time.Minute))
+					if f := mustEffect[doFindTerm](t, m, "a version 2 writer's term claimed by another"); f.from != term {
+						t.Fatalf("search for the highest claim from %d; want from %d", f.from, term)
+					}
+					noEffect[anyWrite](t, m, "a version 2 writer's term claimed by another")
+					return
+				}
+				m.on(evStore{gen: m.c.sh.gen, etag: `"g"`}, at(time.Minute))
+			}
+			if cl := mustEffect[doClaimTerm](t, m, "the version 2 writer's terms claimed"); cl.gap || cl.term != 4 {
+				t.Fatalf("claim of term %d (for a version 2 writer: %v); want the takeover's own, 4", cl.term, cl.gap)
+			}
+		}
+	})
 	t.Run("C11 (1.1) the term object raised by another first: read the lockfile again", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true
@@ -1240,6 +1311,28 @@ func TestCoreTermObject(t *testing.T) {
 		}
 		if rec, _ := ParseRecord(mustEffect[doClaim](t, m, "waited out").data); rec.Term != 10 {
 			t.Fatalf("takeover at term %d; want 10, above the highest claim", rec.Term)
+		}
+	})
+	t.Run("C24 (1.1) a refused claim over an absence: waited out for the highest claim's ttl, not the lease assumed when none is known", func(t *testing.T) {
+		// No lockfile, no term object; another takeover claimed term 1
+		// (ttl 3 s) and may be writing the lockfile. Its lease is waited
+		// out, not the 15 s assumed for a lease unknown (restorer seed
+		// 5581: no leader 16 s after the faults stopped).
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		campaignAt(t, m, nil, "", at(0))
+		m.on(evStore{gen: m.c.sh.gen}, at(0))                                   // term object absent: claim 1
+		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(0)) // claimed by another
+		mustEffect[doFindTerm](t, m, "claim of term 1 refused")
+		m.on(evStore{gen: m.c.sh.gen, term: 1, data: []byte(`{"term":1,"by":"x","lease":"l","ttl":3000}`)}, at(0))
+		for now := 100 * time.Millisecond; !calling[doReadTerm](m); now += 100 * time.Millisecond {
+			if now > 2*coreParams.lt {
+				t.Fatalf("no takeover %v after the refused claim; want one a LeaderTimeout (the claim's ttl, %v) after it", now, coreParams.lt)
+			}
+			m.on(evTimer{}, at(now))
+			if calling[doRead](m) {
+				m.read(nil, "", at(now))
+			}
 		}
 	})
 	t.Run("C12 (1.1) a permanent failure on the term object names it", func(t *testing.T) {

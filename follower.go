@@ -152,6 +152,9 @@ func (f *follower) readReturned(sh *shared, data []byte, etag, token string, sen
 	}
 	sh.maxTerm = max(sh.maxTerm, f.v.term)
 	sh.maxTTL = max(sh.maxTTL, f.v.ttl)
+	if (f.v.kind == kindHeld || f.v.kind == kindVacant) && f.v.rec.Lease != "" && f.v.ttl == 0 {
+		sh.v2Term = max(sh.v2Term, f.v.term) // a version 2 writer's term: claimed by nobody (section 1.2)
+	}
 	if f.v.kind == kindCorrupt && fresh {
 		emit(doLog{"lockfile is unreadable; it will be taken over after the lease assumed for records without ttl", []any{"etag", etag}})
 	}

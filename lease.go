@@ -28,11 +28,16 @@ const maxAnchoredHeld = 100 * 365 * 24 * int64(time.Hour/time.Millisecond)
 // take it over (section 3.1): the longer of its own LeaderTimeout and the
 // lease the record states; for a record that states none, the longest
 // lease this elector can assume: its own, noTTLLease, and every lease a
-// record of this lockfile has stated to it.
+// record, the term object or a claim of this lockfile has stated to it.
+// A record below a term known to be claimed is waited out for the
+// longest lease known too, whatever its own ttl (section 2.1): it may be
+// a restore, and the leadership it hides may hold a longer lease.
 func (sh *shared) lease(v view) time.Duration {
 	switch {
 	case mutIgnoreTTL:
 		return sh.p.lt
+	case v.ttl > 0 && v.belowClaim() && !mutClaimOwnTTL:
+		return max(lease.Wait(sh.p.lt, v.ttl.Milliseconds()), sh.maxTTL)
 	case v.ttl > 0:
 		return lease.Wait(sh.p.lt, v.ttl.Milliseconds())
 	}
@@ -99,6 +104,14 @@ type view struct {
 	anchor   time.Time
 	maxHeld  int64
 	anchored bool
+}
+
+// belowClaim reports whether v is a record (held, released or this
+// elector's own) whose term is below a term this elector knows to be
+// claimed (docs/protocol.md, 2.1): a leadership after it may have begun,
+// and a restore may have put this record back over it.
+func (v view) belowClaim() bool {
+	return v.kind != kindAbsent && v.kind != kindUnknown && v.claimed > v.term
 }
 
 // leaseKey names one leadership: its leader, term and lease value.

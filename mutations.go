@@ -36,4 +36,7 @@ const (
 	mutClaimNoWait         = false // a term claimed since the view was first seen does not restart its wait
 	mutReleaseAtOnce       = false // a release is taken at once even when a higher term was claimed since (version 3's T2)
 	mutPeerAdoptToken      = false // a view heard from the peer takes the first store token read for it as its own (version 3)
+	mutClaimOwnTTL         = false // a record below a claimed term is waited out for its own ttl, not the longest lease known
+	mutNoGapClaims         = false // a takeover claims only its own term, not the terms a writer without claims used (version 2)
+	mutRestartNoClaimTTL   = false // a wait restarted for a claim found does not take the highest claim's ttl
 )

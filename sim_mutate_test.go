@@ -18,5 +18,6 @@ func setMutation(t *testing.T) func() {
 		"noreread": &mutNoReleaseReread, "stependfirst": &mutStepEndFirst, "steprenewany": &mutStepRenewAny, "anntakeover": &mutAnnounceTakeover, "annrelease": &mutAnnounceRelease,
 		"annnolead": &mutAnnounceNoLead, "nowatch": &mutNoReleaseWatch, "noanntransfer": &mutNoAnnouncedTransfer,
 		"monoclock": &mutMonoClock, "exleader": &mutExLeaderShortcut, "notoken": &mutSightNoToken,
-		"noclaims": &mutNoTermClaims, "claimnowait": &mutClaimNoWait, "releaseatonce": &mutReleaseAtOnce, "peertoken": &mutPeerAdoptToken}, "")
+		"noclaims": &mutNoTermClaims, "claimnowait": &mutClaimNoWait, "releaseatonce": &mutReleaseAtOnce, "peertoken": &mutPeerAdoptToken,
+		"claimownttl": &mutClaimOwnTTL, "nogapclaims": &mutNoGapClaims, "restartnoclaimttl": &mutRestartNoClaimTTL}, "")
 }

@@ -321,20 +321,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
 			case coord.OpList:
 				r.async(func() func() {
-					es, err := p.calls.List(lctx, p.cfg.Prefix)
-					m := map[string]coord.Entry{}
-					for _, en := range es {
-						rel := strings.TrimPrefix(en.Key, p.cfg.Prefix)
-						if id, ok := cutKey(rel, "workers/"); ok {
-							x := m[id]
-							x.Session = en.ETag
-							m[id] = x
-						} else if id, ok := cutKey(rel, "news/"); ok {
-							x := m[id]
-							x.News = en.ETag
-							m[id] = x
-						}
-					}
+					m, err := p.listWorkers(lctx)
 					return func() { do(c.Listed(p.clock.Now(), m, err)) }
 				})
 			case coord.OpGetSession:

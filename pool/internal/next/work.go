@@ -295,7 +295,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	p.coordinating.Store(true)
 	defer p.coordinating.Store(false)
 	p.log.Info("coordinating the pool", "term", term)
-	cc := coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
+	cc := coord.CoordConfig{Shards: p.shardList(), FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
 	if p.cfg.PeerMode {
 		// Reports take the listing's place; it only finds the workers
 		// that cannot report, and keeps a store call within every half
@@ -399,6 +399,9 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 			do(c.Tick(p.clock.Now()))
 		case rq := <-p.reports:
 			do(answer(c, p.clock.Now(), rq))
+		case <-p.reshard:
+			c.SetShards(p.shardList())
+			do(c.Tick(p.clock.Now()))
 		case <-lctx.Done():
 			return
 		case <-wdone:

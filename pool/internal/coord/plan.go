@@ -114,8 +114,23 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 				m, owned[id] = map[string]uint64{}, true
 			}
 		} else {
+			// Kept first: the shards whose home (below) is not a live
+			// worker short of its target; then by rank.
+			away := func(s string) bool {
+				h := x.home[s]
+				hk := c.keys[h]
+				return h != "" && h != id && hk != nil && hk.cur != nil && len(hk.page.shards) < target[h]
+			}
 			mine := slices.DeleteFunc(sortedKeys(k.page.shards), func(s string) bool { return !c.shards[s] })
-			slices.SortFunc(mine, func(a, b string) int { return c.rank[a] - c.rank[b] })
+			slices.SortFunc(mine, func(a, b string) int {
+				if aa, ab := away(a), away(b); aa != ab {
+					if aa {
+						return 1
+					}
+					return -1
+				}
+				return c.rank[a] - c.rank[b]
+			})
 			m = map[string]uint64{}
 			for _, s := range mine[:min(len(mine), target[id])] {
 				m[s] = k.page.shards[s]
@@ -131,16 +146,30 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	slices.SortStableFunc(takers, func(a, b string) int {
 		return (target[b] - len(want[b])) - (target[a] - len(want[a]))
 	})
-	// Grant the free shards, in rank order: back to the worker that had
-	// one if it takes, else round the takers, most short first.
+	// Grant the free shards, in rank order: to its home if that worker
+	// takes, else back to the worker that had it if it takes, else round
+	// the takers, most short first.
+	if x.home == nil {
+		x.home = map[string]string{}
+	}
 	next := 0
 	for wi := 0; wi < len(x.free) && len(takers) > 0 && x.nfree > 0; wi++ {
 		for word := x.free[wi]; word != 0 && len(takers) > 0; word &= word - 1 {
 			s := c.order[wi*64+bits.TrailingZeros64(word)]
-			to := c.owner[s]
+			prev := c.owner[s]
+			to := prev
+			if taker[x.home[s]] {
+				to = x.home[s]
+			}
 			if !taker[to] {
 				to = takers[next%len(takers)]
 				next++
+			}
+			if pk := c.keys[prev]; prev != "" && prev != to && x.home[s] == "" && (pk == nil || pk.cur == nil) {
+				x.home[s] = prev // its worker is gone (left, or its session over): it may come back
+			}
+			if to == x.home[s] {
+				delete(x.home, s)
 			}
 			if c.grants+1 >= 1<<32 {
 				return append(fx, c.stepDown(now, errors.New("the era has granted 2^32 shards"))...)
@@ -197,7 +226,7 @@ func (c *Coordinator) SetShards(shards []string) {
 		return cmpString(a, b)
 	})
 	c.rank = map[string]int{}
-	c.idx = planIndex{} // rebuilt on the next plan, with the new ranks
+	c.idx = planIndex{home: c.idx.home} // rebuilt on the next plan, with the new ranks
 	longest := 0
 	for i, s := range c.order {
 		c.rank[s] = i
@@ -248,6 +277,13 @@ type planIndex struct {
 	ghosts map[unsafe.Pointer]map[string]bool // a ghost's holds, by the map's address (each ghost has its own)
 	free   []uint64                           // bit r: c.order[r] is held by none
 	nfree  int
+	// home: a shard granted away from a worker whose session was over
+	// (it left, or died) names that worker, until the shard goes back to
+	// it: when a worker of that ID returns short of its target, the
+	// others drop those shards first and the grants go to it, so that a
+	// rolling deploy moves each shard away and back once, not on from
+	// worker to worker. The era's memory only: a new era starts with none.
+	home map[string]string
 }
 
 // keyIndex is what the index knows of one key. The maps it keeps are
@@ -306,7 +342,7 @@ func (c *Coordinator) hold(s string, d int) {
 func (c *Coordinator) syncHolds() {
 	x := &c.idx
 	if !x.built {
-		*x = planIndex{built: true, count: map[string]int{}, keys: map[string]*keyIndex{}, ghosts: map[unsafe.Pointer]map[string]bool{},
+		*x = planIndex{home: x.home, built: true, count: map[string]int{}, keys: map[string]*keyIndex{}, ghosts: map[unsafe.Pointer]map[string]bool{},
 			free: make([]uint64, (len(c.order)+63)/64), nfree: len(c.order)}
 		for r := range c.order {
 			x.free[r/64] |= 1 << (r % 64)

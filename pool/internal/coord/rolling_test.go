@@ -1,9 +1,12 @@
 package coord
 
 import (
+	"flag"
 	"testing"
 	"time"
 )
+
+var rollingSeeds = flag.Int("rolling.seeds", 1, "seeds of TestRollingDeployMovesEachShardAwayAndBackOnce")
 
 // owners returns the worker whose leadership of each shard is live.
 func (s *sim) owners() map[string]string {
@@ -25,9 +28,10 @@ func (s *sim) owners() map[string]string {
 // away and back: a shard handed over is not handed on from worker to
 // worker as the deploy goes. (The coordinator's own restart starts a new
 // era, which does not know where its shards were: not covered here.)
+// One seed by default (about 2 s under -race); -rolling.seeds runs more.
 func TestRollingDeployMovesEachShardAwayAndBackOnce(t *testing.T) {
 	tm := timing{5 * time.Second, 15 * time.Second}
-	for seed := uint64(1); seed <= 3; seed++ {
+	for seed := uint64(1); seed <= uint64(*rollingSeeds); seed++ {
 		s := newSim(seed, simConfig{shards: 60, timing: &tm, noLog: true, maxWorkers: 6})
 		s.calm = true
 		for range 6 {

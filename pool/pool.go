@@ -53,8 +53,9 @@
 // session) and reads its page once, whatever its number of shards and
 // the number of workers; as a follower of the coordinator election it
 // also reads the election's lockfile once per FrequentInterval. The
-// coordinator adds one listing of the Prefix and a read or two per
-// interval. A death, join or leave costs requests in proportion to the
+// coordinator adds two listings (of the sessions and of their news, so
+// that the election's term claims, which pile up, are never listed) and
+// a read or two per interval. A death, join or leave costs requests in proportion to the
 // shards that move, not to the workers. The store must implement
 // store.Lister (every backend of this module does).
 //

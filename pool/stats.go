@@ -27,7 +27,8 @@ type Stats struct {
 	// Gets, Puts and Lists count the store call attempts this worker made
 	// on the pool's objects (not those of the coordinator election): in
 	// steady state one PUT and one GET per FrequentInterval, and on the
-	// coordinator one listing more.
+	// coordinator two LIST requests more (its listings of workers/ and
+	// news/).
 	Gets, Puts, Lists uint64
 }
 

@@ -72,7 +72,7 @@ func main() {
 	flag.BoolVar(&o.pathStyle, "path-style", false, "path-style S3 addressing (MinIO)")
 	flag.IntVar(&o.scale, "scale", 25, "divide the default intervals by this")
 	flag.BoolVar(&o.shardOnly, "shards-only", false, "measure the shard table only")
-	flag.BoolVar(&o.shardPeer, "shard-peer", false, "run the shard table's pools in peer mode (not yet available in the coordinator pool: refused)")
+	flag.BoolVar(&o.shardPeer, "shard-peer", false, "run the shard table's pools in peer mode (pool.Config.PeerMode, each worker serving pool.PeerHandler over HTTPS on loopback)")
 	flag.IntVar(&o.shardK, "shard-scale", 10, "divide the default intervals by this in the shard table (1,000 shards in one process need a longer lease than -scale gives on a busy machine)")
 	flag.DurationVar(&o.shardII, "shard-ii", 0, "the pools' InfrequentInterval in the shard tables, before -shard-scale divides it (ignored by the coordinator pool: Config.InfrequentInterval is deprecated)")
 	flag.DurationVar(&o.stagger, "shard-stagger", 0, "start the shard tables' workers this far apart (not scaled; 0: all at once). 100 workers started at once, on a store that takes milliseconds, take many LeaderTimeouts to spread")
@@ -123,10 +123,6 @@ func run(ctx context.Context, o options, w io.Writer) error {
 		}
 		return fmt.Errorf("-mode %q: no such row; the modes are %s", o.mode, strings.Join(names, ", "))
 	}
-	if o.shardPeer {
-		return errors.New("-shard-peer: peer mode is not yet available in the coordinator-decided pool (package pool refuses Config.PeerMode); measure storage mode without -shard-peer")
-	}
-	shardPeerOptions(&o)
 	stores, closeStores, err := openStores(ctx, o)
 	if err != nil {
 		return err

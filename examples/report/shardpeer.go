@@ -17,23 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/devtls"
 	shardpool "github.com/s3lect/s3lect/pool"
 )
-
-// shardPeerII is the pools' InfrequentInterval in peer mode when -shard-ii
-// leaves it zero, before -shard-scale divides it: the pool's own default
-// in peer mode (6 × FrequentInterval), given explicitly so that the table
-// states it and a kill falls at a random point of its cycle.
-const shardPeerII = 6 * s3lect.DefaultFrequentInterval
-
-// shardPeerOptions sets what -shard-peer changes in o.
-func shardPeerOptions(o *options) {
-	if o.shardPeer && o.shardII == 0 {
-		o.shardII = shardPeerII
-	}
-}
 
 // shardPeers is the peer mode of one shard table: the CA its workers
 // trust. A nil *shardPeers is storage mode.
@@ -201,17 +187,18 @@ func shardPeerNote(o options, w io.Writer) {
 	if !o.shardPeer {
 		return
 	}
-	fmt.Fprintf(w, "Peer mode (-shard-peer): every worker serves pool.PeerHandler over HTTPS on a loopback port of its own (a dev CA's certificates) "+
-		"and, once per FrequentInterval, reports its session ETag to the hub (the live worker with the lowest ID) and takes its digest for the listing; "+
-		"the store is listed every InfrequentInterval. A killed worker's peer connections, accepted and dialed, are reset and its listener closed. "+
-		"Hub requests are the requests the workers' peer servers received, per worker per FrequentInterval (the hub asks no one).\n\n")
+	fmt.Fprintf(w, "Peer mode (-shard-peer, pool.Config.PeerMode): every worker serves pool.PeerHandler over HTTPS on a loopback port of its own (a dev CA's certificates) "+
+		"and, after each renewal of its session, reports it to the coordinator, reading its page only when the answer names another; "+
+		"the coordinator lists the store every LeaderTimeout/2, and the coordinator's election runs in peer mode too. "+
+		"A killed worker's peer connections, accepted and dialed, are reset and its listener closed. "+
+		"Peer requests are the requests the workers' peer servers received (reports and the election's), per worker per FrequentInterval.\n\n")
 }
 
 func shardPeerHeader(o options) string {
 	if !o.shardPeer {
 		return ""
 	}
-	return " hub requests per worker per FrequentInterval |"
+	return " peer requests per worker per FrequentInterval |"
 }
 
 func shardPeerDash(o options) string {

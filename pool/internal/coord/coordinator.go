@@ -130,6 +130,7 @@ type Coordinator struct {
 	later     uint64 // the highest later era a page or session showed (4.6)
 	sweep     int
 	roster    rosterState
+	idx       planIndex // plan's, kept between events (plan.go)
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/s3lect/s3lect/store"
 )
 
 // The figures of the pool in virtual time, at the defaults (FrequentInterval
@@ -91,6 +93,8 @@ func maxOf(xs []float64) float64 {
 // measure plays one seed of the scenario: a cold start, a steady state,
 // a worker's crash, the coordinator's crash, a join and a leave.
 func measure(t testing.TB, seed uint64, workers, shards int, f *figures) {
+	planCheck = false // a plan from scratch at every event would be what is measured
+	defer func() { planCheck = true }()
 	tm := timing{5 * time.Second, 15 * time.Second}
 	s := newSim(seed, simConfig{workers: 0, shards: shards, timing: &tm, noLog: true, maxWorkers: workers + 1})
 	s.calm = true // no faults, no lost replies, no slow calls
@@ -225,6 +229,8 @@ func BenchmarkScale(b *testing.B) {
 }
 
 func scaleOnce(t testing.TB) {
+	planCheck = false
+	defer func() { planCheck = true }()
 	var workers, shards int
 	if _, err := fmt.Sscanf(*simScale, "%dx%d", &workers, &shards); err != nil {
 		t.Fatalf("-sim.scale %q: want WORKERSxSHARDS", *simScale)
@@ -235,12 +241,13 @@ func scaleOnce(t testing.TB) {
 	for range workers {
 		s.addProc()
 	}
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime()
 	d, ok := s.waitFor(10*tm.lt, s.balanced)
 	if !ok {
 		t.Fatalf("%d workers over %d shards not balanced %v after a cold start", workers, shards, d)
 	}
-	t.Logf("%d workers over %d shards: balanced %.2f LeaderTimeouts after a cold start (%v of CPU)", workers, shards, d.Seconds()/tm.lt.Seconds(), time.Since(start).Round(time.Second))
+	t.Logf("%d workers over %d shards: balanced %.2f LeaderTimeouts after a cold start (%v of CPU, %v of wall time)", workers, shards, d.Seconds()/tm.lt.Seconds(),
+		(cpuTime() - cpu0).Round(time.Second), time.Since(start).Round(time.Second))
 	s.step(s.now + 2*tm.lt)
 	before := map[*proc][3]int{}
 	for _, p := range s.procs {
@@ -257,6 +264,16 @@ func scaleOnce(t testing.TB) {
 		puts, gets, n = puts+p.calls["put"]-b[0], gets+p.calls["get"]-b[1], n+1
 	}
 	t.Logf("per worker per interval: %.2f PUT, %.2f GET", float64(puts)/float64(n)/10, float64(gets)/float64(n)/10)
+	largest, key := 0, ""
+	for k, o := range s.store {
+		if len(o.data) > largest {
+			largest, key = len(o.data), k
+		}
+	}
+	t.Logf("the largest object: %s, %d bytes (store.MaxObjectSize %d); CPU in all %v, the coordinator's decisions included", key, largest, store.MaxObjectSize, (cpuTime() - cpu0).Round(time.Second))
+	if largest >= store.MaxObjectSize {
+		t.Errorf("object %s is %d bytes, over store.MaxObjectSize", key, largest)
+	}
 	if len(s.fails) > 0 {
 		t.Fatal(s.fails)
 	}

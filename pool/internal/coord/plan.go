@@ -4,19 +4,32 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
+	"math/bits"
+	"reflect"
 	"slices"
 	"time"
+	"unsafe"
 
 	"github.com/s3lect/s3lect/store"
 )
 
 // plan writes the pages that move the pool toward an even spread.
+//
+// Its work per event grows with the workers and the shards that change
+// hands, not with all the shards: which shards are held, and by how many
+// sessions and ghosts, is kept between events (planIndex) and brought up
+// to date only for the keys whose session, leads, page or unacknowledged
+// pages changed; the free shards are a bitset in the order of grants.
+// Its decisions are those of a plan computed from scratch at every event
+// (the simulation checks the index against one, planCheck).
 func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	// Every live session that has no page of this era gets one first,
 	// naming what it leads (those it leads at another term, or that are
 	// not shards any more, it drops).
-	for _, id := range sortedKeys(c.keys) {
+	ids := sortedKeys(c.keys)
+	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || !k.cur.applied.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
@@ -32,12 +45,18 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	if !c.Ready(now) {
 		return fx
 	}
+	x := &c.idx
 	// A session that applied its latest page and does not list one of
 	// its shards gave it up (its Work returned): it starts it again only
-	// on a newer page, so the shard is free.
-	for _, id := range sortedKeys(c.keys) {
+	// on a newer page, so the shard is free. Looked at again only when
+	// its leads or its page changed.
+	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || len(k.page.hist) > 0 || k.page.writing || k.cur.applied.Era != c.term {
+			continue
+		}
+		e := x.entry(id)
+		if sameMap(e.scanLeads, k.cur.leads) && sameMap(e.scanShards, k.page.shards) {
 			continue
 		}
 		for _, s := range sortedKeys(k.page.shards) {
@@ -46,28 +65,22 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 				delete(k.page.shards, s)
 			}
 		}
+		e.scanLeads, e.scanShards = k.cur.leads, k.page.shards
 	}
-	held := map[string]bool{}
-	for _, g := range c.ghosts {
-		for s := range g.holds {
-			held[s] = true
-		}
+	c.syncHolds()
+	if planCheck {
+		c.checkIndex()
 	}
 	var live []string
-	for _, id := range sortedKeys(c.keys) {
-		k := c.keys[id]
-		if k.cur == nil {
-			continue
+	assigned := 0
+	for _, id := range ids {
+		if k := c.keys[id]; k.cur != nil {
+			live = append(live, id)
+			assigned += len(k.page.shards)
 		}
-		c.holds(k, held)
-		live = append(live, id)
 	}
 	if len(live) == 0 {
 		return fx
-	}
-	assigned := 0
-	for _, id := range live {
-		assigned += len(c.keys[id].page.shards)
 	}
 	if assigned == 0 && now.Before(c.lastNew.Add(c.cfg.FrequentInterval)) && now.Before(c.first.Add(c.cfg.LeaderTimeout)) {
 		return fx // a cold start: let the pool assemble first
@@ -76,7 +89,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	n, w := len(c.order), len(live)
 	byCount := slices.Clone(live)
 	slices.SortStableFunc(byCount, func(a, b string) int { return len(c.keys[b].page.shards) - len(c.keys[a].page.shards) })
-	target := map[string]int{}
+	target := make(map[string]int, w)
 	for i, id := range byCount {
 		target[id] = n / w
 		if i < n%w {
@@ -84,52 +97,98 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		}
 		target[id] = min(target[id], c.capacity) // a page must fit an object
 	}
-	want := map[string]map[string]uint64{}
+	// What each keeps: its page, unless it names more than its target or
+	// shards the pool no longer runs; then the first of its shards by
+	// rank, up to the target. A page kept as it is is shared with want
+	// until a grant adds to it (own).
+	want := make(map[string]map[string]uint64, w)
+	owned := map[string]bool{}
 	var takers []string // live workers below their target, whose page is not being written
+	taker := map[string]bool{}
 	for _, id := range live {
 		k := c.keys[id]
-		mine := slices.DeleteFunc(sortedKeys(k.page.shards), func(s string) bool { return !c.shards[s] })
-		slices.SortFunc(mine, func(a, b string) int { return c.rank[a] - c.rank[b] })
-		m := map[string]uint64{}
-		for _, s := range mine[:min(len(mine), target[id])] {
-			m[s] = k.page.shards[s]
+		var m map[string]uint64
+		if e := x.keys[id]; e.invalid == 0 && len(k.page.shards) <= target[id] {
+			m = k.page.shards
+			if m == nil {
+				m, owned[id] = map[string]uint64{}, true
+			}
+		} else {
+			// Kept first: the shards whose home (below) is not a live
+			// worker short of its target; then by rank.
+			away := func(s string) bool {
+				h := x.home[s]
+				hk := c.keys[h]
+				return h != "" && h != id && hk != nil && hk.cur != nil && len(hk.page.shards) < target[h]
+			}
+			mine := slices.DeleteFunc(sortedKeys(k.page.shards), func(s string) bool { return !c.shards[s] })
+			slices.SortFunc(mine, func(a, b string) int {
+				if aa, ab := away(a), away(b); aa != ab {
+					if aa {
+						return 1
+					}
+					return -1
+				}
+				return c.rank[a] - c.rank[b]
+			})
+			m = map[string]uint64{}
+			for _, s := range mine[:min(len(mine), target[id])] {
+				m[s] = k.page.shards[s]
+			}
+			owned[id] = true
 		}
 		want[id] = m
 		if len(m) < target[id] && !k.page.writing {
 			takers = append(takers, id)
+			taker[id] = true
 		}
 	}
 	slices.SortStableFunc(takers, func(a, b string) int {
 		return (target[b] - len(want[b])) - (target[a] - len(want[a]))
 	})
-	// Grant the free shards: back to the worker that had one if it takes,
-	// else round the takers, most short first.
+	// Grant the free shards, in rank order: to its home if that worker
+	// takes, else back to the worker that had it if it takes, else round
+	// the takers, most short first.
+	if x.home == nil {
+		x.home = map[string]string{}
+	}
 	next := 0
-	for _, s := range c.order {
-		if len(takers) == 0 {
-			break
-		}
-		if held[s] {
-			continue
-		}
-		to := c.owner[s]
-		if !slices.Contains(takers, to) {
-			to = takers[next%len(takers)]
-			next++
-		}
-		if c.grants+1 >= 1<<32 {
-			return append(fx, c.stepDown(now, errors.New("the era has granted 2^32 shards"))...)
-		}
-		c.grants++
-		want[to][s] = c.term<<32 | c.grants
-		c.owner[s] = to
-		if len(want[to]) >= target[to] {
-			takers = slices.DeleteFunc(takers, func(id string) bool { return id == to })
+	for wi := 0; wi < len(x.free) && len(takers) > 0 && x.nfree > 0; wi++ {
+		for word := x.free[wi]; word != 0 && len(takers) > 0; word &= word - 1 {
+			s := c.order[wi*64+bits.TrailingZeros64(word)]
+			prev := c.owner[s]
+			to := prev
+			if taker[x.home[s]] {
+				to = x.home[s]
+			}
+			if !taker[to] {
+				to = takers[next%len(takers)]
+				next++
+			}
+			if pk := c.keys[prev]; prev != "" && prev != to && x.home[s] == "" && (pk == nil || pk.cur == nil) {
+				x.home[s] = prev // its worker is gone (left, or its session over): it may come back
+			}
+			if to == x.home[s] {
+				delete(x.home, s)
+			}
+			if c.grants+1 >= 1<<32 {
+				return append(fx, c.stepDown(now, errors.New("the era has granted 2^32 shards"))...)
+			}
+			c.grants++
+			if !owned[to] {
+				want[to], owned[to] = maps.Clone(want[to]), true
+			}
+			want[to][s] = c.term<<32 | c.grants
+			c.owner[s] = to
+			if len(want[to]) >= target[to] {
+				takers = slices.DeleteFunc(takers, func(id string) bool { return id == to })
+				delete(taker, to)
+			}
 		}
 	}
 	for _, id := range live {
 		k := c.keys[id]
-		if !k.page.writing && (k.page.dirty || !maps.Equal(want[id], k.page.shards)) {
+		if !k.page.writing && (k.page.dirty || owned[id] && !maps.Equal(want[id], k.page.shards)) {
 			fx = c.write(id, k, want[id], fx)
 		}
 	}
@@ -167,6 +226,7 @@ func (c *Coordinator) SetShards(shards []string) {
 		return cmpString(a, b)
 	})
 	c.rank = map[string]int{}
+	c.idx = planIndex{home: c.idx.home} // rebuilt on the next plan, with the new ranks
 	longest := 0
 	for i, s := range c.order {
 		c.rank[s] = i
@@ -199,4 +259,194 @@ func cmpString(a, b string) int {
 func shardHash(s string) uint64 {
 	sum := sha256.Sum256([]byte(s))
 	return binary.BigEndian.Uint64(sum[:])
+}
+
+// planCheck makes every plan check its index against the held shards
+// computed from scratch, and panic on a difference (the simulation sets
+// it; the measurements at scale do not).
+var planCheck = false
+
+// planIndex is what plan keeps between events: for every key, the
+// shards its live session may lead (holds, 4.2) as last computed, and
+// for every ghost its holds; how many of them hold each shard; and the
+// shards none holds, by rank.
+type planIndex struct {
+	built  bool
+	count  map[string]int
+	keys   map[string]*keyIndex
+	ghosts map[unsafe.Pointer]map[string]bool // a ghost's holds, by the map's address (each ghost has its own)
+	free   []uint64                           // bit r: c.order[r] is held by none
+	nfree  int
+	// home: a shard granted away from a worker whose session was over
+	// (it left, or died) names that worker, until the shard goes back to
+	// it: when a worker of that ID returns short of its target, the
+	// others drop those shards first and the grants go to it, so that a
+	// rolling deploy moves each shard away and back once, not on from
+	// worker to worker. The era's memory only: a new era starts with none.
+	home map[string]string
+}
+
+// keyIndex is what the index knows of one key. The maps it keeps are
+// compared by identity: the coordinator never changes a session's leads,
+// a page's shards or an unacknowledged page in place, it replaces them;
+// and keeping them here keeps their addresses from being reused.
+type keyIndex struct {
+	cur                   *view
+	leads, shards         map[string]uint64
+	hist                  int
+	histFirst, histLast   Ver
+	holds                 map[string]bool
+	invalid               int               // shards the page names that the pool no longer runs
+	scanLeads, scanShards map[string]uint64 // as the give-up scan last saw them
+}
+
+func sameMap[V any](a, b map[string]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func (x *planIndex) entry(id string) *keyIndex {
+	if x.keys == nil {
+		x.keys = map[string]*keyIndex{}
+	}
+	e := x.keys[id]
+	if e == nil {
+		e = &keyIndex{}
+		x.keys[id] = e
+	}
+	return e
+}
+
+func (c *Coordinator) hold(s string, d int) {
+	x := &c.idx
+	n := x.count[s] + d
+	if n == 0 {
+		delete(x.count, s)
+	} else {
+		x.count[s] = n
+	}
+	r, ok := c.rank[s]
+	switch {
+	case !ok:
+	case n == 0:
+		x.free[r/64] |= 1 << (r % 64)
+		x.nfree++
+	case n == d:
+		x.free[r/64] &^= 1 << (r % 64)
+		x.nfree--
+	}
+}
+
+// syncHolds brings the index up to date: work for each key whose
+// session, leads, page or unacknowledged pages changed since, and for
+// each ghost made or gone.
+func (c *Coordinator) syncHolds() {
+	x := &c.idx
+	if !x.built {
+		*x = planIndex{home: x.home, built: true, count: map[string]int{}, keys: map[string]*keyIndex{}, ghosts: map[unsafe.Pointer]map[string]bool{},
+			free: make([]uint64, (len(c.order)+63)/64), nfree: len(c.order)}
+		for r := range c.order {
+			x.free[r/64] |= 1 << (r % 64)
+		}
+	}
+	for id, k := range c.keys {
+		e := x.entry(id)
+		var leads map[string]uint64
+		if k.cur != nil {
+			leads = k.cur.leads
+		}
+		var first, last Ver
+		if h := k.page.hist; len(h) > 0 {
+			first, last = h[0].ver, h[len(h)-1].ver
+		}
+		if e.holds != nil && e.cur == k.cur && sameMap(e.leads, leads) && sameMap(e.shards, k.page.shards) &&
+			e.hist == len(k.page.hist) && e.histFirst == first && e.histLast == last {
+			continue
+		}
+		holds := map[string]bool{}
+		if k.cur != nil {
+			c.holds(k, holds)
+		}
+		for s := range e.holds {
+			if !holds[s] {
+				c.hold(s, -1)
+			}
+		}
+		for s := range holds {
+			if !e.holds[s] {
+				c.hold(s, 1)
+			}
+		}
+		e.invalid = 0
+		for s := range k.page.shards {
+			if !c.shards[s] {
+				e.invalid++
+			}
+		}
+		e.cur, e.leads, e.shards, e.hist, e.histFirst, e.histLast, e.holds = k.cur, leads, k.page.shards, len(k.page.hist), first, last, holds
+	}
+	for id, e := range x.keys {
+		if c.keys[id] == nil {
+			for s := range e.holds {
+				c.hold(s, -1)
+			}
+			delete(x.keys, id)
+		}
+	}
+	seen := map[unsafe.Pointer]bool{}
+	for _, g := range c.ghosts {
+		id := reflect.ValueOf(g.holds).UnsafePointer()
+		seen[id] = true
+		if _, ok := x.ghosts[id]; !ok {
+			x.ghosts[id] = g.holds
+			for s := range g.holds {
+				c.hold(s, 1)
+			}
+		}
+	}
+	for id, h := range x.ghosts {
+		if !seen[id] {
+			for s := range h {
+				c.hold(s, -1)
+			}
+			delete(x.ghosts, id)
+		}
+	}
+}
+
+// checkIndex panics if the index differs from the held shards and the
+// pages' unknown shards computed from scratch.
+func (c *Coordinator) checkIndex() {
+	held := map[string]bool{}
+	for _, g := range c.ghosts {
+		for s := range g.holds {
+			held[s] = true
+		}
+	}
+	for id, k := range c.keys {
+		if k.cur != nil {
+			c.holds(k, held)
+		}
+		invalid := 0
+		for s := range k.page.shards {
+			if !c.shards[s] {
+				invalid++
+			}
+		}
+		if e := c.idx.keys[id]; e == nil || e.invalid != invalid {
+			panic(fmt.Sprintf("plan index: key %s: %d unknown shards on its page, the index says otherwise", id, invalid))
+		}
+	}
+	nfree := 0
+	for r, s := range c.order {
+		free := c.idx.free[r/64]&(1<<(r%64)) != 0
+		if free == held[s] || (c.idx.count[s] > 0) != held[s] {
+			panic(fmt.Sprintf("plan index: shard %s held %v, the index says free %v (count %d)", s, held[s], free, c.idx.count[s]))
+		}
+		if free {
+			nfree++
+		}
+	}
+	if nfree != c.idx.nfree || len(held) != len(c.idx.count) {
+		panic(fmt.Sprintf("plan index: %d free, %d held; the index says %d free, %d held", nfree, len(held), c.idx.nfree, len(c.idx.count)))
+	}
 }

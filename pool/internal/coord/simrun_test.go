@@ -93,7 +93,26 @@ func (s *sim) unled() []string {
 	return out
 }
 
-func (s *sim) allLed() bool { return len(s.unled()) == 0 }
+// allLed is unled() == nil, without naming each (at 100,000 shards it runs
+// every 20 ms of a cold start).
+func (s *sim) allLed() bool {
+	n := make(map[string]int, len(s.shards))
+	for _, q := range s.procs {
+		for sh, l := range q.ls {
+			if s.live(q, l) {
+				if n[sh]++; n[sh] > 1 {
+					return false
+				}
+			}
+		}
+	}
+	for _, sh := range s.shards {
+		if n[sh] != 1 {
+			return false
+		}
+	}
+	return true
+}
 
 // calmDown ends every fault: every worker runs, reaches the store, and
 // no operator touches the objects.

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,6 +92,8 @@ type Pool struct {
 
 	mu      sync.Mutex
 	leading map[string]bool
+	shards  []string      // under mu: Config.Shards, then as SetShards last set them (shards.go)
+	reshard chan struct{} // a SetShards for the coordinator's loop
 
 	el *s3lect.Elector // the coordinator's election; started by Run
 
@@ -150,7 +153,7 @@ func New(cfg Config) (*Pool, error) {
 		seen[s] = true
 	}
 	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), lister: lister, leading: map[string]bool{},
-		reports: make(chan reportReq)}
+		reports: make(chan reportReq), shards: slices.Clone(cfg.Shards), reshard: make(chan struct{}, 1)}
 	if cfg.PeerMode {
 		p.peerClient = newPeerClient(cfg)
 	}

@@ -295,7 +295,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	p.coordinating.Store(true)
 	defer p.coordinating.Store(false)
 	p.log.Info("coordinating the pool", "term", term)
-	cc := coord.CoordConfig{Shards: p.cfg.Shards, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
+	cc := coord.CoordConfig{Shards: p.shardList(), FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
 	if p.cfg.PeerMode {
 		// Reports take the listing's place; it only finds the workers
 		// that cannot report, and keeps a store call within every half
@@ -321,20 +321,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
 			case coord.OpList:
 				r.async(func() func() {
-					es, err := p.calls.List(lctx, p.cfg.Prefix)
-					m := map[string]coord.Entry{}
-					for _, en := range es {
-						rel := strings.TrimPrefix(en.Key, p.cfg.Prefix)
-						if id, ok := cutKey(rel, "workers/"); ok {
-							x := m[id]
-							x.Session = en.ETag
-							m[id] = x
-						} else if id, ok := cutKey(rel, "news/"); ok {
-							x := m[id]
-							x.News = en.ETag
-							m[id] = x
-						}
-					}
+					m, err := p.listWorkers(lctx)
 					return func() { do(c.Listed(p.clock.Now(), m, err)) }
 				})
 			case coord.OpGetSession:
@@ -412,6 +399,9 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 			do(c.Tick(p.clock.Now()))
 		case rq := <-p.reports:
 			do(answer(c, p.clock.Now(), rq))
+		case <-p.reshard:
+			c.SetShards(p.shardList())
+			do(c.Tick(p.clock.Now()))
 		case <-lctx.Done():
 			return
 		case <-wdone:

@@ -1,0 +1,39 @@
+package next
+
+import (
+	"context"
+	"strings"
+
+	"github.com/s3lect/s3lect/pool/internal/coord"
+)
+
+// listWorkers is the coordinator's listing (OpList): the sessions under
+// workers/ and their hints under news/, two listings of those
+// sub-prefixes rather than one of the whole Prefix. The pool's other
+// keys are never listed: the pages (one per worker), the roster, and
+// the coordinator election's lockfile with its term claims, one object
+// per takeover, which nothing deletes and which would otherwise grow
+// every listing for good (docs/pool-protocol.md, 4.5).
+func (p *Pool) listWorkers(ctx context.Context) (map[string]coord.Entry, error) {
+	m := map[string]coord.Entry{}
+	for _, dir := range []string{"workers/", "news/"} {
+		es, err := p.calls.List(ctx, p.cfg.Prefix+dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, en := range es {
+			id, ok := cutKey(strings.TrimPrefix(en.Key, p.cfg.Prefix), dir)
+			if !ok {
+				continue
+			}
+			x := m[id]
+			if dir == "workers/" {
+				x.Session = en.ETag
+			} else {
+				x.News = en.ETag
+			}
+			m[id] = x
+		}
+	}
+	return m, nil
+}

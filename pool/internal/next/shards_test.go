@@ -1,0 +1,52 @@
+package next
+
+import (
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestShardsAddedAndRemovedWhileThePoolRuns: SetShards on every worker
+// adds shards and removes others without a restart: the new ones are
+// led, the removed ones' Work ends, and the spread is even over what
+// remains.
+func TestShardsAddedAndRemovedWhileThePoolRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, 3, 12)
+		live := []int{0, 1, 2}
+		time.Sleep(10 * time.Second)
+		f.checkSpread(live)
+		set := func(shards []string) {
+			f.shards = shards
+			for _, p := range f.pools {
+				if err := p.SetShards(shards); err != nil {
+					t.Fatalf("SetShards() = %v", err)
+				}
+			}
+		}
+		more := append([]string(nil), f.shards...)
+		for i := 12; i < 18; i++ {
+			more = append(more, fmt.Sprintf("shard-%03d", i))
+		}
+		set(more)
+		time.Sleep(3 * time.Second)
+		f.checkSpread(live)
+		removed := more[:9]
+		set(more[9:])
+		time.Sleep(3 * time.Second)
+		f.checkSpread(live)
+		by, _ := f.led(live)
+		for _, s := range removed {
+			if by[s] != 0 {
+				t.Errorf("shard %s, removed, is still led by %d workers", s, by[s])
+			}
+		}
+		if err := f.pools[0].SetShards([]string{"a", "a"}); err == nil {
+			t.Errorf("SetShards with a repeated name = nil; want an error")
+		}
+		for _, i := range live {
+			f.stop(i)
+		}
+	})
+}

@@ -271,7 +271,7 @@ func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan 
 			}
 			continue
 		}
-		p.lead(lead, wdone)
+		stepped := p.lead(lead, wdone)
 		rctx, cancel := context.WithTimeout(context.Background(), p.cfg.FrequentInterval)
 		lead.Resign(rctx)
 		cancel()
@@ -280,16 +280,32 @@ func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan 
 			return
 		default:
 		}
+		if stepped {
+			// A coordinator that stepped down (its store calls failing, a
+			// later era seen) stands out of the election for a lease, as
+			// the simulation's procs do: a worker that reaches the
+			// election but not the pool's objects would otherwise win again
+			// at once, and hold the pool without a working coordinator
+			// lease after lease (docs/pool-protocol.md, 4.5).
+			select {
+			case <-wdone:
+				return
+			case <-time.After(p.cfg.LeaderTimeout):
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
 }
 
 // lead runs one era of the coordinator, until the leadership ends, the
-// core steps down or the worker's side is done.
-func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
+// core steps down or the worker's side is done. It reports whether the
+// core stepped down.
+func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped bool) {
 	term := lead.Term()
 	if term >= 1<<32 {
 		p.log.Error("the coordinator's election term is at 2^32: shard terms would not fit; delete the coordinator's lockfile and term object to start again", "term", term)
-		return
+		return true
 	}
 	p.coordEra.Store(term)
 	p.coordinating.Store(true)
@@ -413,16 +429,17 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 		case rq := <-p.reports:
 			do(answer(c, p.clock.Now(), rq))
 		case <-lctx.Done():
-			return
+			return false
 		case <-wdone:
 			// This worker has closed its session: coordinate two more
 			// intervals, so that its shards go to the others before the
 			// election starts a new era (which waits a lease).
 			wdone, grace = nil, time.After(2*p.cfg.FrequentInterval)
 		case <-grace:
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // cutKey returns the worker ID of a key dir/<ID>.json.

@@ -29,10 +29,8 @@ type view struct {
 	seq     uint64
 	etag    string
 	wait    time.Duration // how long its object must stand unchanged: max(own LeaderTimeout, ttl)
-	late    time.Duration // unchanged this long, a renewal is late: 5/4 of max(own FrequentInterval, its own)
 	applied Ver
 	leads   map[string]uint64
-	armed   map[string]uint64 // conditional grants it waits to check (4.4)
 	// need: until the session has applied a page at or above it, it may
 	// hold any shard. Read before every key of the era's first listing
 	// was, a session may still apply a page of an earlier era that this
@@ -65,14 +63,6 @@ type pageState struct {
 	writing bool
 	dirty   bool      // the last write's outcome is unknown: write again
 	wrote   time.Time // the last write's success
-	cond    map[string]condSrc // the conditions of shards granted conditionally
-}
-
-// condSrc is a conditional grant's condition (4.4): the session object of
-// key stands at tag until deadline, by this coordinator's clock.
-type condSrc struct {
-	key, tag string
-	deadline time.Time
 }
 
 type histEntry struct {
@@ -100,11 +90,6 @@ type key struct {
 	listed   string
 	listedAt time.Time
 	readTag  string // the ETag the last read of this era returned
-	// probed is the sighting a probe read was sent for; suspect, one a
-	// read sent a FrequentInterval and a quarter after its first sight
-	// showed unchanged: its shards may be granted conditionally (4.4).
-	probed, suspect string
-	reported        time.Time // the last report claiming a new write (peer mode)
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -252,7 +237,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			c.ghost(now, id, k) // an earlier write put back: a ghost (4.3)
 			break
 		}
-		v.seq, v.etag, v.leads, v.armed = s.Seq, etag, s.Leads, s.Armed
+		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads
 		if v.applied.Less(s.Applied) {
 			v.applied = s.Applied
 			h := k.page.hist[:0]
@@ -272,8 +257,6 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			c.over(k)
 		} else if !k.getAt.Before(k.seen.Add(v.wait)) {
 			c.over(k) // unchanged for its lease, by a read sent after it: over
-		} else if !k.getAt.Before(k.seen.Add(v.late)) {
-			k.suspect = etag // a renewal missed: its shards may be granted on condition
 		}
 	default:
 		if k.cur != nil {
@@ -284,12 +267,11 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 				k.gone[s.Session] = true
 				break
 			}
-			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads, armed: s.Armed,
-				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond),
-				late: max(c.cfg.FrequentInterval, time.Duration(s.Every)*time.Millisecond) * 5 / 4}
+			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
+				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
 			switch {
 			case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
-				s.Applied != (Ver{}) || len(s.Leads)+len(s.Armed) > 0 || k.page.old == s.Session:
+				s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
 				// Revived; on a key this era did not read at its start
 				// (4.7); first read after the era's start and before its
 				// gate; or a session that led, or may lead, by a page of
@@ -310,7 +292,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			}
 			c.lastNew = now
 			if k.page.session != s.Session {
-				k.page.session, k.page.shards, k.page.hist, k.page.cond = s.Session, nil, nil, nil
+				k.page.session, k.page.shards, k.page.hist = s.Session, nil, nil
 			}
 		}
 	}
@@ -354,9 +336,6 @@ func (c *Coordinator) over(k *key) {
 func (c *Coordinator) holds(k *key, into map[string]bool) bool {
 	v := k.cur
 	for s := range v.leads {
-		into[s] = true
-	}
-	for s := range v.armed {
 		into[s] = true
 	}
 	for _, e := range k.page.hist {
@@ -491,10 +470,6 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		if k.cur != nil && !now.Before(k.seen.Add(k.cur.wait)) && !k.getting {
 			k.wantGet = true // its lease may be over: a fresh read decides
 		}
-		if k.cur != nil && k.sight != "" && k.probed != k.sight && !k.getting && c.gated &&
-			!now.Before(k.seen.Add(k.cur.late)) && !now.Before(k.reported.Add(k.cur.late)) {
-			k.probed, k.wantGet = k.sight, true // a renewal missed? a probe read decides
-		}
 		if k.wantGet && !k.getting {
 			k.wantGet, k.getting, k.getAt = false, true, now
 			fx = append(fx, Effect{Op: OpGetSession, Key: id})
@@ -530,10 +505,6 @@ func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
 	for _, k := range c.keys {
 		if k.cur != nil {
 			soon(k.seen.Add(k.cur.wait))
-			if k.probed != k.sight && c.gated {
-				soon(k.seen.Add(k.cur.late))
-				soon(k.reported.Add(k.cur.late))
-			}
 		}
 	}
 	for _, g := range c.ghosts {
@@ -547,10 +518,4 @@ func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
 		soon(c.first.Add(c.cfg.LeaderTimeout))
 	}
 	return append(fx, Effect{Op: OpTimer, At: at})
-}
-
-// suspected reports whether k's live session missed a renewal: its
-// shards may go to others on condition (4.4).
-func (c *Coordinator) suspected(k *key) bool {
-	return k.cur != nil && k.sight != "" && k.suspect == k.sight && !k.cur.applied.Less(k.cur.need)
 }

@@ -27,7 +27,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 				want[s] = t
 			}
 		}
-		fx = c.write(now, id, k, want, fx)
+		fx = c.write(id, k, want, fx)
 	}
 	if !c.Ready(now) {
 		return fx
@@ -41,7 +41,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 			continue
 		}
 		for _, s := range sortedKeys(k.page.shards) {
-			if _, ok := k.cur.leads[s]; !ok && k.cur.armed[s] != k.page.shards[s] {
+			if _, ok := k.cur.leads[s]; !ok {
 				k.page.shards = maps.Clone(k.page.shards)
 				delete(k.page.shards, s)
 			}
@@ -53,23 +53,10 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 			held[s] = true
 		}
 	}
-	sheld := map[string]string{} // held by one suspected session only (4.4): shard → its key; "": by more
 	var live []string
 	for _, id := range sortedKeys(c.keys) {
 		k := c.keys[id]
 		if k.cur == nil {
-			continue
-		}
-		if c.suspected(k) {
-			m := map[string]bool{}
-			c.holds(k, m)
-			for s := range m {
-				if _, ok := sheld[s]; ok {
-					sheld[s] = ""
-				} else {
-					sheld[s] = id
-				}
-			}
 			continue
 		}
 		c.holds(k, held)
@@ -122,7 +109,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		if len(takers) == 0 {
 			break
 		}
-		if id, ok := sheld[s]; held[s] || ok && id == "" {
+		if held[s] {
 			continue
 		}
 		to := c.owner[s]
@@ -136,15 +123,6 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		c.grants++
 		want[to][s] = c.term<<32 | c.grants
 		c.owner[s] = to
-		k := c.keys[to]
-		if k.page.cond == nil {
-			k.page.cond = map[string]condSrc{}
-		}
-		delete(k.page.cond, s)
-		if id, ok := sheld[s]; ok {
-			x := c.keys[id]
-			k.page.cond[s] = condSrc{key: id, tag: x.sight, deadline: x.seen.Add(x.cur.wait)}
-		}
 		if len(want[to]) >= target[to] {
 			takers = slices.DeleteFunc(takers, func(id string) bool { return id == to })
 		}
@@ -152,13 +130,13 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	for _, id := range live {
 		k := c.keys[id]
 		if !k.page.writing && (k.page.dirty || !maps.Equal(want[id], k.page.shards)) {
-			fx = c.write(now, id, k, want[id], fx)
+			fx = c.write(id, k, want[id], fx)
 		}
 	}
 	return fx
 }
 
-func (c *Coordinator) write(now time.Time, id string, k *key, shards map[string]uint64, fx []Effect) []Effect {
+func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Effect) []Effect {
 	if k.page.writing || !k.page.read {
 		return fx
 	}
@@ -168,19 +146,6 @@ func (c *Coordinator) write(now time.Time, id string, k *key, shards map[string]
 	k.page.hist = append(k.page.hist, histEntry{ver: ver, shards: shards})
 	k.page.writing, k.page.dirty = true, false
 	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL, By: c.cfg.Mark}
-	for _, s := range sortedKeys(k.page.cond) {
-		cd := k.page.cond[s]
-		if _, ok := shards[s]; !ok {
-			delete(k.page.cond, s)
-			continue
-		}
-		if p.Cond == nil {
-			p.Cond = map[string]Cond{}
-		}
-		// The wait left by this clock; the taker counts it from its read
-		// of the page, which comes after this write is sent (4.4).
-		p.Cond[s] = Cond{Key: cd.key, Tag: cd.tag, Wait: max(0, ttlMillis(cd.deadline.Sub(now)))}
-	}
 	return append(fx, Effect{Op: OpPutPage, Key: id, Data: Marshal(p), IfMatch: k.page.etag, Ver: ver})
 }
 

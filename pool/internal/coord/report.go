@@ -14,9 +14,6 @@ func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 		return nil
 	}
 	k := c.k(id)
-	if e.Session != k.sight {
-		k.reported = now // it claims a renewal: no probe read for a while (a liar only delays)
-	}
 	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0) {
 		k.wantGet = true // new, or owing this coordinator an acknowledgement
 	}

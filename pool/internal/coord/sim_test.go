@@ -384,12 +384,6 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 				d, tag := s.get(key)
 				return func() { s.wdo(p, p.w.PageRead(p.local(s.now), d, tag, nil)) }, tag
 			}, func(err error) { s.wdo(p, p.w.PageRead(p.local(s.now), nil, "", err)) })
-		case OpCheck:
-			key, sh, gen := "workers/"+e.Key, e.Shard, e.Seq
-			s.call(p, "get "+key, func() (func(), string) {
-				_, tag := s.get(key)
-				return func() { s.wdo(p, p.w.CheckRead(p.local(s.now), sh, gen, tag, nil)) }, tag
-			}, func(err error) { s.wdo(p, p.w.CheckRead(p.local(s.now), sh, gen, "", err)) })
 		case OpStart:
 			s.started(p, e.Shard, e.Term, e.At)
 		case OpStop:

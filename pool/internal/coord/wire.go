@@ -42,15 +42,11 @@ type Session struct {
 	Session string `json:"session"` // random per session; "" in a coordinator's fence
 	Seq     uint64 `json:"seq"`     // rises with every write of the session
 	TTL     int64  `json:"ttl"`     // the writer's LeaderTimeout, ms, rounded up
-	Every   int64  `json:"every"`   // the writer's FrequentInterval, ms: when a renewal is late (4.4)
 	Applied Ver    `json:"applied"` // the page applied, its releases drained
 	// AppliedBy is the By of the page applied: an era that finds its own
 	// term here with another mark is a repeated era, and steps down.
 	AppliedBy string            `json:"appliedBy,omitempty"`
 	Leads     map[string]uint64 `json:"leads,omitempty"`
-	// Armed lists the conditional grants (4.4) waiting for their check:
-	// held, not led. A new era's first page does not name them.
-	Armed  map[string]uint64 `json:"armed,omitempty"`
 	Closed    bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
 	Fenced    uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
 }
@@ -64,25 +60,11 @@ type Page struct {
 	Session string            `json:"session"` // the session the shards are for
 	Shards  map[string]uint64 `json:"shards,omitempty"`
 	MaxTTL  int64             `json:"maxTTL"` // the longest lease the coordinator has seen, ms
-	// Cond makes some of Shards conditional grants (4.4): shard s starts
-	// only once a read of worker Cond[s].Key's session object, sent at
-	// least Cond[s].Wait ms after this page was read, shows it still at
-	// ETag Cond[s].Tag.
-	Cond map[string]Cond `json:"cond,omitempty"`
 	// By marks the coordinator that wrote the page: random, drawn once
 	// per era (CoordConfig.Mark), so that an era whose term repeats (the
 	// election's lockfile and term object put back) is told from the
 	// first one of that term.
 	By string `json:"by"`
-}
-
-// Cond is the condition of a conditional grant: the session object of
-// worker Key, first seen by the coordinator at ETag Tag, must stand
-// unchanged until Wait ms after the page is read, by the taker's own read.
-type Cond struct {
-	Key  string `json:"key"`
-	Tag  string `json:"tag"`
-	Wait int64  `json:"wait"`
 }
 
 // Marshal encodes a session or page; its errors cannot happen with these
@@ -139,10 +121,9 @@ const (
 	OpStepDown             // the coordinator stops: resign its election with Err; Term: a later era it saw (hand it to the Elector), or 0
 	OpGetRoster            // read the roster of departed workers
 	OpPutRoster            // write Data to the roster, If-Match IfMatch
-	OpCheck                // read worker Key's session object for a conditional grant of Shard (Seq: hand it back)
 )
 
-var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down", "get-roster", "put-roster", "check"}
+var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down", "get-roster", "put-roster"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -157,7 +138,6 @@ type Effect struct {
 	Term    uint64
 	At      time.Time
 	Err     error
-	Seq     uint64
 }
 
 func (e Effect) String() string {

@@ -34,16 +34,6 @@ type write struct {
 	news    bool
 }
 
-// armed is a conditional grant (4.4) whose shard a successful write
-// lists: it starts once a read of Cond.Key's session, sent at or after at,
-// shows Cond.Tag.
-type armed struct {
-	term     uint64
-	cond     Cond
-	at       time.Time
-	checking uint64 // the gen of the check in flight; 0: none
-}
-
 // dupSight is a foreign session read on the worker's key after a refused
 // write, to be read again a FrequentInterval later.
 type dupSight struct {
@@ -79,10 +69,6 @@ type Worker struct {
 	starting map[string]uint64 // to start once a write listing them lands
 	resigned map[string]bool   // named by the target page, but Work returned by itself
 	started  map[string]uint64 // the highest term each shard's Work started at, ever
-	conds    map[string]Cond   // the target page's conditional grants
-	pageAt   time.Time         // when the target page was read
-	armed    map[string]*armed // conditional grants listed by a write that succeeded, to start once checked
-	gen      uint64
 
 	inflight *write
 	wantPut  bool
@@ -96,8 +82,7 @@ type Worker struct {
 // NewWorker returns a worker that starts with Start.
 func NewWorker(cfg WorkerConfig) *Worker {
 	return &Worker{cfg: cfg, margin: cfg.LeaderTimeout / 10, mine: map[string]bool{},
-		running: map[string]uint64{}, stopping: map[string]bool{}, starting: map[string]uint64{}, resigned: map[string]bool{}, started: map[string]uint64{},
-		armed: map[string]*armed{}}
+		running: map[string]uint64{}, stopping: map[string]bool{}, starting: map[string]uint64{}, resigned: map[string]bool{}, started: map[string]uint64{}}
 }
 
 // Session returns the current session ("" between sessions) and the
@@ -185,7 +170,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 }
 
 func (w *Worker) content(closed bool) Session {
-	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout), Every: ttlMillis(w.cfg.FrequentInterval),
+	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout),
 		Applied: w.applied, AppliedBy: w.by, Closed: closed}
 	if !closed {
 		s.Leads = map[string]uint64{}
@@ -194,12 +179,6 @@ func (w *Worker) content(closed bool) Session {
 		}
 		for sh, t := range w.starting {
 			s.Leads[sh] = t
-		}
-		for sh, a := range w.armed {
-			if s.Armed == nil {
-				s.Armed = map[string]uint64{}
-			}
-			s.Armed[sh] = a.term
 		}
 	}
 	return s
@@ -243,7 +222,6 @@ func (w *Worker) Tick(now time.Time) []Effect {
 			w.readPage = true
 			w.put(now, &fx)
 		}
-		w.check(now, &fx)
 	}
 	return w.timer(now, fx)
 }
@@ -257,11 +235,6 @@ func (w *Worker) timer(now time.Time, fx []Effect) []Effect {
 		at = w.nextTick
 		if w.deadline.Before(at) {
 			at = w.deadline
-		}
-		for _, a := range w.armed {
-			if a.checking == 0 && a.at.Before(at) {
-				at = a.at
-			}
 		}
 	}
 	return append(fx, Effect{Op: OpTimer, At: at})
@@ -316,12 +289,6 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		for _, sh := range sortedKeys(wr.listed) {
 			if t, ok := w.starting[sh]; ok && t == wr.listed[sh] {
 				delete(w.starting, sh)
-				if c, ok := w.conds[sh]; ok {
-					// A conditional grant: listed now, started once the
-					// taker's own read confirms the condition (4.4).
-					w.armed[sh] = &armed{term: t, cond: c, at: w.pageAt.Add(time.Duration(c.Wait) * time.Millisecond)}
-					continue
-				}
 				w.running[sh] = t
 				w.started[sh] = t
 				fx = append(fx, Effect{Op: OpStart, Shard: sh, Term: t, At: w.deadline})
@@ -337,7 +304,6 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		if w.wantPut || len(w.starting) > 0 || w.leaving && len(w.running) == 0 {
 			w.put(now, &fx)
 		}
-		w.check(now, &fx)
 	case errors.Is(err, store.ErrPreconditionFailed):
 		// Another write took the object: this session is over.
 		if w.st == wLive {
@@ -377,7 +343,6 @@ func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
 		}
 	}
 	clear(w.starting)
-	clear(w.armed)
 	w.sess = ""
 	w.st = wEnding
 	w.checkDup = w.checkDup || displaced
@@ -402,13 +367,8 @@ func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []
 	if perr != nil || p.Session != w.sess || !w.target.Less(p.Ver) {
 		return w.timer(now, fx)
 	}
-	w.target, w.page, w.tby, w.conds, w.pageAt = p.Ver, p.Shards, p.By, p.Cond, now
+	w.target, w.page, w.tby = p.Ver, p.Shards, p.By
 	clear(w.resigned)
-	for _, sh := range sortedKeys(w.armed) {
-		if t, ok := w.page[sh]; !ok || t != w.armed[sh].term {
-			delete(w.armed, sh) // not started: nothing to stop
-		}
-	}
 	for _, sh := range sortedKeys(w.running) {
 		if t, ok := w.page[sh]; (!ok || t != w.running[sh]) && !w.stopping[sh] {
 			w.stopping[sh] = true
@@ -425,9 +385,6 @@ func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []
 func (w *Worker) settle() {
 	clear(w.starting)
 	for sh, t := range w.page {
-		if a := w.armed[sh]; a != nil && a.term == t {
-			continue
-		}
 		if _, ok := w.running[sh]; !ok && !w.resigned[sh] && t > w.started[sh] {
 			w.starting[sh] = t
 		}
@@ -473,7 +430,6 @@ func (w *Worker) Leave(now time.Time) []Effect {
 		return fx
 	}
 	w.leaving = true
-	clear(w.armed)
 	for _, sh := range sortedKeys(w.running) {
 		if !w.stopping[sh] {
 			w.stopping[sh] = true
@@ -487,53 +443,6 @@ func (w *Worker) Leave(now time.Time) []Effect {
 	case w.st != wLive && len(w.running) == 0 && !w.reading && w.inflight == nil:
 		w.st = wDone
 		fx = append(fx, Effect{Op: OpClosed})
-	}
-	return w.timer(now, fx)
-}
-
-// check sends the reads of the conditional grants whose wait is over.
-func (w *Worker) check(now time.Time, fx *[]Effect) {
-	if w.st != wLive || w.leaving {
-		return
-	}
-	for _, sh := range sortedKeys(w.armed) {
-		if a := w.armed[sh]; a.checking == 0 && !now.Before(a.at) {
-			w.gen++
-			a.checking = w.gen
-			*fx = append(*fx, Effect{Op: OpCheck, Key: a.cond.Key, Shard: sh, Term: a.term, Seq: w.gen})
-		}
-	}
-}
-
-// CheckRead is the result of OpCheck: the ETag of the session object of
-// the worker a conditional grant of shard names, read by the check gen.
-// The shard starts if that object still shows the grant's ETag; if it
-// shows anything else, the grant is given up (until a newer page).
-func (w *Worker) CheckRead(now time.Time, shard string, gen uint64, etag string, err error) []Effect {
-	var fx []Effect
-	a := w.armed[shard]
-	if a == nil || a.checking != gen || w.st != wLive {
-		return w.timer(now, fx)
-	}
-	switch {
-	case err != nil:
-		a.checking = 0 // read again at the next tick
-		if !now.Before(a.at) {
-			a.at = now.Add(w.cfg.FrequentInterval / 4)
-		}
-	case etag == a.cond.Tag && now.Before(w.deadline):
-		delete(w.armed, shard)
-		w.running[shard] = a.term
-		w.started[shard] = a.term
-		fx = append(fx, Effect{Op: OpStart, Shard: shard, Term: a.term, At: w.deadline})
-	default:
-		// The session it names wrote again (or its key changed): the
-		// shard stays where it is; the coordinator reads this session
-		// (news) and sees it given up.
-		delete(w.armed, shard)
-		w.resigned[shard] = true
-		w.wantNews = true
-		w.put(now, &fx)
 	}
 	return w.timer(now, fx)
 }

@@ -142,12 +142,6 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 						}
 					}
 				})
-			case coord.OpCheck:
-				other, shard, gen := p.sessionKey(e.Key), e.Shard, e.Seq
-				r.async(func() func() {
-					_, etag, err := p.calls.Get(cctx, other)
-					return func() { do(w.CheckRead(p.clock.Now(), shard, gen, etag, err)) }
-				})
 			case coord.OpStart:
 				shard := e.Shard
 				l, ctl := leads(cctx, e.Term, e.At, func() {})

@@ -59,7 +59,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 		NewSession: func() string {
 			p.sessions.Add(1)
 			return lease.NewID()
-		}})
+		}, NewSecret: lease.NewID})
 	r := newRunner()
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -120,7 +120,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 					}
 				})
 			case coord.OpGetPage:
-				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag}, pageTag
+				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag, Nonce: w.Nonce(), Page: pageTag, Wait: (p.cfg.FrequentInterval * 3 / 4).Milliseconds()}, pageTag
 				r.async(func() func() {
 					if p.cfg.PeerMode {
 						if tag, ok := p.sendReport(cctx, el, rep); ok && tag == last && tag != "" {
@@ -420,14 +420,35 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 	}
 	do(c.Begin(p.clock.Now()))
 	var grace <-chan time.Time
+	parked := map[string]parkedReq{} // reports waiting for their page to change (4.8)
+	var wake *time.Timer
+	var woken <-chan time.Time
+	defer func() {
+		if wake != nil {
+			wake.Stop()
+		}
+		for _, rq := range parked {
+			rq.reply <- reportAnswer{} // not answered: the worker reads its page
+		}
+	}()
 	for !down {
+		if next := flush(c, p.clock.Now(), parked); next.IsZero() {
+			woken = nil
+		} else {
+			if wake == nil {
+				wake = time.NewTimer(0)
+			}
+			wake.Reset(max(p.clock.RealUntil(next), 0))
+			woken = wake.C
+		}
 		select {
+		case <-woken:
 		case f := <-r.ev:
 			f()
 		case <-r.timer.C:
 			do(c.Tick(p.clock.Now()))
 		case rq := <-p.reports:
-			do(answer(c, p.clock.Now(), rq))
+			do(answer(c, p.clock.Now(), rq, parked))
 		case <-lctx.Done():
 			return false
 		case <-wdone:

@@ -30,7 +30,7 @@ func BenchmarkCrashFailover(b *testing.B) {
 			for range b.N {
 				var lts []float64
 				for run := range 5 {
-					lts = append(lts, crashOnce(b, peer, run))
+					lts = append(lts, crashOnce(b, peer, run, false))
 				}
 				slices.Sort(lts)
 				b.ReportMetric(lts[len(lts)/2], "LT-median")
@@ -40,7 +40,32 @@ func BenchmarkCrashFailover(b *testing.B) {
 	}
 }
 
-func crashOnce(b *testing.B, peer bool, run int) float64 {
+// BenchmarkLeaveHandover is BenchmarkCrashFailover with a worker whose
+// Run ends (its Work returns at once) instead of a crash: how long until
+// its shards are led elsewhere, in FrequentIntervals (the target: within
+// its drain time, here 0, plus one FrequentInterval).
+//
+//	go test ./pool/internal/next -run '^$' -bench BenchmarkLeaveHandover -benchtime 1x
+func BenchmarkLeaveHandover(b *testing.B) {
+	for _, peer := range []bool{false, true} {
+		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
+			for range b.N {
+				var fis []float64
+				for run := range 5 {
+					fis = append(fis, crashOnce(b, peer, run, true)*5) // LT = 5 FI
+				}
+				slices.Sort(fis)
+				b.ReportMetric(fis[len(fis)/2], "FI-median")
+				b.ReportMetric(fis[len(fis)-1], "FI-max")
+			}
+		})
+	}
+}
+
+// crashOnce crashes (or, with leave, stops) a worker that does not
+// coordinate and returns how long until its shards were led again, in
+// LeaderTimeouts.
+func crashOnce(b *testing.B, peer bool, run int, leave bool) float64 {
 	const fi, lt = 200 * time.Millisecond, time.Second
 	shared := memstore.New()
 	var shards []string
@@ -115,7 +140,11 @@ func crashOnce(b *testing.B, peer bool, run int) float64 {
 		}
 	}
 	crash := time.Now()
-	stores[victim].mode.Store(2)
+	if leave {
+		stops[victim]()
+	} else {
+		stores[victim].mode.Store(2)
+	}
 	for ledBy(live) < 12 {
 		if time.Since(crash) > 30*time.Second {
 			b.Fatal("the crashed worker's shards not led again in 30 s")

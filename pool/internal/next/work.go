@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -68,6 +69,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 	key := p.sessionKey(p.cfg.ID)
 	var sess lease.Sighting // the session object as last written or read
 	newsTag := ""
+	var lastNews atomic.Pointer[string] // the ETag of a news write that succeeded last, set by its call
 	pageTag := ""    // the ETag of this worker's page as last read
 	var noted uint64 // the highest era handed to the election (NoteTerm)
 	var result error
@@ -112,6 +114,9 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 				data, tag := e.Data, newsTag
 				r.async(func() func() {
 					etag, err := p.putNews(cctx, data, tag)
+					if err == nil {
+						lastNews.Store(&etag)
+					}
 					return func() {
 						if err == nil {
 							newsTag = etag
@@ -196,6 +201,13 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 		}
 	}
 	r.stop() // the calls in flight (the closing news) finish first
+	if news := lastNews.Load(); p.cfg.PeerMode && result == nil && news != nil {
+		// Tell the coordinator that the session closed (its news changed):
+		// it reads the session at once, and its long-polling takers get
+		// the shards as their pages are written (4.8), instead of at its
+		// next listing.
+		p.sendReport(cctx, el, report{ID: p.cfg.ID, Session: sess.ETag, News: *news})
+	}
 	cancel()
 	return result
 }

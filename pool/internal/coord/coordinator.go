@@ -90,6 +90,10 @@ type key struct {
 	listed   string
 	listedAt time.Time
 	readTag  string // the ETag the last read of this era returned
+	// rnonce is the Nonce the latest report named, first at rAt; probed,
+	// the one a read was sent for once the reports stopped (4.8).
+	rnonce, probed string
+	rAt            time.Time
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -197,6 +201,11 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
+	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.sight && k.rAt.Before(k.seen) {
+		// A report named this write's Nonce at rAt: its sender knew the
+		// write's content then, so the write had been sent (4.8).
+		k.seen = k.rAt
+	}
 	if ok {
 		if err := c.foreign(id, s.Applied, s.AppliedBy); err != nil {
 			return c.stepDown(now, err)
@@ -471,6 +480,9 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		if k.cur != nil && !now.Before(k.seen.Add(k.cur.wait)) && !k.getting {
 			k.wantGet = true // its lease may be over: a fresh read decides
 		}
+		if k.cur != nil && k.rnonce != "" && k.probed != k.rnonce && !now.Before(k.rAt.Add(c.late(k))) && !k.getting {
+			k.probed, k.wantGet = k.rnonce, true // its reports stopped: read it, to count from the last one
+		}
 		if k.wantGet && !k.getting {
 			k.wantGet, k.getting, k.getAt = false, true, now
 			fx = append(fx, Effect{Op: OpGetSession, Key: id})
@@ -506,6 +518,9 @@ func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
 	for _, k := range c.keys {
 		if k.cur != nil {
 			soon(k.seen.Add(k.cur.wait))
+			if k.rnonce != "" && k.probed != k.rnonce {
+				soon(k.rAt.Add(c.late(k)))
+			}
 		}
 	}
 	for _, g := range c.ghosts {
@@ -519,4 +534,10 @@ func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
 		soon(c.first.Add(c.cfg.LeaderTimeout))
 	}
 	return append(fx, Effect{Op: OpTimer, At: at})
+}
+
+// late is how long after a worker's last report its next one is overdue:
+// half its lease, or a FrequentInterval and a quarter if longer.
+func (c *Coordinator) late(k *key) time.Duration {
+	return max(c.cfg.FrequentInterval*5/4, k.cur.wait/2)
 }

@@ -4,16 +4,24 @@ import "time"
 
 // Reported is a worker's report of its objects (peer mode): a hint for
 // when to read, never a sighting. It may ask for a read where a listing's
-// entry would, but it never sets the key's sighting nor its first sight:
-// only the coordinator's own listings and reads start a wait (4.3), so a
-// report that names a write before it happens (on S3 an ETag is the hash
-// of a predictable body) cannot start that write's wait early. Before the
-// era's first listing it is dropped.
+// entry would, but it never sets the key's sighting: only the
+// coordinator's own listings and reads start a wait (4.3), so a report
+// that names a write before it happens (on S3 an ETag is the hash of a
+// predictable body) cannot start that write's wait early. Its Nonce, a
+// random value of the write it reports, is kept: once a read shows the
+// write that carries it, the write's wait counts from the report, which
+// came after the write was sent (only its writer, or a reader of it, knew
+// the Nonce). Before the era's first listing it is dropped.
 func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 	if c.down || !c.listed || e.Session == "" {
 		return nil
 	}
 	k := c.k(id)
+	if e.Nonce != "" && e.Nonce != k.rnonce {
+		// The first report of a write's Nonce: only a read that shows
+		// that write, with that Nonce, makes it count (SessionRead).
+		k.rnonce, k.rAt = e.Nonce, now
+	}
 	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0) {
 		k.wantGet = true // new, or owing this coordinator an acknowledgement
 	}

@@ -44,13 +44,29 @@ import (
 // 10.31 s, 11.31 s and 12.31 s (three phases against the listings' beat).
 func TestReportedSightingDoesNotStartTheSilentWait(t *testing.T) {
 	for _, lie := range []time.Duration{10310, 11310, 12310} {
-		reportedSighting(t, lie*time.Millisecond)
+		reportedSighting(t, lie*time.Millisecond, false)
+	}
+}
+
+// TestReportedNonceCountsOnlyForItsWrite: a report's Nonce lets a read
+// that shows the write carrying it count that write's wait from the
+// report (4.8). The same schedule, every write with a Nonce and every
+// honest report naming it; the forged report names a Nonce of its own
+// (the next write's cannot be known before it is sent), and w1 loses the
+// store right after its last write, before it can report it. The last
+// report the coordinator has is the forged one: a coordinator that took a
+// report's time without matching its Nonce to the write it reads would
+// count w1's last write from the forged report, before it was sent.
+func TestReportedNonceCountsOnlyForItsWrite(t *testing.T) {
+	for _, lie := range []time.Duration{10310, 11310, 12310} {
+		reportedSighting(t, lie*time.Millisecond, true)
 	}
 }
 
 // reportedSighting runs TestReportedSightingDoesNotStartTheSilentWait's
-// schedule with the forged report at lieAt, just after a renewal of w1.
-func reportedSighting(t *testing.T, lieAt time.Duration) {
+// schedule with the forged report at lieAt, just after a renewal of w1;
+// with nonces, TestReportedNonceCountsOnlyForItsWrite's.
+func reportedSighting(t *testing.T, lieAt time.Duration, nonces bool) {
 	t.Helper()
 	const fi, lt = time.Second, 3 * time.Second
 	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
@@ -76,6 +92,9 @@ func reportedSighting(t *testing.T, lieAt time.Duration) {
 		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
 			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
 		}
+		if nonces {
+			s.Nonce = fmt.Sprintf("%s-%d", s.Session, s.Seq)
+		}
 		w.s, w.etag, w.sent = s, md5tag(Marshal(s)), now
 	}
 	next := func(w *wk) string { // the ETag of w's next renewal, as a forger computes it
@@ -92,8 +111,11 @@ func reportedSighting(t *testing.T, lieAt time.Duration) {
 			if d == w.renewAt && !w.cut {
 				renew(d, w)
 				w.renewAt += fi
-				queue = append(queue, c.Reported(now, id, Entry{Session: w.etag})...)
-				if id == "w1" && d == lieAt+fi-10*time.Millisecond {
+				last := id == "w1" && d == lieAt+fi-10*time.Millisecond
+				if !last || !nonces {
+					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
+				}
+				if last {
 					w.cut = true // w1 loses the store after this write
 				}
 			}
@@ -101,7 +123,7 @@ func reportedSighting(t *testing.T, lieAt time.Duration) {
 		if d == lieAt {
 			forged := next(ws["w1"])
 			t.Logf("t=%v: a report for w1 names %s, the ETag of its next renewal", d, forged)
-			queue = append(queue, c.Reported(now, "w1", Entry{Session: forged})...)
+			queue = append(queue, c.Reported(now, "w1", Entry{Session: forged, Nonce: "a guess"})...)
 		}
 		fx := append(queue, c.Tick(now)...)
 		queue = nil

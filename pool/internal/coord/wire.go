@@ -48,6 +48,9 @@ type Session struct {
 	AppliedBy string            `json:"appliedBy,omitempty"`
 	Leads     map[string]uint64 `json:"leads,omitempty"`
 	Closed    bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
+	// Nonce is random per write (peer mode): a report that names it was
+	// sent after the write was (4.8).
+	Nonce  string `json:"nonce,omitempty"`
 	Fenced    uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
 }
 
@@ -173,7 +176,7 @@ var (
 
 // Entry is one key of a listing, by worker: Session is the ETag of its
 // session object, News of its news object ("" when absent).
-type Entry struct{ Session, News string }
+type Entry struct{ Session, News, Nonce string }
 
 func sortedKeys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys(m)) }
 

@@ -1,7 +1,10 @@
 package coord
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -14,6 +17,9 @@ type WorkerConfig struct {
 	LeaderTimeout    time.Duration
 	// NewSession draws a new session ID (random, never drawn before).
 	NewSession func() string
+	// NewSecret, if set, draws a session's secret, from which each write
+	// takes its Nonce (peer mode, 4.8).
+	NewSecret func() string
 }
 
 type wstate int
@@ -29,6 +35,7 @@ const (
 type write struct {
 	opening bool // the first write of a session
 	seq     uint64
+	nonce   string
 	listed  map[string]uint64 // the shards it lists that wait to start
 	closed  bool
 	news    bool
@@ -51,6 +58,8 @@ type Worker struct {
 	st     wstate
 
 	sess      string
+	secret    string // the session's secret: each write's Nonce derives from it
+	nonce     string // the Nonce of the last write that succeeded
 	mine      map[string]bool // the sessions this worker opened
 	displaced int             // live sessions ended by a foreign session of this ID, seen to renew
 	checkDup  bool
@@ -88,6 +97,10 @@ func NewWorker(cfg WorkerConfig) *Worker {
 // Session returns the current session ("" between sessions) and the
 // page version applied.
 func (w *Worker) Session() (string, Ver) { return w.sess, w.applied }
+
+// Nonce returns the Nonce of the session's last write that succeeded
+// ("" without NewSecret): peer mode reports it (4.8).
+func (w *Worker) Nonce() string { return w.nonce }
 
 // Leads returns the shards whose Work runs with a live leadership.
 func (w *Worker) Leads() map[string]uint64 {
@@ -161,6 +174,10 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 	}
 	w.etag = etag
 	w.sess = w.cfg.NewSession()
+	w.secret, w.nonce = "", ""
+	if w.cfg.NewSecret != nil {
+		w.secret = w.cfg.NewSecret()
+	}
 	w.mine[w.sess] = true
 	w.seq = 0
 	w.applied, w.target, w.page, w.by, w.tby = Ver{}, Ver{}, nil, "", ""
@@ -172,6 +189,10 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 func (w *Worker) content(closed bool) Session {
 	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout),
 		Applied: w.applied, AppliedBy: w.by, Closed: closed}
+	if w.secret != "" {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", w.secret, s.Seq)))
+		s.Nonce = hex.EncodeToString(sum[:8])
+	}
 	if !closed {
 		s.Leads = map[string]uint64{}
 		for sh, t := range w.running {
@@ -193,7 +214,7 @@ func (w *Worker) put(now time.Time, fx *[]Effect) {
 	w.wantPut = false
 	closed := w.leaving && len(w.running) == 0
 	s := w.content(closed)
-	wr := &write{opening: w.st == wOpen, seq: s.Seq, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
+	wr := &write{opening: w.st == wOpen, seq: s.Seq, nonce: s.Nonce, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
 	for sh, t := range w.starting {
 		wr.listed[sh] = t
 	}
@@ -264,7 +285,7 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 			w.end(now, false, &fx)
 			break
 		}
-		w.etag, w.seq = etag, wr.seq
+		w.etag, w.seq, w.nonce = etag, wr.seq, wr.nonce
 		if w.st == wOpen {
 			w.st = wLive
 			w.nextTick = now.Add(w.cfg.FrequentInterval)

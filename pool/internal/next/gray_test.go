@@ -65,9 +65,9 @@ func (g *grayStore) List(ctx context.Context, prefix string) ([]store.Entry, err
 // TestGrayCoordinatorIsReplaced: the coordinator can renew its
 // lockfile but not reach the pool's objects (a gray failure the issue
 // names), and another worker crashes. The core steps down after a lease
-// of failed calls; the executor resigns and campaigns again at once (the
-// simulation instead keeps a stepped-down proc out of the election for a
-// lease, noRunTill, which the executor does not do). Does the pool get a
+// of failed calls; the executor resigns and stands out of the election
+// for a lease (as the simulation's procs do, noRunTill), so the gray
+// worker does not coordinate again while gray. Does the pool get a
 // working coordinator, and the crashed worker's shards led again, while
 // the gray failure lasts?
 func TestGrayCoordinatorIsReplaced(t *testing.T) {
@@ -139,6 +139,9 @@ func TestGrayCoordinatorIsReplaced(t *testing.T) {
 			eras[i] = p.Stats().Coordinator
 		}
 		t.Logf("last era coordinated by each worker: %v; every shard led by the healthy workers after %v", eras, ledAt)
+		if eras[c] != era {
+			t.Errorf("the gray worker w%d coordinated era %d after stepping down from era %d: it campaigned again within a lease", c, eras[c], era)
+		}
 		if ledAt == 0 {
 			t.Errorf("with w%d gray and w%d crashed, the healthy workers %v did not lead every shard within 60 s (20 leases)", c, v, healthy)
 		}

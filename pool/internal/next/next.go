@@ -158,9 +158,15 @@ func New(cfg Config) (*Pool, error) {
 		p.peerClient = newPeerClient(cfg)
 	}
 	p.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &p.clock, Count: p.count, Log: p.log}
+	// The coordinator's election: its followers read the lockfile every
+	// third interval (section 3.3 of docs/protocol.md times the reads
+	// just after the leader's renewals, and a renewal missing puts them
+	// back to every interval), which keeps 100 workers within $300 a
+	// month on S3 and leaves the coordinator's failover as it was with
+	// every interval (docs/pool-evidence.md).
 	el, err := s3lect.New(s3lect.ElectorConfig{Store: cfg.Store, LockfilePath: cfg.Prefix + "coordinator.json", ServerID: cfg.ID,
 		FrequentInterval: cfg.FrequentInterval, LeaderTimeout: cfg.LeaderTimeout,
-		InfrequentInterval: cfg.FrequentInterval, Logger: p.log,
+		InfrequentInterval: 3 * cfg.FrequentInterval, Logger: p.log,
 		PeerMode: cfg.PeerMode, ServerAddr: cfg.ServerAddr, PeerTLS: cfg.PeerTLS, PeerClient: cfg.PeerClient,
 		PeerPinned: cfg.PeerPinned, PeerCertificate: cfg.PeerCertificate})
 	if err != nil {

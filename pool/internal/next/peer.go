@@ -34,6 +34,12 @@ type report struct {
 	ID      string `json:"id"`
 	Session string `json:"session"` // the ETag of its session object's last write
 	News    string `json:"news"`    // the ETag of its news object ("" if none)
+	Nonce   string `json:"nonce,omitempty"` // its session's last write's Nonce
+	// Page is the ETag of the worker's page as it last read it; Wait, in
+	// ms, how long the coordinator may hold its answer until the page is
+	// another (a long poll: a grant reaches its taker at once, 4.8).
+	Page string `json:"page,omitempty"`
+	Wait int64  `json:"wait,omitempty"`
 }
 
 type reportAnswer struct {
@@ -108,11 +114,45 @@ func (p *Pool) toCoordinator(ctx context.Context, rep report) (reportAnswer, boo
 	}
 }
 
-// answer is the coordinator loop's side of a report.
-func answer(c *coord.Coordinator, now time.Time, rq reportReq) []coord.Effect {
-	fx := c.Reported(now, rq.r.ID, coord.Entry{Session: rq.r.Session, News: rq.r.News})
+// answer is the coordinator loop's side of a report. A report that may
+// wait, whose page is as the worker last read it (or being written), is
+// parked: answered once the page is another, or when its wait is over.
+func answer(c *coord.Coordinator, now time.Time, rq reportReq, parked map[string]parkedReq) []coord.Effect {
+	fx := c.Reported(now, rq.r.ID, coord.Entry{Session: rq.r.Session, News: rq.r.News, Nonce: rq.r.Nonce})
+	if old, ok := parked[rq.r.ID]; ok {
+		old.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
+		delete(parked, rq.r.ID)
+	}
+	if tag := c.PageTag(rq.r.ID); rq.r.Wait > 0 && (tag == "" || tag == rq.r.Page) {
+		parked[rq.r.ID] = parkedReq{reportReq: rq, until: now.Add(time.Duration(rq.r.Wait) * time.Millisecond)}
+		return fx
+	}
 	rq.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
 	return fx
+}
+
+// parkedReq is a report whose answer waits for the worker's page to change.
+type parkedReq struct {
+	reportReq
+	until time.Time
+}
+
+// flush answers the parked reports whose page changed or whose wait is
+// over, and returns the earliest wait left (zero if none).
+func flush(c *coord.Coordinator, now time.Time, parked map[string]parkedReq) time.Time {
+	var next time.Time
+	for id, rq := range parked {
+		tag := c.PageTag(id)
+		if tag != "" && tag != rq.r.Page || !now.Before(rq.until) {
+			rq.reply <- reportAnswer{Term: c.Term(), Page: tag}
+			delete(parked, id)
+			continue
+		}
+		if next.IsZero() || rq.until.Before(next) {
+			next = rq.until
+		}
+	}
+	return next
 }
 
 // sendReport reports this worker's objects to the coordinator that the

@@ -19,8 +19,9 @@ import (
 // crashed worker's shards take to be led again (in LeaderTimeouts), in
 // storage and in peer mode: 3 workers over 12 shards, FrequentInterval
 // 200 ms, LeaderTimeout 1 s; the crash is a worker whose store calls all
-// fail from one moment (it then reports nothing either). It reports the
-// median of 5 crashes. A machine under load slows it.
+// fail from one moment (it then reports nothing either), at five phases
+// of the renewal cycle a fifth of a FrequentInterval apart. It reports the
+// median of the 5 crashes. A machine under load slows it.
 //
 //	go test ./pool/internal/next -run '^$' -bench BenchmarkCrashFailover -benchtime 1x
 func BenchmarkCrashFailover(b *testing.B) {
@@ -29,7 +30,7 @@ func BenchmarkCrashFailover(b *testing.B) {
 			for range b.N {
 				var lts []float64
 				for run := range 5 {
-					lts = append(lts, crashOnce(b, peer, run))
+					lts = append(lts, crashOnce(b, peer, run, false, false))
 				}
 				slices.Sort(lts)
 				b.ReportMetric(lts[len(lts)/2], "LT-median")
@@ -39,7 +40,53 @@ func BenchmarkCrashFailover(b *testing.B) {
 	}
 }
 
-func crashOnce(b *testing.B, peer bool, run int) float64 {
+// BenchmarkLeaveHandover is BenchmarkCrashFailover with a worker whose
+// Run ends (its Work returns at once) instead of a crash: how long until
+// its shards are led elsewhere, in FrequentIntervals (the target: within
+// its drain time, here 0, plus one FrequentInterval).
+//
+//	go test ./pool/internal/next -run '^$' -bench BenchmarkLeaveHandover -benchtime 1x
+func BenchmarkLeaveHandover(b *testing.B) {
+	for _, peer := range []bool{false, true} {
+		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
+			for range b.N {
+				var fis []float64
+				for run := range 5 {
+					fis = append(fis, crashOnce(b, peer, run, true, false)*5) // LT = 5 FI
+				}
+				slices.Sort(fis)
+				b.ReportMetric(fis[len(fis)/2], "FI-median")
+				b.ReportMetric(fis[len(fis)-1], "FI-max")
+			}
+		})
+	}
+}
+
+// BenchmarkCoordinatorCrash is BenchmarkCrashFailover with the
+// coordinator crashed: how long until its own shards are led elsewhere
+// (the target: within 2 × LeaderTimeout).
+//
+//	go test ./pool/internal/next -run '^$' -bench BenchmarkCoordinatorCrash -benchtime 1x
+func BenchmarkCoordinatorCrash(b *testing.B) {
+	for _, peer := range []bool{false, true} {
+		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
+			for range b.N {
+				var lts []float64
+				for run := range 5 {
+					lts = append(lts, crashOnce(b, peer, run, false, true))
+				}
+				slices.Sort(lts)
+				b.ReportMetric(lts[len(lts)/2], "LT-median")
+				b.ReportMetric(lts[len(lts)-1], "LT-max")
+			}
+		})
+	}
+}
+
+// crashOnce crashes (or, with leave, stops) a worker, the coordinator
+// with coordinator, else one that does not coordinate, and returns how
+// long until its shards were led again, in LeaderTimeouts.
+func crashOnce(b *testing.B, peer bool, run int, leave, coordinator bool) float64 {
 	const fi, lt = 200 * time.Millisecond, time.Second
 	shared := memstore.New()
 	var shards []string
@@ -47,6 +94,7 @@ func crashOnce(b *testing.B, peer bool, run int) float64 {
 		shards = append(shards, fmt.Sprintf("shard-%02d", i))
 	}
 	var pools []*Pool
+	var srvs []*httptest.Server // peer mode: each worker's PeerHandler
 	var stores []*grayStore
 	var stops []context.CancelFunc
 	var errs []chan error
@@ -73,6 +121,7 @@ func crashOnce(b *testing.B, peer bool, run int) float64 {
 			srv.Config.Handler, srv.TLS = p.PeerHandler(), p.PeerServerTLS()
 			srv.StartTLS()
 			defer srv.Close()
+			srvs = append(srvs, srv)
 		}
 		ctx, stop := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
@@ -102,9 +151,9 @@ func crashOnce(b *testing.B, peer bool, run int) float64 {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(3 * fi) // settled
+	time.Sleep(3*fi + time.Duration(run)*fi/5) // settled; each run crashes at another phase of the renewals
 	victim := 0
-	for pools[victim].coordinating.Load() {
+	for pools[victim].coordinating.Load() != coordinator {
 		victim++
 	}
 	var live []int
@@ -114,8 +163,23 @@ func crashOnce(b *testing.B, peer bool, run int) float64 {
 		}
 	}
 	crash := time.Now()
-	stores[victim].mode.Store(2)
+	if leave {
+		stops[victim]()
+	} else {
+		stores[victim].mode.Store(2)
+		if peer {
+			// A killed process serves nothing either: its peer server's
+			// connections reset, and new ones are refused.
+			srvs[victim].CloseClientConnections()
+			srvs[victim].Listener.Close()
+		}
+	}
+	var elected time.Duration
 	for ledBy(live) < 12 {
+		if elected == 0 && coordinator && slices.ContainsFunc(live, func(i int) bool { return pools[i].coordinating.Load() }) {
+			elected = time.Since(crash)
+			b.Logf("a new coordinator %.2f × LeaderTimeout after the crash", float64(elected)/float64(lt))
+		}
 		if time.Since(crash) > 30*time.Second {
 			b.Fatal("the crashed worker's shards not led again in 30 s")
 		}

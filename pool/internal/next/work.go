@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/s3lect/s3lect"
@@ -59,7 +60,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 		NewSession: func() string {
 			p.sessions.Add(1)
 			return lease.NewID()
-		}})
+		}, NewSecret: lease.NewID})
 	r := newRunner()
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
@@ -68,6 +69,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 	key := p.sessionKey(p.cfg.ID)
 	var sess lease.Sighting // the session object as last written or read
 	newsTag := ""
+	var lastNews atomic.Pointer[string] // the ETag of a news write that succeeded last, set by its call
 	pageTag := ""    // the ETag of this worker's page as last read
 	var noted uint64 // the highest era handed to the election (NoteTerm)
 	var result error
@@ -112,6 +114,9 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 				data, tag := e.Data, newsTag
 				r.async(func() func() {
 					etag, err := p.putNews(cctx, data, tag)
+					if err == nil {
+						lastNews.Store(&etag)
+					}
 					return func() {
 						if err == nil {
 							newsTag = etag
@@ -120,7 +125,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 					}
 				})
 			case coord.OpGetPage:
-				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag}, pageTag
+				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag, Nonce: w.Nonce(), Page: pageTag, Wait: (p.cfg.FrequentInterval * 3 / 4).Milliseconds()}, pageTag
 				r.async(func() func() {
 					if p.cfg.PeerMode {
 						if tag, ok := p.sendReport(cctx, el, rep); ok && tag == last && tag != "" {
@@ -196,6 +201,13 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 		}
 	}
 	r.stop() // the calls in flight (the closing news) finish first
+	if news := lastNews.Load(); p.cfg.PeerMode && result == nil && news != nil {
+		// Tell the coordinator that the session closed (its news changed):
+		// it reads the session at once, and its long-polling takers get
+		// the shards as their pages are written (4.8), instead of at its
+		// next listing.
+		p.sendReport(cctx, el, report{ID: p.cfg.ID, Session: sess.ETag, News: *news})
+	}
 	cancel()
 	return result
 }
@@ -271,7 +283,7 @@ func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan 
 			}
 			continue
 		}
-		p.lead(lead, wdone)
+		stepped := p.lead(lead, wdone)
 		rctx, cancel := context.WithTimeout(context.Background(), p.cfg.FrequentInterval)
 		lead.Resign(rctx)
 		cancel()
@@ -280,16 +292,32 @@ func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan 
 			return
 		default:
 		}
+		if stepped {
+			// A coordinator that stepped down (its store calls failing, a
+			// later era seen) stands out of the election for a lease, as
+			// the simulation's procs do: a worker that reaches the
+			// election but not the pool's objects would otherwise win again
+			// at once, and hold the pool without a working coordinator
+			// lease after lease (docs/pool-protocol.md, 4.5).
+			select {
+			case <-wdone:
+				return
+			case <-time.After(p.cfg.LeaderTimeout):
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
 }
 
 // lead runs one era of the coordinator, until the leadership ends, the
-// core steps down or the worker's side is done.
-func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
+// core steps down or the worker's side is done. It reports whether the
+// core stepped down.
+func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped bool) {
 	term := lead.Term()
 	if term >= 1<<32 {
 		p.log.Error("the coordinator's election term is at 2^32: shard terms would not fit; delete the coordinator's lockfile and term object to start again", "term", term)
-		return
+		return true
 	}
 	p.coordEra.Store(term)
 	p.coordinating.Store(true)
@@ -391,28 +419,50 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 	}
 	do(c.Begin(p.clock.Now()))
 	var grace <-chan time.Time
+	parked := map[string]parkedReq{} // reports waiting for their page to change (4.8)
+	var wake *time.Timer
+	var woken <-chan time.Time
+	defer func() {
+		if wake != nil {
+			wake.Stop()
+		}
+		for _, rq := range parked {
+			rq.reply <- reportAnswer{} // not answered: the worker reads its page
+		}
+	}()
 	for !down {
+		if next := flush(c, p.clock.Now(), parked); next.IsZero() {
+			woken = nil
+		} else {
+			if wake == nil {
+				wake = time.NewTimer(0)
+			}
+			wake.Reset(max(p.clock.RealUntil(next), 0))
+			woken = wake.C
+		}
 		select {
+		case <-woken:
 		case f := <-r.ev:
 			f()
 		case <-r.timer.C:
 			do(c.Tick(p.clock.Now()))
 		case rq := <-p.reports:
-			do(answer(c, p.clock.Now(), rq))
+			do(answer(c, p.clock.Now(), rq, parked))
 		case <-p.reshard:
 			c.SetShards(p.shardList())
 			do(c.Tick(p.clock.Now()))
 		case <-lctx.Done():
-			return
+			return false
 		case <-wdone:
 			// This worker has closed its session: coordinate two more
 			// intervals, so that its shards go to the others before the
 			// election starts a new era (which waits a lease).
 			wdone, grace = nil, time.After(2*p.cfg.FrequentInterval)
 		case <-grace:
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // cutKey returns the worker ID of a key dir/<ID>.json.

@@ -28,10 +28,7 @@ func TestReleaseMovesJob(t *testing.T) {
 			key, dir := "cli/move-"+mode+".json", t.TempDir()
 			cert, pkey := selfSigned(t, dir)
 			ids := []string{"a", "b", "c"}
-			ports := map[string]string{"a": "19351", "b": "19352", "c": "19353"}
-			if mode == "peer" {
-				ports = map[string]string{"a": "19354", "b": "19355", "c": "19356"}
-			}
+			ports := map[string]string{"a": freePort(t), "b": freePort(t), "c": freePort(t)}
 			var procs []*proc
 			for _, id := range ids {
 				var extra []string
@@ -55,28 +52,51 @@ func TestReleaseMovesJob(t *testing.T) {
 			where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms", "-wait", "0",
 				"-peer-ca", cert}
 			var took []time.Duration
+			var missed int
 			leader := "a"
 			for trial := range *releaseTrials {
 				time.Sleep(3 * time.Second) // the followers settle at their steady pace
 				next := ids[(slices.Index(ids, leader)+1)%len(ids)]
-				before := len(starts(next))
 				begun := time.Now()
 				out, err := runBin(append(append([]string{"release"}, where...), "-to", next)...)
 				if err != nil || !strings.Contains(out, fmt.Sprintf("asked %s", leader)) {
 					t.Fatalf("trial %d: release -to %s = %q, %v; want it to ask %s", trial, next, out, err, leader)
 				}
-				waitFor(t, 20*time.Second, next+"'s command to start", func() bool { return len(starts(next)) > before }, procs...)
-				s := starts(next)[before]
+				// The job moves off the leader. The named runner is a
+				// preference with a window of FrequentInterval/2 (docs/moves.md
+				// 11.2): on a machine too loaded to run it within that window
+				// another runner takes over, which is counted, not failed
+				// (the preference itself is pinned in virtual time by
+				// TestCoreHandover and TestCoreAnnounce's 11.2 rows).
+				before := map[string]int{}
+				for _, id := range ids {
+					before[id] = len(starts(id))
+				}
+				var took1 string
+				waitFor(t, 20*time.Second, "the job to start off "+leader, func() bool {
+					for _, id := range ids {
+						if id != leader && len(starts(id)) > before[id] {
+							took1 = id
+							return true
+						}
+					}
+					return false
+				}, procs...)
+				s := starts(took1)[before[took1]]
 				last := readLog(t, dir, leader)
 				if lastAt := last[len(last)-1].at; !lastAt.Before(s.at) {
-					t.Errorf("trial %d: %s's command wrote at %v, after %s's started at %v", trial, leader, lastAt, next, s.at)
+					t.Errorf("trial %d: %s's command wrote at %v, after %s's started at %v", trial, leader, lastAt, took1, s.at)
+				}
+				if took1 != next {
+					missed++
+					t.Logf("trial %d: release -to %s: %s took the job over first (the named runner did not within its window)", trial, next, took1)
 				}
 				took = append(took, s.at.Sub(begun))
-				leader = next
+				leader = took1
 			}
 			slices.Sort(took)
-			t.Logf("%s mode, FrequentInterval 200ms, InfrequentInterval 600ms, LeaderTimeout 1.5s: release -to moved the job in %v at the median, %v at the slowest, over %d releases (all to the named runner)",
-				mode, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took))
+			t.Logf("%s mode, FrequentInterval 200ms, InfrequentInterval 600ms, LeaderTimeout 1.5s: release -to moved the job in %v at the median, %v at the slowest, over %d releases (%d to another runner than the named one)",
+				mode, took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), len(took), missed)
 		})
 	}
 }

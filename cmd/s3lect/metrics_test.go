@@ -181,7 +181,7 @@ func TestHealth(t *testing.T) {
 func TestRunReportsLikeAService(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	key, dir := "cli/metrics.json", t.TempDir()
-	addr := "127.0.0.1:19344" // this package's port range
+	addr := "127.0.0.1:" + freePort(t)
 	a := start(t, runArgs(endpoint, bucket, key, "m1", []string{"-metrics-addr", addr, "-log-format", "json"}, childScript(dir, "m1", false))...)
 	waitFor(t, 20*time.Second, "m1's command to start", func() bool { return started(t, dir, "m1") })
 	var body string

@@ -17,7 +17,7 @@ func TestStoreNeverAnswered(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", "key")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_REGION", "us-east-1")
-	dead := "http://127.0.0.1:19348" // this package's port range; nothing listens on it
+	dead := "http://127.0.0.1:" + freePort(t) // nothing listens on it
 	p := start(t, runArgs(dead, "jobs", "cli/never.json", "n", []string{"-connect-timeout", "2s"}, []string{"true"})...)
 	p.waitLine(t, 10*time.Second, "WARNING: the store at "+dead)
 	seen := time.Now()

@@ -158,8 +158,7 @@ func TestSIGTERMDrainsReleasesHandsOver(t *testing.T) {
 // seconds, and that refusals end the run with status 5 and the fix.
 func TestStoreErrorsSaySo(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	// A port of this package's range that nothing listens on.
-	dead := "http://127.0.0.1:19349"
+	dead := "http://127.0.0.1:" + freePort(t) // nothing listens on it
 	cases := []struct {
 		name     string
 		endpoint string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,7 +37,13 @@ func TestMetricsFlagServesStatsAndHealth(t *testing.T) {
 			break
 		}
 	}
-	stop, err := serveMetrics("127.0.0.1:19561", io.Discard, electors)
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a port nothing uses, for serveMetrics
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	stop, err := serveMetrics(addr, io.Discard, electors)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +52,7 @@ func TestMetricsFlagServesStatsAndHealth(t *testing.T) {
 		t.Helper()
 		c := &http.Client{Timeout: 10 * time.Second}
 		defer c.CloseIdleConnections()
-		resp, err := c.Get("http://127.0.0.1:19561" + path)
+		resp, err := c.Get("http://" + addr + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,23 +92,44 @@ func peerMode(t *testing.T, pinned bool) {
 		}
 		time.Sleep(fi / 4)
 	}
+	// A window counts only if the pool stayed stable through it: at
+	// FrequentInterval 200 ms a machine too loaded to renew in time lets a
+	// session lapse and its shards move, which is no steady state. Up to
+	// five windows are tried; the counts of the first stable one are
+	// checked.
 	const intervals = 12
-	before := make([]Stats, len(pools))
-	for i, p := range pools {
-		before[i] = p.Stats()
-	}
-	time.Sleep(intervals * fi)
-	for i, p := range pools {
-		s := p.Stats()
-		gets, puts := s.Gets-before[i].Gets, s.Puts-before[i].Puts
-		coordinating := p.coordinating.Load()
-		t.Logf("worker %d (coordinating %v): %d GETs, %d PUTs, %d listings in %d intervals", i, coordinating, gets, puts, s.Lists-before[i].Lists, intervals)
-		if !coordinating && gets > intervals/4 {
-			t.Errorf("worker %d made %d GETs in %d intervals of a stable pool; want at most %d (peer mode reads no page while stable)", i, gets, intervals, intervals/4)
+	for window := 1; ; window++ {
+		before := make([]Stats, len(pools))
+		for i, p := range pools {
+			before[i] = p.Stats()
 		}
-	}
-	if !spread() {
-		t.Errorf("the spread changed while the pool was stable")
+		time.Sleep(intervals * fi)
+		after := make([]Stats, len(pools))
+		for i, p := range pools {
+			after[i] = p.Stats()
+		}
+		if !spread() {
+			if window == 5 {
+				t.Fatalf("the spread changed in each of %d windows of %d intervals: the pool never stayed stable", window, intervals)
+			}
+			t.Logf("window %d: the spread changed (a session lapsed on the loaded machine?); measuring again", window)
+			for !spread() {
+				if time.Now().After(deadline.Add(time.Duration(window) * 30 * time.Second)) {
+					t.Fatalf("not spread 4/4/4 again: %v %v %v", pools[0].Leading(), pools[1].Leading(), pools[2].Leading())
+				}
+				time.Sleep(fi / 4)
+			}
+			continue
+		}
+		for i, p := range pools {
+			gets, puts := after[i].Gets-before[i].Gets, after[i].Puts-before[i].Puts
+			coordinating := p.coordinating.Load()
+			t.Logf("worker %d (coordinating %v): %d GETs, %d PUTs, %d listings in %d intervals", i, coordinating, gets, puts, after[i].Lists-before[i].Lists, intervals)
+			if !coordinating && gets > intervals/4 {
+				t.Errorf("worker %d made %d GETs in %d intervals of a stable pool; want at most %d (peer mode reads no page while stable)", i, gets, intervals, intervals/4)
+			}
+		}
+		return
 	}
 }
 

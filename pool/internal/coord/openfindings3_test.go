@@ -172,3 +172,91 @@ func TestReplayedVersionsOfAnEarlierProcessAreNotADuplicate(t *testing.T) {
 		t.Fatalf("session %q, %d sessions opened: the schedule did not run", sess, n)
 	}
 }
+
+// TestTwicePutBackSessionOverlapEndsWithinTheStatedBound: section 7's
+// fourth exception ("A session's key put back to its last write and then
+// written over (or deleted) again, within a lease, with no listing or
+// read of the coordinator in between showing the write the session made
+// there") bounds the overlap: the session leads beside a new owner "until
+// the lease of that unseen write ends, less than a lease after the
+// coordinator's read that made it a ghost". The random simulation at 12
+// workers and 30 shards draws the exception on seed 90,164 of 90,000 to
+// 90,199 (go test ./pool/internal/coord -run 'TestSimulation$'
+// -sim.seeds 200 -sim.first 90000 -sim.workers 12 -sim.shards 30: 1
+// failed), and the bound does not hold there:
+//
+//   - 37.03 s: workers/w2 deleted, w2 paused till 38.32 s;
+//   - 38.10 s: the coordinator (w0) reads the absence: w2's session is a
+//     ghost, its wait L = 4 s (to 42.10 s);
+//   - 38.32 s: workers/w2 put back (ETag e568); w2 renews at 38.32,
+//     39.31, 40.29 and 41.27 s (seq 41 to 44), all unseen: the
+//     coordinator is paused from 38.57 to 41.93 s;
+//   - 41.71 s: workers/w2 deleted again, w2 paused till 45.55 s;
+//   - 42.21 s: the coordinator's read (sent after 42.10 s) shows the
+//     absence: the ghost is done; s03, s27, s02 go to w6, w11, w10, which
+//     start them at 42.59, 43.30 and 43.51 s;
+//   - w2's leaderships run on to the lease of its write sent at 41.27 s:
+//     measured (10 ms probes), two live owners from 42.60 to 44.81 s,
+//     6.66 s after the read that made w2 a ghost (the test sees the ghost
+//     at 38.15 s; the bound says under 4 s), 2.2 s of overlap.
+//
+// The true bound is the lease of a write sent before the confirming read:
+// the overlap lasts under one lease after the grant, which ends under two
+// leases after the ghost read. Either state that, or close the case where
+// the store keeps versions (a confirming read that also lists the key's
+// versions since the ghost read finds the unseen writes). The simulation's
+// CI shape (5 workers, 16 shards) draws it rarely, but draws it: the
+// known seeds 101,390 and 142,414 are the same pair of faults.
+func TestTwicePutBackSessionOverlapEndsWithinTheStatedBound(t *testing.T) {
+	const seed = 90164
+	cfg := defaultSim
+	cfg.workers, cfg.shards, cfg.maxWorkers = 12, 30, 15
+	s := newSim(seed, cfg)
+	s.keep = true
+	end := s.cfg.faultFor + s.cfg.calmFor
+	s.at(s.dur(0, 2*s.cfg.faultEvery), nil, "fault", s.fault)
+	s.at(s.cfg.faultFor, nil, "calm", s.calmDown)
+	var ghostAt, ghostWait, firstOverlap, lastOverlap time.Duration
+	victim := ""
+	for s.now < end {
+		s.step(s.now + 10*time.Millisecond)
+		by := map[string][]*proc{}
+		for _, q := range s.procs {
+			for sh, l := range q.ls {
+				if s.live(q, l) {
+					by[sh] = append(by[sh], q)
+				}
+			}
+		}
+		for _, sh := range sortedKeys(by) {
+			if len(by[sh]) < 2 {
+				continue
+			}
+			if firstOverlap == 0 {
+				firstOverlap = s.now
+				for _, q := range by[sh] {
+					if q.ls[sh].term < by[sh][0].ls[sh].term || victim == "" {
+						victim = q.id
+					}
+				}
+			}
+			lastOverlap = s.now
+		}
+		if h := s.holder; firstOverlap == 0 && h != nil && h.c != nil {
+			for _, g := range h.c.ghosts {
+				if g.id == "w2" && !g.done && g.until.After(h.local(s.now).Add(g.wait-20*time.Millisecond)) {
+					ghostAt, ghostWait = s.now, g.wait // a ghost made within the last 20 ms
+				}
+			}
+		}
+	}
+	if firstOverlap == 0 {
+		t.Fatalf("seed %d: no overlap; the seed no longer draws the exception", seed)
+	}
+	t.Logf("seed %d: ghost of w2 made at %.2fs (wait %v); two live owners from %.2fs to %.2fs (victim %s)", seed, ghostAt.Seconds(), ghostWait,
+		firstOverlap.Seconds(), lastOverlap.Seconds(), victim)
+	if bound := ghostAt + ghostWait; lastOverlap > bound {
+		t.Errorf("two live owners until %.2fs, %.2fs after the read that made the session a ghost; section 7 bounds it by a lease (%v): %.2fs",
+			lastOverlap.Seconds(), (lastOverlap - ghostAt).Seconds(), ghostWait, bound.Seconds())
+	}
+}

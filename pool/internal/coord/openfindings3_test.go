@@ -6,10 +6,11 @@ package coord
 // (docs/findings-pool.md, "Third review"). Each test fails today; they
 // are built only with -tags s3lect_openfindings, so the tree stays green:
 //
-//	go test -tags s3lect_openfindings -run 'TestBogusReports|TestReplayedVersions' -v ./pool/internal/coord
+//	go test -tags s3lect_openfindings -run 'TestTwicePutBack|TestBogusReports|TestReportOfAKey|TestDeadSessionIsOver|TestReplayedVersions' -v ./pool/internal/coord
 
 import (
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -327,5 +328,100 @@ func TestDeadSessionIsOverWhenListingAndReadQuoteETagsDifferently(t *testing.T) 
 	}
 	if took < 0 || took > 10*time.Second {
 		t.Errorf("w1 stopped renewing at 3.5 s; its shards went to w2 at %v (-1: not in 34 s); with one ETag form it takes 6.6 s; %s", took, c.debug(at(34*time.Second)))
+	}
+}
+
+// TestReportOfAKeyTheStoreRefusesDoesNotStallAnEraStart is finding 2's
+// one-request form. PeerHandler takes any ID that next.validID accepts:
+// non-empty UTF-8 without a slash, NUL bytes included (package pool's New
+// refuses NUL in its own ID "as object keys are", but a report is not
+// checked so). MinIO refuses such a key on every GET (measured on MinIO
+// RELEASE 2026-02-12 through s3store: 400 XMinioInvalidObjectName,
+// "Object name contains unsupported characters"). A failed session read
+// sets wantGet again and a failed page read leaves page.read false, and
+// allRead waits for every key: one report sent after the era's first
+// listing, with ID "a\x00b", keeps the era from ever granting.
+//
+// Schedule (core level; era 1, shards a to d, workers w1 and w2 at
+// FrequentInterval 1 s, LeaderTimeout 3 s; every call answers in 10 ms,
+// the refused key's reads with the store's error): the first listing
+// shows w1 and w2; one report for "a\x00b" arrives at 5 ms. Measured: no
+// grant in 60 s, allRead never set (without the report, the first grant
+// is at 3.05 s).
+func TestReportOfAKeyTheStoreRefusesDoesNotStallAnEraStart(t *testing.T) {
+	refused := errors.New("s3store: get s3://b/pools/t/workers/a\x00b.json: XMinioInvalidObjectName: Object name contains unsupported characters")
+	for _, lie := range []bool{false, true} {
+		c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Mark: "m"}, 1)
+		seq := map[string]uint64{"w1": 1, "w2": 1}
+		applied := map[string]Ver{}
+		type call struct {
+			at time.Duration
+			e  Effect
+		}
+		var q []call
+		push := func(d time.Duration, fx []Effect) {
+			for _, e := range fx {
+				if e.Op != OpTimer {
+					q = append(q, call{d + 10*time.Millisecond, e})
+				}
+			}
+		}
+		push(0, c.Begin(at(0)))
+		granted := time.Duration(-1)
+		lied := false
+		for d := time.Duration(0); d < 60*time.Second && granted < 0; d += 5 * time.Millisecond {
+			now := at(d)
+			if lie && !lied && c.listed {
+				lied = true
+				push(d, c.Reported(now, "a\x00b", Entry{Session: "x"}))
+			}
+			var due []call
+			rest := q[:0]
+			for _, x := range q {
+				if x.at <= d {
+					due = append(due, x)
+				} else {
+					rest = append(rest, x)
+				}
+			}
+			q = rest
+			for _, x := range due {
+				e := x.e
+				switch e.Op {
+				case OpGetRoster:
+					push(d, c.RosterRead(now, nil, "", nil))
+				case OpList:
+					push(d, c.Listed(now, map[string]Entry{"w1": {Session: fmt.Sprintf("w1.%d", seq["w1"])}, "w2": {Session: fmt.Sprintf("w2.%d", seq["w2"])}}, nil))
+				case OpGetSession:
+					if e.Key != "w1" && e.Key != "w2" {
+						push(d, c.SessionRead(now, e.Key, nil, "", refused))
+						break
+					}
+					data := Marshal(Session{V: wireVersion, ID: e.Key, Session: "s" + e.Key, Seq: seq[e.Key], TTL: 3000, Applied: applied[e.Key], AppliedBy: "m"})
+					push(d, c.SessionRead(now, e.Key, data, fmt.Sprintf("%s.%d", e.Key, seq[e.Key]), nil))
+				case OpGetPage:
+					if e.Key != "w1" && e.Key != "w2" {
+						push(d, c.PageRead(now, e.Key, nil, "", refused))
+						break
+					}
+					push(d, c.PageRead(now, e.Key, nil, "", nil))
+				case OpPutPage:
+					p, _ := ParsePage(e.Data, e.Key)
+					if len(p.Shards) > 0 && granted < 0 {
+						granted = d
+					}
+					push(d, c.PagePut(now, e.Key, fmt.Sprintf("p%d", d), nil))
+					seq[e.Key]++
+					applied[e.Key] = p.Ver // the worker applies it at once
+				case OpPutRoster:
+					push(d, c.RosterPut(now, "r", nil))
+				}
+			}
+			push(d, c.Tick(now))
+		}
+		t.Logf("report of a refused key %v: first grant at %v (-1: none in 60 s); allRead set: %v", lie, granted, !c.allRead.IsZero())
+		if granted < 0 || granted > 12*time.Second {
+			t.Errorf("with a report for a key the store refuses (%v): first grant at %v (-1: none in 60 s); %s", lie, granted, c.debug(at(60*time.Second)))
+		}
 	}
 }

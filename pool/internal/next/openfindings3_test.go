@@ -27,9 +27,10 @@ import (
 // then waits for l.exited, which the executor closes (ctl.Exit) only
 // after Work has returned. So Work that gives its shard up by calling
 // lead.Resign(ctx) and then returning waits inside Resign until ctx ends:
-// forever with context.Background(). Meanwhile the worker cannot
-// acknowledge any revocation (W3 waits for the drain), and Run, once its
-// context ends, waits for this Work: it never returns.
+// forever with context.Background(). Meanwhile a page that revokes the
+// shard is never acknowledged, nor any page after it (W3 waits for the
+// drain), and Run, once its context ends, waits for this Work: it never
+// returns.
 //
 // Schedule (synctest; one worker, one shard, FrequentInterval 1 s,
 // LeaderTimeout 3 s): Work waits 2 s after it starts, then calls

@@ -6,7 +6,7 @@ package coord
 // (docs/findings-pool.md, "Third review"). Each test fails today; they
 // are built only with -tags s3lect_openfindings, so the tree stays green:
 //
-//	go test -tags s3lect_openfindings -run 'TestTwicePutBack|TestBogusReports|TestReportOfAKey|TestDeadSessionIsOver|TestReplayedVersions' -v ./pool/internal/coord
+//	go test -tags s3lect_openfindings -run 'TestTwicePutBack|TestExactPutBack|TestBogusReports|TestReportOfAKey|TestDeadSessionIsOver|TestReplayedVersions' -v ./pool/internal/coord
 
 import (
 	"crypto/md5"
@@ -423,5 +423,104 @@ func TestReportOfAKeyTheStoreRefusesDoesNotStallAnEraStart(t *testing.T) {
 		if granted < 0 || granted > 12*time.Second {
 			t.Errorf("with a report for a key the store refuses (%v): first grant at %v (-1: none in 60 s); %s", lie, granted, c.debug(at(60*time.Second)))
 		}
+	}
+}
+
+// TestExactPutBackOverlapEndsWithinTheStatedBound: section 7's second
+// exception (a store whose ETags hash the bytes: "a session object whose
+// later writes the coordinator never saw, put back to the exact bytes it
+// saw, looks unchanged since, and 4.3's "silent" can end the session
+// while it renews; it leads beside a new owner until its next renewal is
+// refused on the restored object, at most one FrequentInterval"). The
+// bound assumes the worker renews. A worker paused (or its host
+// suspended) right after the put-back does not learn of the refusal: it
+// leads until the lease of its last write ends, which the coordinator,
+// counting from its first sight of the restored bytes, did not wait for.
+//
+// Schedule (3 workers, 6 shards, every worker FrequentInterval 1 s,
+// LeaderTimeout 6 s; ETags hash the bytes, as on S3; no random fault):
+// the coordinator reads victim V's session at ETag X and is paused at
+// once, for 4.3 s (less than what is left of its election lease); V
+// renews four times meanwhile, unseen; right after V's last renewal lands
+// the operator puts V's object back to X's exact bytes (same ETag) and V
+// is paused; the coordinator resumes, its read at the first sight of X
+// plus 6 s returns X: V is "silent", its shards go to the others.
+// Seed 3: the coordinator (w0) reads workers/w1 at 19.61 s and is paused
+// to 23.91 s; w1's renewals at 19.97, 20.96, 21.95 and 22.95 s land
+// unseen; X is put back at 22.96 s and w1 paused (the reply of its last
+// renewal not yet taken in, its lease runs from the write sent at
+// 21.95 s); the coordinator's read at 25.42 s returns X and it grants
+// s00 and s04 at 25.45 s. Measured (10 ms probes): two live owners from
+// 25.77 s to 27.32 s, 1.55 s, against the stated FrequentInterval (1 s).
+// The bound is the lease of V's last renewal whose reply it took in: up
+// to LeaderTimeout − LeaderTimeout/10 after the put-back (here 5.4 s).
+func TestExactPutBackOverlapEndsWithinTheStatedBound(t *testing.T) {
+	tm := timing{fi: time.Second, lt: 6 * time.Second}
+	s := newSim(3, simConfig{workers: 3, shards: 6, timing: &tm, maxWorkers: 3, calmFor: time.Minute, contentETags: true})
+	s.calm, s.keep = true, true
+	if _, ok := s.waitFor(10*tm.lt, s.balanced); !ok {
+		t.Fatalf("not balanced after a cold start")
+	}
+	s.step(s.now + 2*tm.lt)
+	v := s.victim()
+	h := s.holder
+	key := "workers/" + v.id
+	o := s.store[key]
+	// 1. Wait for the coordinator to take in a new sighting of V's key
+	// that is V's current object, then pause it.
+	c := h.c
+	last := c.keys[v.id].sight
+	for {
+		s.step(s.now + time.Millisecond)
+		k := c.keys[v.id]
+		if k.sight != last && k.sight == o.etag && k.cur != nil {
+			break
+		}
+		last = k.sight
+	}
+	x, xTag := o.data, o.etag
+	pauseEnd := s.now + 4300*time.Millisecond
+	h.pauseTill = pauseEnd
+	s.log("attack: coordinator %s saw %s at %s; paused till %.3fs", h.id, key, xTag, pauseEnd.Seconds())
+	// 2. V renews unseen; after its last renewal before the resume lands,
+	// put X back and pause V.
+	for s.now < pauseEnd-1100*time.Millisecond {
+		s.step(s.now + time.Millisecond)
+	}
+	tag := o.etag
+	for o.etag == tag {
+		s.step(s.now + time.Millisecond)
+	}
+	if s.now >= pauseEnd-20*time.Millisecond {
+		t.Fatalf("V's renewal landed at %.3fs, too late to put X back before the coordinator resumes", s.now.Seconds())
+	}
+	o.data, o.etag = x, xTag
+	o.hist = append(o.hist, x)
+	s.hold(v)
+	s.log("attack: %s put back to %s; %s paused", key, xTag, v.id)
+	var first, lastOverlap time.Duration
+	for end := s.now + 3*tm.lt; s.now < end; {
+		s.step(s.now + 10*time.Millisecond)
+		for _, sh := range sortedKeys(v.ls) {
+			if l := v.ls[sh]; !s.live(v, l) {
+				continue
+			}
+			for _, q := range s.procs {
+				if l := q.ls[sh]; q != v && l != nil && s.live(q, l) {
+					if first == 0 {
+						first = s.now
+					}
+					lastOverlap = s.now
+				}
+			}
+		}
+	}
+	if h.c != c {
+		t.Fatalf("the coordinator lost its election during the pause: the schedule does not test the rule")
+	}
+	t.Logf("two live owners from %.2fs to %.2fs", first.Seconds(), lastOverlap.Seconds())
+	if first != 0 && lastOverlap-first > tm.fi {
+		t.Logf("ledger tail:\n%s", tail(s.ledger.String(), 60))
+		t.Errorf("two live owners for %v (from %.2fs); section 7 bounds it by a FrequentInterval (%v)", lastOverlap-first, first.Seconds(), tm.fi)
 	}
 }

@@ -110,7 +110,9 @@ type Config struct {
 	// after it ends; the shard moves to another worker only once it has.
 	// lead.Term() is the shard's term, a fencing token. If Work returns
 	// while the leadership is live, the worker gives the shard up, and
-	// runs it again only when the coordinator assigns it anew. Required.
+	// runs it again only when the coordinator assigns it anew.
+	// lead.Resign (or Transfer) inside Work ends the leadership and
+	// returns at once; the shard is given up when Work returns. Required.
 	Work func(ctx context.Context, shard string, lead *s3lect.Leadership)
 
 	// FrequentInterval is how often the worker renews its session and

@@ -9,11 +9,24 @@ import "time"
 // report that names a write before it happens (on S3 an ETag is the hash
 // of a predictable body) cannot start that write's wait early. Before the
 // era's first listing it is dropped.
+//
+// Nor does a report create a key: anyone who reaches the handler can
+// report any ID, and a key the era knows is one its start waits to read
+// (4.1), forever if the store refuses the key. A report for an ID no
+// listing of this era has shown only brings the next listing forward, to
+// a FrequentInterval after the last one: a new worker is read as soon as
+// a listing shows it, and made-up IDs cost at most a listing an interval.
 func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 	if c.down || !c.listed || e.Session == "" {
 		return nil
 	}
-	k := c.k(id)
+	k := c.keys[id]
+	if k == nil {
+		if at := c.listSent.Add(c.cfg.FrequentInterval); at.Before(c.nextLst) {
+			c.nextLst = at
+		}
+		return c.after(now, nil)
+	}
 	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0) {
 		k.wantGet = true // new, or owing this coordinator an acknowledgement
 	}

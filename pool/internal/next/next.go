@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,10 +100,6 @@ type Pool struct {
 	electorHandler atomic.Pointer[http.Handler]
 }
 
-func validID(id string) bool {
-	return id != "" && !strings.Contains(id, "/") && utf8.ValidString(id) && len(id) <= 255
-}
-
 // New checks cfg. It starts nothing.
 func New(cfg Config) (*Pool, error) {
 	if cfg.FrequentInterval == 0 {
@@ -127,8 +122,8 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("Store %T cannot list keys (store.Lister): the coordinator lists the workers' sessions", cfg.Store)
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case !validID(cfg.ID):
-		return nil, bad("ID %q must be a non-empty UTF-8 name without slashes, such as the host name", cfg.ID)
+	case CheckID(cfg.Prefix, cfg.ID) != nil:
+		return nil, bad("%v", CheckID(cfg.Prefix, cfg.ID))
 	case len(cfg.Shards) == 0:
 		return nil, bad("Shards is empty; name at least one shard")
 	case cfg.Work == nil:

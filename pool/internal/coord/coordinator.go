@@ -90,6 +90,7 @@ type key struct {
 	listed   string
 	listedAt time.Time
 	readTag  string // the ETag the last read of this era returned
+	readRaw  string // the same, in the store's form (etag.go)
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -130,6 +131,7 @@ type Coordinator struct {
 	later     uint64 // the highest later era a page or session showed (4.6)
 	sweep     int
 	roster    rosterState
+	forms     [2]string // an ETag as listed and as read, in two forms (etag.go)
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
@@ -187,6 +189,8 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		return c.after(now, nil)
 	}
 	c.firstSent = time.Time{} // a call succeeded
+	// One form of ETag for listings and reads (etag.go).
+	k.readRaw, etag = etag, sameForm(etag)
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
 	}

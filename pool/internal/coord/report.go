@@ -20,6 +20,7 @@ func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 	if c.down || !c.listed || e.Session == "" {
 		return nil
 	}
+	e = Entry{Session: sameForm(e.Session), News: sameForm(e.News)}
 	k := c.keys[id]
 	if k == nil {
 		if at := c.listSent.Add(c.cfg.FrequentInterval); at.Before(c.nextLst) {

@@ -84,6 +84,7 @@ type Pool struct {
 	ran    atomic.Bool
 
 	coordinating atomic.Bool // an era of this worker's runs
+	etagForms    atomic.Bool // warned that the store lists ETags in another form (etagform.go)
 
 	owned                                                atomic.Int64
 	starts, stops, sessions, gets, puts, lists, coordEra atomic.Uint64

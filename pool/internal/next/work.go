@@ -335,7 +335,10 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) {
 							m[id] = x
 						}
 					}
-					return func() { do(c.Listed(p.clock.Now(), m, err)) }
+					return func() {
+						do(c.Listed(p.clock.Now(), m, err))
+						p.warnETagForms(c)
+					}
 				})
 			case coord.OpGetSession:
 				id := e.Key

@@ -403,6 +403,16 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 			p.up, p.closed = false, true
 			p.inc++
 			p.c = nil
+			if e.Op == OpClosed && s.calm && !p.twin {
+				// A leave that was under way when the faults stopped ends
+				// after the calm began: start the worker again, as the
+				// calm does every worker that is down.
+				s.at(s.now, nil, p.id+" restarts after its leave", func() {
+					if !p.up {
+						s.start(p)
+					}
+				})
+			}
 		}
 	}
 }

@@ -29,17 +29,37 @@ func sameForm(etag string) string {
 }
 
 // sameForms returns a listing's entries in sameForm, and notes the first
-// key whose listed ETag is the one its last read returned in another form
-// (ETagForms).
+// key whose listed ETag is in another form than its last read returned
+// (ETagForms): the object has most often been written since, so the
+// forms are compared, not the ETags.
 func (c *Coordinator) sameForms(entries map[string]Entry) map[string]Entry {
 	out := make(map[string]Entry, len(entries))
-	for id, e := range entries {
-		if k := c.keys[id]; c.forms[0] == "" && k != nil && e.Session != k.readRaw && sameForm(e.Session) == sameForm(k.readRaw) {
+	for _, id := range sortedKeys(entries) {
+		e := entries[id]
+		if k := c.keys[id]; c.forms[0] == "" && k != nil && e.Session != "" && k.readRaw != "" && !oneForm(e.Session, k.readRaw) {
 			c.forms = [2]string{e.Session, k.readRaw}
 		}
 		out[id] = Entry{Session: sameForm(e.Session), News: sameForm(e.News)}
 	}
 	return out
+}
+
+// oneForm reports whether ETags a and b are given in one form: both
+// weak or neither, both quoted or neither, and hex digits in one case.
+func oneForm(a, b string) bool {
+	form := func(s string) (weak, quoted bool, upper, lower bool) {
+		weak = strings.HasPrefix(s, "W/")
+		s = strings.TrimPrefix(s, "W/")
+		quoted = strings.HasPrefix(s, `"`)
+		if t := sameForm(s); t == strings.ToLower(t) { // hex, or case-sensitive text
+			upper = strings.ContainsAny(s, "ABCDEF")
+			lower = strings.ContainsAny(s, "abcdef")
+		}
+		return
+	}
+	aw, aq, au, al := form(a)
+	bw, bq, bu, bl := form(b)
+	return aw == bw && aq == bq && !(au && !al && bl && !bu) && !(al && !au && bu && !bl)
 }
 
 // ETagForms returns an ETag as a listing gave it and as a read returned

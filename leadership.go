@@ -202,6 +202,10 @@ func (l *Leadership) Term() uint64 { return l.term }
 // again after that hold-off. Resign after the leadership ended on its own
 // also tells the elector the holder is done: a leader asked to step down
 // (s3lect release) releases the lockfile then.
+//
+// On a Leadership of package pool there is no lockfile to release:
+// Resign ends the leadership and returns nil at once, also from inside
+// the shard's Work; the worker gives the shard up when Work returns.
 func (l *Leadership) Resign(ctx context.Context) error {
 	l.cancel(ErrResigned)
 	return l.handOver(ctx, "")
@@ -229,6 +233,15 @@ func (l *Leadership) Transfer(ctx context.Context, to string) error {
 // handOver tells the run loop the holder is done with the leadership (and
 // to whom it goes), ends it, and waits for its release.
 func (l *Leadership) handOver(ctx context.Context, to string) error {
+	if l.e.reqs == nil {
+		// A pool's shard leadership (poollead.go): no run loop, no release
+		// to write. It ends here; the pool gives the shard up when Work
+		// returns. Waiting for exited, which the pool closes only after
+		// Work has returned, would hang a Work that resigns and then
+		// returns.
+		l.cancel(ErrResigned)
+		return nil
+	}
 	select {
 	case l.e.reqs <- resignReq{l: l, to: to}:
 		// The run loop ends the leadership itself, after it has taken to

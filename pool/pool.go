@@ -111,7 +111,9 @@ type Config struct {
 	// after it ends; the shard moves to another worker only once it has.
 	// lead.Term() is the shard's term, a fencing token. If Work returns
 	// while the leadership is live, the worker gives the shard up, and
-	// runs it again only when the coordinator assigns it anew. Required.
+	// runs it again only when the coordinator assigns it anew.
+	// lead.Resign (or Transfer) inside Work ends the leadership and
+	// returns at once; the shard is given up when Work returns. Required.
 	Work func(ctx context.Context, shard string, lead *s3lect.Leadership)
 
 	// FrequentInterval is how often the worker renews its session and
@@ -178,9 +180,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// maxKeyLen is the longest object key the stores accept.
-const maxKeyLen = 1024
-
 var (
 	// ErrDuplicateID is returned by Run when another process runs as the
 	// same worker: two workers were given one ID.
@@ -221,8 +220,6 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("Store is nil; give the store that holds the pool's objects")
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case cfg.ID == "":
-		return nil, bad("ID is empty; give this worker's unique name, such as its host name")
 	case len(cfg.Shards) == 0:
 		return nil, bad("Shards is empty; name at least one shard")
 	case cfg.Work == nil:
@@ -233,19 +230,15 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("LeaderTimeout %v is negative", cfg.LeaderTimeout)
 	case cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
-	case len(cfg.Prefix)+len("coordinator.json.term")+len(cfg.ID) > maxKeyLen:
-		return nil, bad("Prefix or ID is too long: keys would exceed %d bytes", maxKeyLen)
+	}
+	if err := next.CheckID(cfg.Prefix, cfg.ID); err != nil {
+		return nil, bad("%v", err) // as the peer handler checks a reported ID
 	}
 	if _, ok := cfg.Store.(store.Lister); !ok {
 		return nil, bad("Store %T cannot list keys (store.Lister); the coordinator lists the workers' sessions: use a store of this module or add List", cfg.Store)
 	}
-	for what, s := range map[string]string{"Prefix": cfg.Prefix, "ID": cfg.ID} {
-		if !utf8.ValidString(s) || strings.ContainsRune(s, 0) {
-			return nil, bad("%s %q must be UTF-8 without NUL bytes, as object keys are", what, s)
-		}
-	}
-	if strings.Contains(cfg.ID, "/") {
-		return nil, bad("ID %q contains a slash; worker IDs name one object each", cfg.ID)
+	if !utf8.ValidString(cfg.Prefix) || strings.ContainsRune(cfg.Prefix, 0) {
+		return nil, bad("Prefix %q must be UTF-8 without NUL bytes, as object keys are", cfg.Prefix)
 	}
 	seen := map[string]bool{}
 	for _, name := range cfg.Shards {

@@ -90,6 +90,7 @@ type key struct {
 	listed   string
 	listedAt time.Time
 	readTag  string // the ETag the last read of this era returned
+	readRaw  string // the same, in the store's form (etag.go)
 	// rnonce is the Nonce the latest report named, first at rAt; probed,
 	// the one a read was sent for once the reports stopped (4.8).
 	rnonce, probed string
@@ -135,6 +136,7 @@ type Coordinator struct {
 	sweep     int
 	roster    rosterState
 	idx       planIndex // plan's, kept between events (plan.go)
+	forms     [2]string // an ETag as listed and as read, in two forms (etag.go)
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
@@ -192,6 +194,8 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		return c.after(now, nil)
 	}
 	c.firstSent = time.Time{} // a call succeeded
+	// One form of ETag for listings and reads (etag.go).
+	k.readRaw, etag = etag, sameForm(etag)
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
 	}

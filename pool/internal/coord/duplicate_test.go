@@ -103,3 +103,98 @@ func TestRestoredSessionOfAnEarlierProcessIsNotADuplicate(t *testing.T) {
 		t.Fatalf("after %d restores: session %q, %d sessions opened: the schedule did not run", restores, sess, n)
 	}
 }
+
+// TestReplayedVersionsOfAnEarlierProcessAreNotADuplicate: W1 counts a
+// displacement only when the foreign session on the worker's key is seen
+// to go on renewing: its seq risen twice, the second rise within its ttl
+// of the first (dup.go). An operator who puts the key back to two
+// consecutive versions of an earlier process (a restore tool replaying a
+// version history, replication catching up, two put-backs by hand) shows
+// one rise and then stands still: not a duplicate, however often.
+//
+// Schedule (core level; FrequentInterval 1 s, LeaderTimeout 3 s; store
+// calls take 10 ms): at 10 s the operator puts the key back to renewal
+// seq 57 of session "yesterday" of the process that ran before this one,
+// and at 10.5 s to its next renewal, seq 58; the same at 3,600 s and
+// 3,600.5 s. Run must not end. (With one rise counted, it ended with
+// ErrDuplicateID at 3,601.09 s.)
+func TestReplayedVersionsOfAnEarlierProcessAreNotADuplicate(t *testing.T) {
+	n := 0
+	w := NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
+		NewSession: func() string { n++; return fmt.Sprintf("today%d", n) }})
+	version := func(seq uint64) ([]byte, string) {
+		b := Marshal(Session{V: wireVersion, ID: "w1", Session: "yesterday", Seq: seq, TTL: 3000,
+			Applied: Ver{3, 12}, Leads: map[string]uint64{"a": 3<<32 | 4}})
+		return b, fmt.Sprintf("%x", md5.Sum(b)) // S3: the same bytes, the same ETag
+	}
+	restores := map[time.Duration]uint64{10 * time.Second: 57, 10500 * time.Millisecond: 58,
+		3600 * time.Second: 57, 3600500 * time.Millisecond: 58}
+	obj, tag := []byte(nil), ""
+	writes := 0
+	type pending struct {
+		at time.Duration
+		fn func(now time.Time) []Effect
+	}
+	var q []pending
+	var timer time.Time
+	var failed error
+	var failedAt time.Duration
+	handle := func(d time.Duration, fx []Effect) {
+		for _, e := range fx {
+			switch e.Op {
+			case OpFail:
+				if failed == nil {
+					failed, failedAt = e.Err, d
+				}
+			case OpTimer:
+				timer = e.At
+			case OpGetSession:
+				data, etag := obj, tag
+				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionRead(now, data, etag, nil) }})
+			case OpPutSession:
+				sent := d
+				if e.IfMatch != tag {
+					q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect {
+						return w.SessionPut(now, at(sent), "", store.ErrPreconditionFailed)
+					}})
+					break
+				}
+				writes++
+				obj, tag = e.Data, fmt.Sprintf("w%d", writes)
+				etag := tag
+				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionPut(now, at(sent), etag, nil) }})
+			case OpGetPage:
+				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.PageRead(now, nil, "", nil) }})
+			}
+		}
+	}
+	handle(0, w.Start(at(0)))
+	for d := time.Duration(0); d < 3610*time.Second && failed == nil; d += 10 * time.Millisecond {
+		if seq, ok := restores[d]; ok {
+			obj, tag = version(seq)
+		}
+		var due []pending
+		rest := q[:0]
+		for _, p := range q {
+			if p.at <= d {
+				due = append(due, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		q = rest
+		for _, p := range due {
+			handle(d, p.fn(at(d)))
+		}
+		if !timer.IsZero() && !at(d).Before(timer) {
+			timer = time.Time{}
+			handle(d, w.Tick(at(d)))
+		}
+	}
+	if failed != nil {
+		t.Fatalf("t=%v: Run ends: %v, after the operator replayed two versions of an earlier process's session, twice", failedAt, failed)
+	}
+	if sess, _ := w.Session(); sess == "" || n < 3 {
+		t.Fatalf("session %q, %d sessions opened: the schedule did not run", sess, n)
+	}
+}

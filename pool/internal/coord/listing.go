@@ -9,6 +9,7 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 		return c.after(now, nil)
 	}
 	c.firstSent = time.Time{} // a call succeeded
+	entries = c.sameForms(entries)
 	for _, id := range sortedKeys(entries) {
 		e := entries[id]
 		k := c.k(id)

@@ -4,7 +4,9 @@ package coord
 
 import (
 	"crypto/md5"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -168,5 +170,150 @@ func reportedSighting(t *testing.T, lieAt time.Duration, nonces bool) {
 	}
 	if len(ws["w1"].s.Leads) == 0 {
 		t.Fatalf("w1 led nothing: the schedule does not test the rule")
+	}
+}
+
+// TestBogusReportsDoNotStallAnEraStart: anyone who reaches a worker's
+// PeerHandler can report any valid ID. A report must not create a key
+// the era's start waits to read (4.1, 4.8): a liar reporting a new
+// made-up ID faster than a read round trip would keep the era from ever
+// granting, and every made-up key would be walked by every event. A
+// report for an ID no listing has shown only brings the next listing
+// forward.
+//
+// Schedule (3 workers, 6 shards, FrequentInterval 1 s, LeaderTimeout 3 s,
+// no random fault): the coordinator's process is killed; from then on a
+// liar reports ID "bogus-<n>" (n = 1, 2, ...) every 10 ms to whichever
+// coordinator runs, once it has listed. Every shard must be led again
+// within section 6's bound (3 × LeaderTimeout + 3 × FrequentInterval);
+// the era keeps no made-up key. (Before the rule: s02 and s05 unled
+// after 30 s, era 2 knowing 2,736 keys.)
+func TestBogusReportsDoNotStallAnEraStart(t *testing.T) {
+	s := calmSim(t, 1, 3, 6)
+	h := s.holder
+	s.log("attack: the coordinator %s is killed; a liar reports a new ID every 20 ms", h.id)
+	s.kill(h)
+	n := 0
+	var c *Coordinator
+	bound := 3*attackTiming.lt + 3*attackTiming.fi
+	start := s.now
+	ledAt := time.Duration(-1)
+	for s.now-start < 30*time.Second {
+		s.step(s.now + 10*time.Millisecond)
+		if ledAt < 0 && s.allLed() {
+			ledAt = s.now - start
+		}
+		if p := s.holder; p != nil && p.c != nil && p.up {
+			c = p.c
+			n++
+			s.cdo(p, c, c.Reported(p.local(s.now), fmt.Sprintf("bogus-%d", n), Entry{Session: "x"}))
+		}
+	}
+	if c == nil {
+		t.Fatal("no coordinator was elected after the kill")
+	}
+	t.Logf("after 30 s: era %d knows %d keys (%d reports), allRead set: %v, unled: %v", c.term, len(c.keys), n, !c.allRead.IsZero(), s.unled())
+	for id := range c.keys {
+		if strings.HasPrefix(id, "bogus-") {
+			t.Errorf("era %d keeps key %q, which only a report named", c.term, id)
+			break
+		}
+	}
+	if ledAt < 0 || ledAt > bound {
+		t.Errorf("every shard led again only at %v after the coordinator's kill (-1: not in 30 s); the bound is %v", ledAt, bound)
+	}
+}
+
+// TestReportOfAKeyTheStoreRefusesDoesNotStallAnEraStart is the
+// one-request form of TestBogusReportsDoNotStallAnEraStart: one report,
+// sent after the era's first listing, for ID "a\x00b", a key MinIO
+// refuses on every GET (400 XMinioInvalidObjectName, measured on the
+// pinned MinIO through s3store). The peer handler now refuses such an ID
+// (next.CheckID), and the core drops a report for an ID no listing
+// showed, so the era's first grant comes as without the report. (Before:
+// the failed read was asked again for ever, allRead never set, no grant
+// in 60 s.)
+//
+// Schedule (core level; era 1, shards a to d, workers w1 and w2 at
+// FrequentInterval 1 s, LeaderTimeout 3 s; every call answers in 10 ms,
+// the refused key's reads with the store's error): the first listing
+// shows w1 and w2; one report for "a\x00b" arrives at 5 ms. Without the
+// report the first grant is at 3.05 s; with it, it must be within section
+// 6's bound.
+func TestReportOfAKeyTheStoreRefusesDoesNotStallAnEraStart(t *testing.T) {
+	refused := errors.New("s3store: get s3://b/pools/t/workers/a\x00b.json: XMinioInvalidObjectName: Object name contains unsupported characters")
+	for _, lie := range []bool{false, true} {
+		c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Mark: "m"}, 1)
+		seq := map[string]uint64{"w1": 1, "w2": 1}
+		applied := map[string]Ver{}
+		type call struct {
+			at time.Duration
+			e  Effect
+		}
+		var q []call
+		push := func(d time.Duration, fx []Effect) {
+			for _, e := range fx {
+				if e.Op != OpTimer {
+					q = append(q, call{d + 10*time.Millisecond, e})
+				}
+			}
+		}
+		push(0, c.Begin(at(0)))
+		granted := time.Duration(-1)
+		lied := false
+		for d := time.Duration(0); d < 60*time.Second && granted < 0; d += 5 * time.Millisecond {
+			now := at(d)
+			if lie && !lied && c.listed {
+				lied = true
+				push(d, c.Reported(now, "a\x00b", Entry{Session: "x"}))
+			}
+			var due []call
+			rest := q[:0]
+			for _, x := range q {
+				if x.at <= d {
+					due = append(due, x)
+				} else {
+					rest = append(rest, x)
+				}
+			}
+			q = rest
+			for _, x := range due {
+				e := x.e
+				switch e.Op {
+				case OpGetRoster:
+					push(d, c.RosterRead(now, nil, "", nil))
+				case OpList:
+					push(d, c.Listed(now, map[string]Entry{"w1": {Session: fmt.Sprintf("w1.%d", seq["w1"])}, "w2": {Session: fmt.Sprintf("w2.%d", seq["w2"])}}, nil))
+				case OpGetSession:
+					if e.Key != "w1" && e.Key != "w2" {
+						push(d, c.SessionRead(now, e.Key, nil, "", refused))
+						break
+					}
+					data := Marshal(Session{V: wireVersion, ID: e.Key, Session: "s" + e.Key, Seq: seq[e.Key], TTL: 3000, Applied: applied[e.Key], AppliedBy: "m"})
+					push(d, c.SessionRead(now, e.Key, data, fmt.Sprintf("%s.%d", e.Key, seq[e.Key]), nil))
+				case OpGetPage:
+					if e.Key != "w1" && e.Key != "w2" {
+						push(d, c.PageRead(now, e.Key, nil, "", refused))
+						break
+					}
+					push(d, c.PageRead(now, e.Key, nil, "", nil))
+				case OpPutPage:
+					p, _ := ParsePage(e.Data, e.Key)
+					if len(p.Shards) > 0 && granted < 0 {
+						granted = d
+					}
+					push(d, c.PagePut(now, e.Key, fmt.Sprintf("p%d", d), nil))
+					seq[e.Key]++
+					applied[e.Key] = p.Ver // the worker applies it at once
+				case OpPutRoster:
+					push(d, c.RosterPut(now, "r", nil))
+				}
+			}
+			push(d, c.Tick(now))
+		}
+		t.Logf("report of a refused key %v: first grant at %v (-1: none in 60 s); allRead set: %v", lie, granted, !c.allRead.IsZero())
+		if granted < 0 || granted > 12*time.Second {
+			t.Errorf("with a report for a key the store refuses (%v): first grant at %v (-1: none in 60 s); %s", lie, granted, c.debug(at(60*time.Second)))
+		}
 	}
 }

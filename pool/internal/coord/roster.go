@@ -65,7 +65,7 @@ func (c *Coordinator) RosterRead(now time.Time, data []byte, etag string, err er
 	if r, perr := ParseRoster(data); etag != "" && perr == nil {
 		for id, e := range r.Closed {
 			if _, ok := c.roster.closed[id]; !ok && !c.listed {
-				c.roster.closed[id] = e // after a refused write, ours stand
+				c.roster.closed[id] = sameForm(e) // after a refused write, ours stand
 			}
 		}
 		if c.allRead.IsZero() {

@@ -58,6 +58,7 @@ type proc struct {
 	inc       int // incarnation: events of an earlier one are dropped
 	up        bool
 	closed    bool
+	rejoin    bool // leaving when the faults stopped: started again once closed
 	rate      float64
 	off       time.Duration
 	tm        timing
@@ -403,6 +404,17 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 			p.up, p.closed = false, true
 			p.inc++
 			p.c = nil
+			if e.Op == OpClosed && p.rejoin {
+				// A leave that was under way when the faults stopped ends
+				// after the calm began: start the worker again, as the
+				// calm does every worker that is down.
+				p.rejoin = false
+				s.at(s.now, nil, p.id+" restarts after its leave", func() {
+					if !p.up {
+						s.start(p)
+					}
+				})
+			}
 		}
 	}
 }

@@ -133,6 +133,8 @@ func (s *sim) calmDown() {
 			s.kill(p)
 		case !p.up && !p.twin:
 			s.start(p)
+		case p.up && p.w.leaving:
+			p.rejoin = true // its leave ends after the calm began (sim_test.go)
 		}
 	}
 }

@@ -47,6 +47,7 @@ type dupSight struct {
 	session string
 	seq     uint64
 	at      time.Time
+	rose    bool // its seq rose once since the first read (dup.go)
 }
 
 // Worker is one worker's side of the protocol: its session, the page it
@@ -156,6 +157,8 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 			case d.session == "":
 				w.dup = dupSight{session: s.Session, seq: s.Seq, at: now}
 				return w.timer(now, fx) // read it again at the next tick
+			case d.session == s.Session && s.Seq > d.seq && w.renewsAgain(now, s.Seq):
+				return w.timer(now, fx) // risen once: read on (dup.go)
 			case d.session == s.Session && s.Seq > d.seq:
 				w.displaced++
 			case d.session == s.Session && now.Sub(d.at) < ttl:

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,6 +85,7 @@ type Pool struct {
 	ran    atomic.Bool
 
 	coordinating atomic.Bool // an era of this worker's runs
+	etagForms    atomic.Bool // warned that the store lists ETags in another form (etagform.go)
 
 	owned                                                atomic.Int64
 	starts, stops, sessions, gets, puts, lists, coordEra atomic.Uint64
@@ -102,10 +102,6 @@ type Pool struct {
 	pinned         pinnedClient
 	reports        chan reportReq // to the coordinator's loop
 	electorHandler atomic.Pointer[http.Handler]
-}
-
-func validID(id string) bool {
-	return id != "" && !strings.Contains(id, "/") && utf8.ValidString(id) && len(id) <= 255
 }
 
 // New checks cfg. It starts nothing.
@@ -130,8 +126,8 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("Store %T cannot list keys (store.Lister): the coordinator lists the workers' sessions", cfg.Store)
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case !validID(cfg.ID):
-		return nil, bad("ID %q must be a non-empty UTF-8 name without slashes, such as the host name", cfg.ID)
+	case CheckID(cfg.Prefix, cfg.ID) != nil:
+		return nil, bad("%v", CheckID(cfg.Prefix, cfg.ID))
 	case len(cfg.Shards) == 0:
 		return nil, bad("Shards is empty; name at least one shard")
 	case cfg.Work == nil:

@@ -80,7 +80,7 @@ func (p *Pool) serveReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var rep report
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&rep); err != nil || !validID(rep.ID) {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&rep); err != nil || CheckID(p.cfg.Prefix, rep.ID) != nil {
 		http.Error(w, "a report is JSON {id, session, news} with a valid worker ID", http.StatusBadRequest)
 		return
 	}

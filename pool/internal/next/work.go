@@ -350,7 +350,10 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 			case coord.OpList:
 				r.async(func() func() {
 					m, err := p.listWorkers(lctx)
-					return func() { do(c.Listed(p.clock.Now(), m, err)) }
+					return func() {
+						do(c.Listed(p.clock.Now(), m, err))
+						p.warnETagForms(c)
+					}
 				})
 			case coord.OpGetSession:
 				id := e.Key

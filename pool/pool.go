@@ -24,12 +24,12 @@
 //   - Each shard's leaderships have terms (fencing tokens, lead.Term())
 //     that rise with every grant and never repeat, as far as the
 //     coordinator election's terms do.
-//   - The exceptions are those of docs/pool-protocol.md, "Not covered",
-//     each with its bound: the election's own; on a store whose ETags hash
-//     the bytes (S3 without versioning), an object put back to exact bytes
-//     the coordinator had seen; and, until they are mended, the open
-//     findings listed there (a session object deleted and put back while
-//     its worker is paused, a host suspend, a repeated election term).
+//   - The exceptions are those of docs/pool-protocol.md, section 7 "Not
+//     covered", each with its bound: the election's own (a repeated
+//     coordinator term); on a store whose ETags hash the bytes (S3), a
+//     session object put back to exact bytes the coordinator had seen, or
+//     put back and written over again unseen (two owners for at most the
+//     worker's LeaderTimeout); a Prefix whose listing misses earlier keys.
 //     Restore the pool's objects only while every worker is stopped.
 //   - Two workers given the same ID are found out: one of them returns an
 //     error matching ErrDuplicateID from Run, and the other goes on.

@@ -105,38 +105,61 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 	t.Parallel() // real timers and servers of its own: beside the other peer tests
 	pki := newTestPKI(t)
 	mem := memstore.New()
-	wins := make(chan peerWin, 3)
+	wins := make(chan peerWin, 16)
 	var nodes []*peerNode
 	for _, id := range []string{"a", "b", "c"} {
 		n := startPeerNode(t, mem, pki, id)
 		nodes = append(nodes, n)
-		go func() {
-			if l, err := n.e.Campaign(t.Context()); err == nil {
+		go func() { // campaigns again whenever its leadership ends
+			for {
+				l, err := n.e.Campaign(t.Context())
+				if err != nil {
+					return
+				}
 				wins <- peerWin{n, l, time.Now()}
+				<-l.Context().Done()
 			}
 		}()
 	}
 	first := waitPeerWin(t, wins)
 
-	// Stable: followers ask the leader, never the store.
-	time.Sleep(4 * peerLT)
+	// Stable: followers ask the leader, never the store. A window counts
+	// only if the leadership lasted through it: a machine too loaded to
+	// renew within peerLT lets it lapse, which is no steady state (the
+	// loaded CI run ci10 saw one). Up to five windows are tried.
 	type calls struct{ gets, puts int }
-	before := map[string]calls{}
-	for _, n := range nodes {
-		before[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
-	}
 	const window = 2 * time.Second
-	time.Sleep(window)
-	for _, n := range nodes {
-		gets, puts := n.fs.count("get")-before[n.id].gets, n.fs.count("put")-before[n.id].puts
-		t.Logf("%s in %v of stable state: %d GET, %d PUT", n.id, window, gets, puts)
-		if n == first.n {
-			if want := int(window / peerFI); gets != 0 || puts < want-2 || puts > want+2 {
-				t.Errorf("leader made %d GET and %d PUT; want 0 GET and one PUT per FrequentInterval (%d)", gets, puts, want)
-			}
-		} else if gets != 0 || puts != 0 {
-			t.Errorf("stable follower %s made %d GET and %d PUT; want none", n.id, gets, puts)
+	for try := 1; ; try++ {
+		time.Sleep(4 * peerLT)
+		before := map[string]calls{}
+		for _, n := range nodes {
+			before[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
 		}
+		time.Sleep(window)
+		after := map[string]calls{}
+		for _, n := range nodes {
+			after[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
+		}
+		if first.lead.Context().Err() != nil {
+			if try == 5 {
+				t.Fatalf("the leadership lapsed in each of %d windows: never a steady state", try)
+			}
+			t.Logf("window %d: %s's leadership lapsed (a loaded machine?); measuring the next leader", try, first.n.id)
+			first = waitPeerWin(t, wins)
+			continue
+		}
+		for _, n := range nodes {
+			gets, puts := after[n.id].gets-before[n.id].gets, after[n.id].puts-before[n.id].puts
+			t.Logf("%s in %v of stable state: %d GET, %d PUT", n.id, window, gets, puts)
+			if n == first.n {
+				if want := int(window / peerFI); gets != 0 || puts < want-2 || puts > want+2 {
+					t.Errorf("leader made %d GET and %d PUT; want 0 GET and one PUT per FrequentInterval (%d)", gets, puts, want)
+				}
+			} else if gets != 0 || puts != 0 {
+				t.Errorf("stable follower %s made %d GET and %d PUT; want none", n.id, gets, puts)
+			}
+		}
+		break
 	}
 
 	// Resign: the long-poll answers once the release is written; a

@@ -56,6 +56,16 @@ func TestReleaseMovesJob(t *testing.T) {
 			leader := "a"
 			for trial := range *releaseTrials {
 				time.Sleep(3 * time.Second) // the followers settle at their steady pace
+				// Who leads now: on a loaded machine a lease can lapse and
+				// another runner take over between two trials.
+				waitFor(t, 20*time.Second, "a live leader", func() bool {
+					rec, ok := lockfile(t, bucket, key)
+					if ok && !rec.LastUpdated.IsZero() && slices.Contains(ids, rec.LeaderID) {
+						leader = rec.LeaderID
+						return true
+					}
+					return false
+				}, procs...)
 				next := ids[(slices.Index(ids, leader)+1)%len(ids)]
 				begun := time.Now()
 				out, err := runBin(append(append([]string{"release"}, where...), "-to", next)...)

@@ -58,6 +58,7 @@ type simRestorer struct {
 	kept     map[string][][]byte
 	releases [][]byte
 	before   []byte // the lockfile's last version before the last takeover
+	top      Record // the landed lockfile write with the highest term: its leadership may be live before it is handed out
 	mem      *memstore.Store
 
 	put func(key string, data []byte) // set by bind
@@ -333,6 +334,9 @@ func (rs *simRestorer) landed(key string) {
 			rs.before = v[len(v)-1] // a takeover landed: what it replaced
 		}
 	}
+	if rec, err := ParseRecord(data); key == testKey && err == nil && rec.Term >= rs.top.Term {
+		rs.top = rec
+	}
 	rs.kept[key] = keep(rs.kept[key], 8)
 	if rec, err := ParseRecord(data); key == testKey && err == nil && rec.LastUpdated.IsZero() {
 		rs.releases = keep(rs.releases, 4)
@@ -365,6 +369,14 @@ func (rs *simRestorer) beforeTakeover() []byte {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	return rs.before
+}
+
+// newest returns the leadership of the landed lockfile write with the
+// highest term (zero if none).
+func (rs *simRestorer) newest() Record {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return Record{LeaderID: rs.top.LeaderID, Term: rs.top.Term}
 }
 
 // keys returns the objects the next restore puts back.
@@ -477,7 +489,9 @@ func addSuspends(r *rand.Rand, p simParams, events *simworld.Schedule, counts *s
 // inLimitB reports whether a restore of data, a version of the lockfile,
 // falls in protocol.md 2.1's limit (b), which the simulation leaves out:
 // a record of the live leadership (live: a running node holds a
-// leadership of that ServerID and term, its context live or ending) that
+// leadership of that ServerID and term, its context live or ending, or
+// it is the newest takeover's and its node runs: a takeover's lease
+// runs before its leadership is handed out, seed 16614) that
 // some follower has seen, but only in versions with less held time
 // (nothing tells the restore from a renewal to it, so section 3.2 counts
 // from its earlier sightings), or that a follower may know of without

@@ -305,8 +305,8 @@ func (c *core) termReadDone(ev evStore, now time.Time, emit func(effect)) bool {
 	// the claims of the terms a version 2 writer used above the term
 	// object (section 1.2).
 	c.camp.hint = write{data: data, ifMatch: ev.etag, over: over}
-	c.camp.floor = high
-	if g := min(c.sh.v2Term, base); g > high && high > 0 && !mutNoGapClaims {
+	c.camp.floor = max(high, c.sh.claimTo)
+	if g := min(c.sh.v2Term, base); g > max(high, c.sh.claimTo) && high > 0 && !mutNoGapClaims {
 		c.claimGap(g, now, emit)
 		return true
 	}
@@ -404,6 +404,16 @@ func (c *core) findTermDone(ev evStore, now time.Time, emit func(effect)) {
 	var top termObject
 	if ev.err == nil {
 		c.sh.maxTerm = max(c.sh.maxTerm, ev.term)
+		if len(ev.data) > 0 {
+			// Read, so claimed; and every term below it is (section 1.1:
+			// claims are contiguous), a version 2 writer's too: a claim
+			// made for it need not be tried again (section 1.2). Without
+			// this, a takeover that claimed a version 2 term and failed
+			// before its own claim left every later takeover refused at
+			// that term, waiting a lease, and trying it again: no leader
+			// ever (restorer seed 10, with the version 2 history).
+			c.sh.claimTo = max(c.sh.claimTo, ev.term)
+		}
 		if json.Unmarshal(ev.data, &top) != nil || top.TTL < 0 {
 			top = termObject{} // damaged: its lease is unknown
 		}

@@ -69,6 +69,7 @@ type shared struct {
 	maxTerm uint64        // the highest term seen or written (section 1, term)
 	maxTTL  time.Duration // the longest lease a record, the term object or a claim of this lockfile has stated (section 3.1)
 	v2Term  uint64        // the highest term seen in a record without ttl but with a lease: a version 2 writer's, which it did not claim (section 1.2)
+	claimTo uint64        // the highest claim a search found: every term up to it is claimed (claims are contiguous, section 1.1), so no version 2 term below needs a claim made for it (section 1.2)
 
 	termSeen string    // the term object as last read: ETag and SHA-256 of its bytes (section 4)
 	foreign  uint64    // records read without the version 2 fields (section 1.2); the first is logged

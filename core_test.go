@@ -1230,6 +1230,43 @@ func TestCoreTermObject(t *testing.T) {
 			}
 		}
 	})
+	t.Run("C26 (1.2) no claim for a version 2 term at or below a claim found", func(t *testing.T) {
+		// As C26, the claim of the version 2 writer's term 3 refused: a
+		// takeover made it and failed before its own (the term object
+		// still says 1). The search finds 3; the next takeover claims its
+		// own term, 4, not 3 again (before: refused at 3, a lease waited,
+		// and again, with no leader ever; restorer seed 10 with the
+		// version 2 history).
+		m := newMachine(t, coreParams)
+		m.manualTerm = true
+		v2 := Record{LeaderID: "v2", Term: 3, Lease: "00000000000000f2"}.encode()
+		campaignAt(t, m, v2, `"v2"`, at(0))
+		takeover := func(from time.Duration) time.Duration {
+			now := from
+			for ; !calling[doReadTerm](m); now += time.Second {
+				m.on(evTimer{}, at(now))
+				if calling[doRead](m) {
+					m.read(v2, `"v2"`, at(now))
+				}
+				if now > from+3*time.Minute {
+					t.Fatal("no takeover of a version 2 release")
+				}
+			}
+			m.on(evStore{gen: m.c.sh.gen, data: termObj(1), etag: `"t1"`}, at(now))
+			return now
+		}
+		now := takeover(0)
+		if cl := mustEffect[doClaimTerm](t, m, "a version 2 writer's term above the term object's"); !cl.gap || cl.term != 3 {
+			t.Fatalf("claim of term %d (for a version 2 writer: %v); want the version 2 writer's term 3", cl.term, cl.gap)
+		}
+		m.on(evStore{gen: m.c.sh.gen, err: store.ErrPreconditionFailed}, at(now))
+		mustEffect[doFindTerm](t, m, "a version 2 writer's term claimed by another")
+		m.on(evStore{gen: m.c.sh.gen, term: 3, data: termObj(3)}, at(now))
+		now = takeover(now + time.Second)
+		if cl := mustEffect[doClaimTerm](t, m, "a takeover after the claim of 3 was found"); cl.gap || cl.term != 4 {
+			t.Fatalf("claim of term %d (for a version 2 writer: %v); want the takeover's own, 4", cl.term, cl.gap)
+		}
+	})
 	t.Run("C11 (1.1) the term object raised by another first: read the lockfile again", func(t *testing.T) {
 		m := newMachine(t, coreParams)
 		m.manualTerm = true

@@ -31,6 +31,7 @@ type simVariant struct {
 	midTakeover bool // Campaign contexts end, and electors are closed and restarted, at random and during takeovers
 	rewind      bool // the store loses acknowledged writes and hands their revisions out again
 	mixed       bool // each node has its own FrequentInterval and LeaderTimeout, within 20% of the seed's
+	spread      bool // each node has its own LeaderTimeout, a half to three times the seed's (restorer worlds: a group left mid-way through a configuration change)
 	rolling     bool // nodes are restarted one by one, mid-run, onto another configuration
 	foreign     bool // a writer without terms, leases or ttl (the original s3lect, or worse) takes the lockfile now and then
 	deleter     bool // the lockfile, its term object, or both are deleted now and then
@@ -118,11 +119,23 @@ func (p *simParams) setCfgs(r *rand.Rand, v simVariant) {
 			c[0] = base.jitter(r)
 			c[1] = c[0]
 		}
+		if v.spread {
+			// A LeaderTimeout of a half to three times the seed's, as
+			// far apart as operators' changes go.
+			c[0].lt = max(time.Duration(float64(base.lt)*[]float64{0.5, 1, 2, 3}[r.IntN(4)]), 2*base.fi+time.Millisecond)
+			c[1] = c[0]
+		}
 		p.cfgs[i] = c
 		for _, x := range c {
 			p.maxFI, p.maxLT = max(p.maxFI, x.fi), max(p.maxLT, x.lt)
 		}
 	}
+}
+
+// livenessBound is how soon after the faults stop a leader must lead
+// (checkIntervals).
+func (p simParams) livenessBound() time.Duration {
+	return (2*p.maxLT + p.maxFI + 3*p.maxFI + 1100*time.Millisecond) * 21 / 20
 }
 
 func newSimParams(r *rand.Rand) simParams {
@@ -177,6 +190,26 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 	}
 	p := newSimParams(r)
 	p.setCfgs(rand.New(rand.NewPCG(uint64(seed), 0xc0f6)), v)
+	if rs != nil && rs.v2 {
+		// The claims made for the version 2 writer's term state the
+		// lease assumed for it, and the term object's ttl never falls:
+		// every lease waited in this group is at least that from then on
+		// (seed 13238: a stale peer after the faults waited out twice).
+		p.maxLT = max(p.maxLT, noTTLLease)
+	}
+	if rs != nil {
+		// The peer mode's last crash comes half-way through the calm: the
+		// liveness bound, and a lease more (below), must fit in the half
+		// after it where leases differ (up to three times the seed's).
+		p.calmFor = max(p.calmFor, 2*(p.livenessBound()+p.maxLT*21/20+time.Second))
+	}
+	if rs != nil && rs.v2 {
+		// The version 2 release the run starts from is waited out with
+		// the lease assumed for records without ttl; the restores come
+		// after, and a restored record without ttl is waited out so too.
+		p.faultsFor += noTTLLease
+		p.calmFor += 2 * noTTLLease
+	}
 	if v.foreign {
 		p.calmFor += noTTLLease // records without ttl are waited out with the lease assumed for them
 	}
@@ -191,6 +224,9 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 	go gate.Run(stopGate)
 	if rs != nil {
 		rs.bind(w, gate, counts)
+		if rs.v2 {
+			rs.seedV2(p.lt)
+		}
 	}
 	var (
 		rw        *simworld.Rewind
@@ -437,6 +473,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 	}
 
 	var events simworld.Schedule
+	var rollFrom, rollTo time.Duration // when the rolling restart runs (rolling variant)
 	// leaderOr returns the index of the node that leads now, or i if none.
 	leaderOr := func(i int) int {
 		if id, ok := ledger.Live(""); ok {
@@ -478,8 +515,10 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		// A rolling restart onto the second configuration: one node after
 		// another is stopped (closed, or killed) and started again.
 		at := time.Duration(r.Int64N(int64(p.faultsFor / 4)))
+		rollFrom = at
 		for _, i := range r.Perm(p.nodes) {
 			at += time.Duration(r.Int64N(int64(p.faultsFor / time.Duration(2*p.nodes))))
+			rollTo = at
 			graceful := r.IntN(2) == 0
 			d := time.Duration(r.Int64N(int64(2 * time.Second)))
 			events.Add(at, func() {
@@ -664,7 +703,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		}
 	}
 	if rs != nil {
-		sw := simRestoreWorld{gate: gate, counts: counts,
+		sw := simRestoreWorld{gate: gate, counts: counts, rollFrom: rollFrom, rollTo: rollTo, leasesDiffer: v.mixed || v.spread || v.rolling,
 			leader: func() *simNode {
 				if i := leaderOr(-1); i >= 0 {
 					return node(i)
@@ -680,19 +719,35 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 					}
 				}
 				return false
+			},
+			restart: func(i int, d time.Duration) {
+				n := node(i)
+				if leaderOr(-1) == i || n.closed.Load() || n.st.Crashed() {
+					return
+				}
+				counts.Add("follower restarted at a restore")
+				crash(n, false)
+				restartLater(i, n, d)
 			}}
 		if v.peer {
 			sw.peers = peers
 		}
 		rs.limitB = func(data []byte) bool {
-			var views []Record
+			var views, live []Record
 			blind := 0
 			nmu.Lock()
 			for _, n := range nodes {
 				if n.closed.Load() || n.st.Crashed() {
 					continue
 				}
-				switch snap := n.e.snap.Load(); {
+				snap := n.e.snap.Load()
+				if snap != nil && snap.lead != nil {
+					live = append(live, Record{LeaderID: n.id, Term: snap.lead.Term()})
+				}
+				if top := rs.newest(); top.LeaderID == n.id {
+					live = append(live, top) // perhaps not handed out yet, its lease running
+				}
+				switch {
 				case snap == nil || snap.lead != nil:
 				case snap.change.Leader.LeaderID == "":
 					blind++
@@ -701,7 +756,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 				}
 			}
 			nmu.Unlock()
-			return inLimitB(data, views, blind)
+			return inLimitB(data, views, live, blind)
 		}
 		rs.schedule(r, p, &events, sw)
 	}
@@ -794,7 +849,20 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		// out from its first sight, and a takeover that finds a term
 		// claimed since waits out a lease more (docs/protocol.md, 1.1).
 		l := p.maxLT * 21 / 20
+		if rs.v2 {
+			l = max(p.maxLT, noTTLLease) * 21 / 20 // the version 2 writer's records have no ttl
+		}
 		lastFault = latest(lastFault, latest(faultsEnd.Add(l), last.Add(2*l)))
+	}
+	if rs != nil && rs.v2 {
+		// The version 2 release, which may still be there, is waited
+		// out with the lease assumed for it from each elector's first
+		// sight (electors restarted when the faults stop see it first
+		// then), and a takeover refused at the claim of its term (one
+		// made for it by a takeover that failed after) waits out that
+		// claim's lease, at least noTTLLease (docs/protocol.md, 1.2).
+		l := max(p.maxLT, noTTLLease) * 21 / 20
+		lastFault = latest(lastFault, faultsEnd.Add(2*l))
 	}
 	if !lastDelete.IsZero() {
 		// An absence is watched from its first sight, and once more from
@@ -804,6 +872,16 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		// longest lease.
 		l := max(p.maxLT, noTTLLease) * 21 / 20
 		lastFault = latest(lastFault, latest(faultsEnd.Add(2*l), lastDelete.Add(3*l)))
+	}
+	if rs != nil && (v.spread || rs.v2) {
+		// A takeover that finds a term claimed since it first saw the
+		// lockfile waits out a lease anew (docs/protocol.md, 1.1): with
+		// the wait before it and a recreated lockfile's, or a stale
+		// peer's, a third lease, which the bound's FrequentIntervals
+		// cover only while a lease is at most about five of them (seed
+		// 2602: a lease of ten; seed 13238: the 15 s of a version 2
+		// history, a stale peer after the faults).
+		lastFault = lastFault.Add(p.maxLT * 21 / 20)
 	}
 	allowed := slices.Clone(wipes)
 	lost := maps.Clone(lostTerms)
@@ -888,7 +966,7 @@ func checkIntervals(p simParams, ivs []simworld.Tenure, healed time.Time, lostTe
 	// deleted) is watched for a lease from the raise, and the leadership
 	// that recreates it is handed out a lease after the write
 	// (docs/protocol.md, 4): one LeaderTimeout more.
-	bound := (2*p.maxLT + p.maxFI + 3*p.maxFI + 1100*time.Millisecond) * 21 / 20
+	bound := p.livenessBound()
 	if len(ivs) == 0 {
 		return errors.New("no leader ever")
 	}

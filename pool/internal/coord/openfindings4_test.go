@@ -58,20 +58,41 @@ import (
 // superseded).
 func TestReportedNonceOfAPutBackWriteDatesItFromTheReport(t *testing.T) {
 	for _, tt := range []time.Duration{10300, 11300, 12300} {
-		t.Run(fmt.Sprint(tt*time.Millisecond), func(t *testing.T) { putBackReported(t, tt*time.Millisecond, true) })
+		t.Run(fmt.Sprint(tt*time.Millisecond), func(t *testing.T) { putBackReported(t, tt*time.Millisecond, 50*time.Millisecond, true) })
 	}
 }
 
+// TestReportedNonceDatesAPutBackWriteAfterAListingShowedALaterOne: the
+// same schedule with the put-back 450 ms after w1's last write, so that
+// at some phases a listing of the coordinator shows that write (seq k+1)
+// before the object is put back to seq k: the coordinator has seen the
+// reported write superseded, yet the read after the put-back dates seq k
+// from the report all the same (the listed, unread ETag only matters to
+// ghosts). Section 7's put-back exception is for "a session object whose
+// later writes the coordinator never saw".
+//
+// Measured at T = 12.3 s (put-back at 13.75 s): a listing showed seq k+1
+// (sent at 13.3 s) before the put-back, no listing or read ever showed
+// seq k's bytes before it, and the coordinator grants b to w2 at 15.31 s
+// while w1 leads it to 16.0 s (w2 starts it at about 15.65 s: 0.35 s of
+// two owners). The control (TestPutBackUnseenWithoutNonceIsSafe, same
+// schedule without Nonces) grants nothing before 16.0 s.
+func TestReportedNonceDatesAPutBackWriteAfterAListingShowedALaterOne(t *testing.T) {
+	putBackReported(t, 12300*time.Millisecond, 450*time.Millisecond, true)
+}
+
 // TestPutBackUnseenWithoutNonceIsSafe is the control of the schedule
-// above at T = 12.3 s (no listing or read showed seq k before the
+// above, and of the next, at T = 12.3 s (no listing or read showed seq k before the
 // put-back): without Nonces the coordinator's first sight of the
 // put-back bytes is after the put-back, and nothing is granted while w1
 // leads. It passes: the overlap above is the Nonce rule's.
 func TestPutBackUnseenWithoutNonceIsSafe(t *testing.T) {
-	putBackReported(t, 12300*time.Millisecond, false)
+	for _, delay := range []time.Duration{50 * time.Millisecond, 450 * time.Millisecond} {
+		t.Run(fmt.Sprint(delay), func(t *testing.T) { putBackReported(t, 12300*time.Millisecond, delay, false) })
+	}
 }
 
-func putBackReported(t *testing.T, T time.Duration, nonces bool) {
+func putBackReported(t *testing.T, T, delay time.Duration, nonces bool) {
 	const fi, lt = time.Second, 3 * time.Second
 	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
 	type wk struct {
@@ -103,7 +124,8 @@ func putBackReported(t *testing.T, T time.Duration, nonces bool) {
 	}
 	var backup Session
 	var backupTag string
-	seenBackup := false // a listing or read of the coordinator showed the backup's bytes before the put-back
+	seenBackup := false  // a listing or read of the coordinator showed the backup's bytes before the put-back
+	listedLater := false // a listing showed w1's undone write before the put-back
 	leadsAtCut := map[string]uint64{}
 	var queue []Effect
 	queue = append(queue, c.Begin(at(0))...)
@@ -126,7 +148,7 @@ func putBackReported(t *testing.T, T time.Duration, nonces bool) {
 				}
 			}
 		}
-		if d == T+fi+50*time.Millisecond {
+		if d == T+fi+delay {
 			ws["w1"].s, ws["w1"].etag = backup, backupTag // the operator's restore
 			t.Logf("t=%v: w1's object put back to seq %d (w1's last write, seq %d, sent at %v, leads %v to %v); the coordinator saw those bytes before: %v",
 				d, backup.Seq, backup.Seq+1, T+fi, leadsAtCut, T+fi+lt-lt/10, seenBackup)
@@ -138,12 +160,15 @@ func putBackReported(t *testing.T, T time.Duration, nonces bool) {
 			case OpStepDown:
 				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
 			case OpList:
-				if d > T && d < T+fi+50*time.Millisecond && ws["w1"].etag == backupTag {
+				if d > T && d < T+fi+delay && ws["w1"].etag == backupTag {
 					seenBackup = true
+				}
+				if d >= T+fi && d < T+fi+delay {
+					listedLater = true
 				}
 				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: ws["w1"].etag}, "w2": {Session: ws["w2"].etag}}, nil)...)
 			case OpGetSession:
-				if e.Key == "w1" && d > T && d < T+fi+50*time.Millisecond && ws["w1"].etag == backupTag {
+				if e.Key == "w1" && d > T && d < T+fi+delay && ws["w1"].etag == backupTag {
 					seenBackup = true
 				}
 				queue = append(queue, c.SessionRead(now, e.Key, Marshal(ws[e.Key].s), ws[e.Key].etag, nil)...)
@@ -168,8 +193,8 @@ func putBackReported(t *testing.T, T time.Duration, nonces bool) {
 				for sh := range p.Shards {
 					if _, ok := leadsAtCut[sh]; ok && d < end {
 						start := ws["w2"].renewAt + 50*time.Millisecond
-						t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v (lease from seq %d, sent at %v, undone by the put-back); its wait counted from the report at %v; the coordinator saw seq %d's bytes before the put-back: %v",
-							d, sh, start, end, backup.Seq+1, T+fi, T, backup.Seq, seenBackup)
+						t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v (lease from seq %d, sent at %v, undone by the put-back); its wait counted from the report at %v; the coordinator saw seq %d's bytes before the put-back: %v; a listing showed seq %d before the put-back: %v",
+							d, sh, start, end, backup.Seq+1, T+fi, T, backup.Seq, seenBackup, backup.Seq+1, listedLater)
 					}
 				}
 			}

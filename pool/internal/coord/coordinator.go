@@ -91,10 +91,12 @@ type key struct {
 	listedAt time.Time
 	readTag  string // the ETag the last read of this era returned
 	readRaw  string // the same, in the store's form (etag.go)
-	// rnonce is the Nonce the latest report named, first at rAt; probed,
-	// the one a read was sent for once the reports stopped (4.8).
-	rnonce, probed string
-	rAt            time.Time
+	// rnonce is the Nonce the latest report named, first at rAt, for the
+	// write at ETag rtag; probed, the one a read was sent for once the
+	// reports stopped (4.8). A listing that shows the key at another ETag
+	// drops it: the reported write was superseded.
+	rnonce, rtag, probed string
+	rAt                  time.Time
 }
 
 // Coordinator decides the assignment for one era: the term of one
@@ -205,7 +207,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
-	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.sight && k.rAt.Before(k.seen) {
+	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.rtag && etag == k.sight && k.rAt.Before(k.seen) {
 		// A report named this write's Nonce at rAt: its sender knew the
 		// write's content then, so the write had been sent (4.8).
 		k.seen = k.rAt

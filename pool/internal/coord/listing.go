@@ -18,6 +18,9 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 			k.sight, k.seen, k.news, k.departed, k.skipped = e.Session, now, e.News, true, true
 			continue
 		}
+		if k.rnonce != "" && e.Session != k.rtag {
+			k.rnonce, k.rtag = "", "" // the reported write was superseded: it dates nothing (4.8)
+		}
 		c.entry(now, k, e)
 		if !c.listed {
 			k.wantGet = true
@@ -26,6 +29,7 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	for _, id := range sortedKeys(c.keys) {
 		if _, ok := entries[id]; !ok {
 			k := c.keys[id]
+			k.rnonce, k.rtag = "", ""
 			if k.sight != "" || k.cur != nil {
 				k.sight, k.seen, k.wantGet = "", now, true
 			}

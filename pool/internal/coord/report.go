@@ -34,7 +34,7 @@ func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 	if e.Nonce != "" && e.Nonce != k.rnonce {
 		// The first report of a write's Nonce: only a read that shows
 		// that write, with that Nonce, makes it count (SessionRead).
-		k.rnonce, k.rAt = e.Nonce, now
+		k.rnonce, k.rtag, k.rAt = e.Nonce, e.Session, now
 	}
 	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0) {
 		k.wantGet = true // new, or owing this coordinator an acknowledgement

@@ -51,7 +51,7 @@ type Session struct {
 	// Nonce is random per write (peer mode): a report that names it was
 	// sent after the write was (4.8).
 	Nonce  string `json:"nonce,omitempty"`
-	Fenced    uint64            `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
+	Fenced uint64 `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
 }
 
 // Page is one worker's page of the assignment, assign/<ID>.json, written

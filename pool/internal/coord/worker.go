@@ -59,8 +59,8 @@ type Worker struct {
 	st     wstate
 
 	sess      string
-	secret    string // the session's secret: each write's Nonce derives from it
-	nonce     string // the Nonce of the last write that succeeded
+	secret    string          // the session's secret: each write's Nonce derives from it
+	nonce     string          // the Nonce of the last write that succeeded
 	mine      map[string]bool // the sessions this worker opened
 	displaced int             // live sessions ended by a foreign session of this ID, seen to renew
 	checkDup  bool

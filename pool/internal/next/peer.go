@@ -32,8 +32,8 @@ const reportPath = "/pool/report"
 
 type report struct {
 	ID      string `json:"id"`
-	Session string `json:"session"` // the ETag of its session object's last write
-	News    string `json:"news"`    // the ETag of its news object ("" if none)
+	Session string `json:"session"`         // the ETag of its session object's last write
+	News    string `json:"news"`            // the ETag of its news object ("" if none)
 	Nonce   string `json:"nonce,omitempty"` // its session's last write's Nonce
 	// Page is the ETag of the worker's page as it last read it; Wait, in
 	// ms, how long the coordinator may hold its answer until the page is

@@ -70,8 +70,8 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 	var sess lease.Sighting // the session object as last written or read
 	newsTag := ""
 	var lastNews atomic.Pointer[string] // the ETag of a news write that succeeded last, set by its call
-	pageTag := ""    // the ETag of this worker's page as last read
-	var noted uint64 // the highest era handed to the election (NoteTerm)
+	pageTag := ""                       // the ETag of this worker's page as last read
+	var noted uint64                    // the highest era handed to the election (NoteTerm)
 	var result error
 	done := false
 	var do func([]coord.Effect)

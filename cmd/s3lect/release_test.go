@@ -49,11 +49,19 @@ func TestReleaseCommand(t *testing.T) {
 	if !lastA.Before(startC) {
 		t.Errorf("a's command last wrote at %v, after c's command started at %v", lastA.Format(time.StampMicro), startC.Format(time.StampMicro))
 	}
-	if started(t, dir, "b") {
-		t.Errorf("b started its command; want only c, named by -to")
-	}
-	if lc[0].term != "2" {
-		t.Errorf("c's command got S3LECT_TERM %q; want 2", lc[0].term)
+	// Which member runs the job is checked only while c's leadership
+	// lasts: on a machine too loaded to renew within 1.5 s it lapses and
+	// b may take over, at a later term (the loaded CI run ci10 saw c's
+	// command start at term 4, after b's). That is no step-down's doing.
+	if lapsed := strings.Contains(c.stderr.String(), "leadership ended"); lapsed {
+		t.Logf("c's leadership lapsed before the checks (a loaded machine?): b's start and c's term are not checked\n%s", c.stderr.String())
+	} else {
+		if started(t, dir, "b") {
+			t.Errorf("b started its command; want only c, named by -to")
+		}
+		if lc[0].term != "2" {
+			t.Errorf("c's command got S3LECT_TERM %q; want 2", lc[0].term)
+		}
 	}
 	t.Logf("a's command stopped %v after the release began; c's started %v after it (LeaderTimeout 1.5s)\n%s", lastA.Sub(begun), startC.Sub(begun), out)
 }

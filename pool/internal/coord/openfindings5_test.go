@@ -1,0 +1,148 @@
+//go:build s3lect_openfindings
+
+package coord
+
+// The fifth pool review's finding (docs/findings-pool.md, "Fifth
+// review"): section 7's put-back bound ("within its LeaderTimeout of the
+// put-back, as every write after it is refused") does not hold when the
+// worker never learned that its undone write landed.
+
+import (
+	"crypto/md5"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestPutBackUnderAWriteOfUnknownOutcomeOutlivesTheBound: w1's seq k
+// (ETag E) succeeds at T; its seq k+1 at T+1 s lands (ETag E') but its
+// reply is lost (an unknown outcome: w1 keeps E as its last write, and
+// the lease of seq k); a listing shows E'; the object is put back to seq
+// k's bytes; at T+2 s w1 writes seq k+1 again, If-Match E, which the
+// put-back lets through: the same seq, Nonce, leads and applied page, so
+// the same bytes and ETag E' as the write the listing showed. Then w1's
+// writes stop landing (it loses the store). The coordinator sees E'
+// unchanged since the listing before the put-back and ends the session a
+// wait after that listing, while w1 leads under the lease of its write
+// at T+2 s, sent after the put-back: the overlap ends later than a
+// LeaderTimeout after the put-back. Nonces play no part (the same with
+// and without).
+func TestPutBackUnderAWriteOfUnknownOutcomeOutlivesTheBound(t *testing.T) {
+	for _, nonces := range []bool{false, true} {
+		t.Run(fmt.Sprint("nonces=", nonces), func(t *testing.T) {
+			putBackUnknownOutcome(t, 12300*time.Millisecond, 300*time.Millisecond, nonces)
+		})
+	}
+}
+
+func putBackUnknownOutcome(t *testing.T, T, delay time.Duration, nonces bool) {
+	const fi, lt = time.Second, 3 * time.Second
+	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
+	type wk struct {
+		s       Session // the worker's last write that it knows succeeded
+		etag    string
+		page    Page
+		renewAt time.Duration
+		lease   time.Duration // its lease's end
+	}
+	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
+	ws := map[string]*wk{}
+	obj := map[string][]byte{} // the store's session objects
+	for i, id := range []string{"w1", "w2"} {
+		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
+		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
+		obj[id] = Marshal(s)
+	}
+	next := func(w *wk) Session { // the worker's next write (Worker.content)
+		s := w.s
+		s.Seq++
+		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
+			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
+		}
+		if nonces {
+			s.Nonce = fmt.Sprintf("%x", md5.Sum([]byte(fmt.Sprintf("secret-%s/%d", s.Session, s.Seq))))[:16]
+		}
+		return s
+	}
+	pages := map[string][]byte{}
+	pageTag := map[string]string{}
+	var backup []byte
+	var lost []byte // w1's write whose reply was lost
+	retried := false
+	leadsAtCut := map[string]uint64{}
+	var queue []Effect
+	queue = append(queue, c.Begin(at(0))...)
+	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
+		now := at(d)
+		for _, id := range []string{"w1", "w2"} {
+			w := ws[id]
+			if d != w.renewAt || id == "w1" && d > T+2*fi {
+				continue // w1 loses the store after T+2 s: its writes never land
+			}
+			w.renewAt += fi
+			s := next(w)
+			data := Marshal(s)
+			if md5tag(obj[id]) != w.etag {
+				t.Fatalf("t=%v: %s's write refused: the schedule does not hold", d, id)
+			}
+			obj[id] = data
+			switch {
+			case id == "w1" && d == T:
+				backup = data
+			case id == "w1" && d == T+fi:
+				lost = data // landed; its reply is lost: w1 keeps seq k and its lease
+				continue
+			case id == "w1" && d == T+2*fi:
+				retried = string(data) == string(lost)
+				leadsAtCut = s.Leads
+			}
+			w.s, w.etag, w.lease = s, md5tag(data), d+lt-lt/10
+			queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: s.Nonce})...)
+		}
+		if d == T+fi+delay {
+			obj["w1"] = backup // the operator's restore
+		}
+		fx := append(queue, c.Tick(now)...)
+		queue = nil
+		for _, e := range fx {
+			switch e.Op {
+			case OpStepDown:
+				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
+			case OpList:
+				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: md5tag(obj["w1"])}, "w2": {Session: md5tag(obj["w2"])}}, nil)...)
+			case OpGetSession:
+				if e.Key == "w1" && d > T+fi && d < T+2*fi {
+					t.Logf("t=%v: the coordinator reads w1 between its lost write and its retry", d)
+				}
+				queue = append(queue, c.SessionRead(now, e.Key, obj[e.Key], md5tag(obj[e.Key]), nil)...)
+			case OpGetPage:
+				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
+			case OpGetRoster:
+				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
+			case OpPutRoster:
+				queue = append(queue, c.RosterPut(now, "r", nil)...)
+			case OpPutPage:
+				p, err := ParsePage(e.Data, e.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
+				ws[e.Key].page = p
+				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
+				if e.Key != "w2" || d <= T+2*fi {
+					break
+				}
+				end, bound := ws["w1"].lease, T+fi+delay+lt
+				for sh := range p.Shards {
+					if _, ok := leadsAtCut[sh]; ok && d < end {
+						t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v, under its write at %v (sent after the put-back at %v); section 7's bound: within LeaderTimeout of the put-back, %v",
+							d, sh, ws["w2"].renewAt+50*time.Millisecond, end, T+2*fi, T+fi+delay, bound)
+					}
+				}
+			}
+		}
+	}
+	if !retried || len(leadsAtCut) == 0 {
+		t.Fatalf("the retry did not repeat the lost write's bytes (%v) or w1 led nothing: the schedule does not test the rule", retried)
+	}
+}

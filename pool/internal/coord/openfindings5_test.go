@@ -146,3 +146,136 @@ func putBackUnknownOutcome(t *testing.T, T, delay time.Duration, nonces bool) {
 		t.Fatalf("the retry did not repeat the lost write's bytes (%v) or w1 led nothing: the schedule does not test the rule", retried)
 	}
 }
+
+// TestAListingAnsweredAfterTheReadKeepsAReportsDating: the schedule of
+// TestAListingOfALaterWriteEndsAReportsDating (w1's seq k reported at
+// 12.3 s, seq k+1 at 13.3 s with its report lost, then w1 loses the
+// store; a listing sent at 13.5 s shows seq k+1; the object put back to
+// seq k at 13.75 s), with that listing's answer taking 1.9 s (two LIST
+// requests, one retried): the read after the put-back lands first, dates
+// seq k from the report at 12.3 s, and the coordinator grants w1's shard
+// at 15.31 s while w1 leads to 16.0 s. The listing that shows the later
+// write was sent, and answered by the store, before the put-back; the
+// rule drops the report only when the answer is taken in. Without Nonces
+// the same schedule is safe (seq k's bytes were never seen before the
+// put-back).
+func TestAListingAnsweredAfterTheReadKeepsAReportsDating(t *testing.T) {
+	for _, nonces := range []bool{false, true} {
+		t.Run(fmt.Sprint("nonces=", nonces), func(t *testing.T) {
+			putBackReportedSlowList(t, 12300*time.Millisecond, 450*time.Millisecond, 1900*time.Millisecond, nonces)
+		})
+	}
+}
+
+func putBackReportedSlowList(t *testing.T, T, delay, lag time.Duration, nonces bool) {
+	const fi, lt = time.Second, 3 * time.Second
+	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
+	type wk struct {
+		s       Session
+		etag    string
+		page    Page
+		cut     bool
+		renewAt time.Duration
+	}
+	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
+	ws := map[string]*wk{}
+	for i, id := range []string{"w1", "w2"} {
+		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
+		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
+	}
+	pages := map[string][]byte{}
+	pageTag := map[string]string{}
+	renew := func(w *wk) {
+		s := w.s
+		s.Seq++
+		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
+			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
+		}
+		if nonces {
+			s.Nonce = fmt.Sprintf("%x", md5.Sum([]byte(fmt.Sprintf("secret-%s/%d", s.Session, s.Seq))))[:16]
+		}
+		w.s, w.etag = s, md5tag(Marshal(s))
+	}
+	var backup Session
+	var backupTag string
+	listedLater := time.Duration(-1) // the send of a listing that showed seq k+1 before the put-back
+	leadsAtCut := map[string]uint64{}
+	type pendingList struct {
+		due     time.Duration
+		entries map[string]Entry
+	}
+	var lists []pendingList
+	var queue []Effect
+	queue = append(queue, c.Begin(at(0))...)
+	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
+		now := at(d)
+		for _, id := range []string{"w1", "w2"} {
+			w := ws[id]
+			if d == w.renewAt && !w.cut {
+				renew(w)
+				w.renewAt += fi
+				switch {
+				case id == "w1" && d == T:
+					backup, backupTag = w.s, w.etag
+					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
+				case id == "w1" && d == T+fi:
+					w.cut = true
+					leadsAtCut = w.s.Leads
+				default:
+					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
+				}
+			}
+		}
+		if d == T+fi+delay {
+			ws["w1"].s, ws["w1"].etag = backup, backupTag
+		}
+		if len(lists) > 0 && d >= lists[0].due {
+			queue = append(queue, c.Listed(now, lists[0].entries, nil)...)
+			lists = lists[1:]
+		}
+		fx := append(queue, c.Tick(now)...)
+		queue = nil
+		for _, e := range fx {
+			switch e.Op {
+			case OpStepDown:
+				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
+			case OpList:
+				entries := map[string]Entry{"w1": {Session: ws["w1"].etag}, "w2": {Session: ws["w2"].etag}}
+				l := time.Duration(0)
+				if d > T+fi && d < T+fi+delay {
+					l, listedLater = lag, d
+				}
+				lists = append(lists, pendingList{due: d + l, entries: entries})
+			case OpGetSession:
+				queue = append(queue, c.SessionRead(now, e.Key, Marshal(ws[e.Key].s), ws[e.Key].etag, nil)...)
+			case OpGetPage:
+				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
+			case OpGetRoster:
+				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
+			case OpPutRoster:
+				queue = append(queue, c.RosterPut(now, "r", nil)...)
+			case OpPutPage:
+				p, err := ParsePage(e.Data, e.Key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
+				ws[e.Key].page = p
+				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
+				if e.Key != "w2" || d <= T+fi {
+					break
+				}
+				end := T + fi + lt - lt/10
+				for sh := range p.Shards {
+					if _, ok := leadsAtCut[sh]; ok && d < end {
+						t.Fatalf("t=%v: the coordinator grants %s to w2 while w1 leads it to %v; a listing sent at %v (answered at %v) showed seq %d before the put-back at %v",
+							d, sh, end, listedLater, listedLater+lag, backup.Seq+1, T+fi+delay)
+					}
+				}
+			}
+		}
+	}
+	if len(leadsAtCut) == 0 || listedLater < 0 {
+		t.Fatalf("w1 led nothing at the cut, or no listing was sent between its last write and the put-back: the schedule does not test the rule")
+	}
+}

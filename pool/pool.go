@@ -29,7 +29,8 @@
 //     coordinator term); on a store whose ETags hash the bytes (S3), a
 //     session object put back to exact bytes the coordinator had seen, or
 //     put back and written over again unseen (two owners for at most the
-//     worker's LeaderTimeout); a Prefix whose listing misses earlier keys.
+//     worker's LeaderTimeout, two under a retried write of unknown
+//     outcome); a Prefix whose listing misses earlier keys.
 //     Restore the pool's objects only while every worker is stopped.
 //   - Two workers given the same ID are found out: one of them returns an
 //     error matching ErrDuplicateID from Run, and the other goes on.

@@ -207,7 +207,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
-	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.rtag && etag == k.sight && k.rAt.Before(k.seen) {
+	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.rtag && etag == k.sight && k.rAt.Before(k.seen) && !c.listing {
+		// (Not while a listing is out: it may show a later write that
+		// the read's answer does not, and it would drop the report.)
 		// A report named this write's Nonce at rAt: its sender knew the
 		// write's content then, so the write had been sent (4.8).
 		k.seen = k.rAt

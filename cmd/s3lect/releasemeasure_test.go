@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,10 @@ var releaseTrials = flag.Int("release.trials", 1, "TestReleaseMovesJob: releases
 // and slowest), the figures docs/command.md gives with this command:
 //
 //	go test -run TestReleaseMovesJob -v ./cmd/s3lect -release.trials=20
+//
+// askedRE finds the member a release asked to step down in its output.
+var askedRE = regexp.MustCompile(`asked (\S+) \(term`)
+
 func TestReleaseMovesJob(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	for _, mode := range []string{"storage", "peer"} {
@@ -54,7 +59,10 @@ func TestReleaseMovesJob(t *testing.T) {
 			var took []time.Duration
 			var missed int
 			leader := "a"
-			for trial := range *releaseTrials {
+			for trial := 0; len(took) < *releaseTrials; trial++ {
+				if trial == *releaseTrials+3 {
+					t.Fatalf("%d trials, %d releases measured: the leadership kept moving before the release", trial, len(took))
+				}
 				time.Sleep(3 * time.Second) // the followers settle at their steady pace
 				// Who leads now: on a loaded machine a lease can lapse and
 				// another runner take over between two trials.
@@ -69,6 +77,16 @@ func TestReleaseMovesJob(t *testing.T) {
 				next := ids[(slices.Index(ids, leader)+1)%len(ids)]
 				begun := time.Now()
 				out, err := runBin(append(append([]string{"release"}, where...), "-to", next)...)
+				// The leadership can still move between the read above and
+				// the release on a loaded machine (ci12 saw c asked where
+				// the lockfile had just said a): the member asked is the
+				// one release names.
+				if m := askedRE.FindStringSubmatch(out); m != nil && m[1] != leader && slices.Contains(ids, m[1]) {
+					t.Logf("trial %d: the leadership moved from %s to %s before the release (a loaded machine?)", trial, leader, m[1])
+					if leader = m[1]; leader == next {
+						continue // asked to hand over to itself: no move to measure
+					}
+				}
 				if err != nil || !strings.Contains(out, fmt.Sprintf("asked %s", leader)) {
 					t.Fatalf("trial %d: release -to %s = %q, %v; want it to ask %s", trial, next, out, err, leader)
 				}

@@ -219,6 +219,10 @@ func TestWatchPrintsEveryLeadershipWhateverInfrequent(t *testing.T) {
 			continue // the note on stderr
 		}
 		switch {
+		case l.Leader != "" && len(got) > 0 && got[len(got)-1] == l.Leader:
+			// The same runner again after its own lease lapsed (an
+			// "expired" line between): a loaded machine's doing (ci12),
+			// not a leadership watch missed.
 		case l.Leader != "":
 			got = append(got, l.Leader)
 		case l.Vacant == "released":

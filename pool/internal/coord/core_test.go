@@ -227,6 +227,23 @@ func grants(fx []Effect) map[string]map[string]uint64 {
 	return out
 }
 
+// grantedCoordinator returns readyCoordinator's coordinator once both
+// workers have applied its first pages and it has granted two shards
+// each (g, by worker), its pages of them written at 3.1 s.
+func grantedCoordinator(t *testing.T) (*Coordinator, map[string]map[string]uint64) {
+	t.Helper()
+	c := readyCoordinator(t)
+	for _, id := range []string{"w1", "w2"} {
+		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
+		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
+	}
+	g := grants(gateListing(c, at(3*time.Second)))
+	for _, id := range []string{"w1", "w2"} {
+		c.PagePut(at(3100*time.Millisecond), id, "q"+id, nil)
+	}
+	return c, g
+}
+
 func TestCoordinatorGrantsEvenlyOnceReady(t *testing.T) {
 	c := readyCoordinator(t)
 	// The first pages (empty) are acknowledged.
@@ -249,15 +266,7 @@ func TestCoordinatorGrantsEvenlyOnceReady(t *testing.T) {
 }
 
 func TestCoordinatorFreesADeadSessionsShardsOnlyAfterAFreshRead(t *testing.T) {
-	c := readyCoordinator(t)
-	for _, id := range []string{"w1", "w2"} {
-		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
-		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
-	}
-	g := grants(gateListing(c, at(3*time.Second)))
-	for _, id := range []string{"w1", "w2"} {
-		c.PagePut(at(3100*time.Millisecond), id, "q"+id, nil)
-	}
+	c, g := grantedCoordinator(t)
 	// w2 acknowledges and lists its shards; w1 too, then w1 stops renewing.
 	c.SessionRead(at(3500*time.Millisecond), "w1", session("w1", "s1", 3, Ver{1, 3}, g["w1"]), "g1", nil)
 	c.SessionRead(at(3500*time.Millisecond), "w2", session("w2", "s2", 3, Ver{1, 4}, g["w2"]), "g2", nil)

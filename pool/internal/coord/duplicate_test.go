@@ -4,7 +4,6 @@ package coord
 // session is seen to renew.
 
 import (
-	"crypto/md5"
 	"fmt"
 	"testing"
 	"time"
@@ -33,74 +32,12 @@ import (
 // the worker's next renewal is refused, it reads its key, and opens a new
 // session over it. Run must not end.
 func TestRestoredSessionOfAnEarlierProcessIsNotADuplicate(t *testing.T) {
-	n := 0
-	w := NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-		NewSession: func() string { n++; return fmt.Sprintf("today%d", n) }})
-	restored := Marshal(Session{V: wireVersion, ID: "w1", Session: "yesterday", Seq: 57, TTL: 3000,
-		Applied: Ver{3, 12}, Leads: map[string]uint64{"a": 3<<32 | 4}})
-	restoredTag := fmt.Sprintf("%x", md5.Sum(restored)) // S3: the same bytes, the same ETag
-	obj, tag := []byte(nil), ""
-	writes := 0
-	type pending struct {
-		at time.Duration
-		fn func(now time.Time) []Effect
+	w, opened, failed, failedAt := restoredKey(t, map[time.Duration]uint64{10 * time.Second: 57, 3600 * time.Second: 57}, 3700*time.Second)
+	if failed != nil {
+		t.Fatalf("t=%v: Run ends: %v, after the operator put the key back to an earlier process's write", failedAt, failed)
 	}
-	var q []pending
-	var timer time.Time
-	handle := func(d time.Duration, fx []Effect) {
-		for _, e := range fx {
-			switch e.Op {
-			case OpFail:
-				t.Fatalf("t=%v: Run ends: %v, after the operator put the key back to an earlier process's write", d, e.Err)
-			case OpTimer:
-				timer = e.At
-			case OpGetSession:
-				data, etag := obj, tag
-				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionRead(now, data, etag, nil) }})
-			case OpPutSession:
-				sent := d
-				if e.IfMatch != tag {
-					q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect {
-						return w.SessionPut(now, at(sent), "", store.ErrPreconditionFailed)
-					}})
-					break
-				}
-				writes++
-				obj, tag = e.Data, fmt.Sprintf("w%d", writes)
-				etag := tag
-				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionPut(now, at(sent), etag, nil) }})
-			case OpGetPage:
-				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.PageRead(now, nil, "", nil) }})
-			}
-		}
-	}
-	handle(0, w.Start(at(0)))
-	restores := 0
-	for d := time.Duration(0); d < 3700*time.Second; d += 10 * time.Millisecond {
-		if d == 10*time.Second || d == 3600*time.Second {
-			obj, tag = restored, restoredTag
-			restores++
-		}
-		var due []pending
-		rest := q[:0]
-		for _, p := range q {
-			if p.at <= d {
-				due = append(due, p)
-			} else {
-				rest = append(rest, p)
-			}
-		}
-		q = rest
-		for _, p := range due {
-			handle(d, p.fn(at(d)))
-		}
-		if !timer.IsZero() && !at(d).Before(timer) {
-			timer = time.Time{}
-			handle(d, w.Tick(at(d)))
-		}
-	}
-	if sess, _ := w.Session(); sess == "" || restores != 2 || n < 3 {
-		t.Fatalf("after %d restores: session %q, %d sessions opened: the schedule did not run", restores, sess, n)
+	if sess, _ := w.Session(); sess == "" || opened < 3 {
+		t.Fatalf("after 2 restores: session %q, %d sessions opened: the schedule did not run", sess, opened)
 	}
 }
 
@@ -119,26 +56,30 @@ func TestRestoredSessionOfAnEarlierProcessIsNotADuplicate(t *testing.T) {
 // 3,600.5 s. Run must not end. (With one rise counted, it ended with
 // ErrDuplicateID at 3,601.09 s.)
 func TestReplayedVersionsOfAnEarlierProcessAreNotADuplicate(t *testing.T) {
-	n := 0
-	w := NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-		NewSession: func() string { n++; return fmt.Sprintf("today%d", n) }})
-	version := func(seq uint64) ([]byte, string) {
-		b := Marshal(Session{V: wireVersion, ID: "w1", Session: "yesterday", Seq: seq, TTL: 3000,
-			Applied: Ver{3, 12}, Leads: map[string]uint64{"a": 3<<32 | 4}})
-		return b, fmt.Sprintf("%x", md5.Sum(b)) // S3: the same bytes, the same ETag
-	}
 	restores := map[time.Duration]uint64{10 * time.Second: 57, 10500 * time.Millisecond: 58,
 		3600 * time.Second: 57, 3600500 * time.Millisecond: 58}
+	w, opened, failed, failedAt := restoredKey(t, restores, 3610*time.Second)
+	if failed != nil {
+		t.Fatalf("t=%v: Run ends: %v, after the operator replayed two versions of an earlier process's session, twice", failedAt, failed)
+	}
+	if sess, _ := w.Session(); sess == "" || opened < 3 {
+		t.Fatalf("session %q, %d sessions opened: the schedule did not run", sess, opened)
+	}
+}
+
+// restoredKey runs worker w1 (FrequentInterval 1 s, LeaderTimeout 3 s;
+// store calls take 10 ms) until until, or until it fails (OpFail: failed,
+// at failedAt). At each time restores names, the operator puts its key
+// back to renewal seq of session "yesterday" of the process that ran
+// before this one, at that write's ETag (S3: the same bytes, the same
+// ETag). opened counts the sessions w opened.
+func restoredKey(t *testing.T, restores map[time.Duration]uint64, until time.Duration) (w *Worker, opened int, failed error, failedAt time.Duration) {
+	w = NewWorker(WorkerConfig{ID: "w1", FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
+		NewSession: func() string { opened++; return fmt.Sprintf("today%d", opened) }})
 	obj, tag := []byte(nil), ""
 	writes := 0
-	type pending struct {
-		at time.Duration
-		fn func(now time.Time) []Effect
-	}
-	var q []pending
+	var q []pendingCall
 	var timer time.Time
-	var failed error
-	var failedAt time.Duration
 	handle := func(d time.Duration, fx []Effect) {
 		for _, e := range fx {
 			switch e.Op {
@@ -150,33 +91,33 @@ func TestReplayedVersionsOfAnEarlierProcessAreNotADuplicate(t *testing.T) {
 				timer = e.At
 			case OpGetSession:
 				data, etag := obj, tag
-				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionRead(now, data, etag, nil) }})
+				q = append(q, pendingCall{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionRead(now, data, etag, nil) }})
 			case OpPutSession:
-				sent := d
+				sent, etag, err := d, "", error(nil)
 				if e.IfMatch != tag {
-					q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect {
-						return w.SessionPut(now, at(sent), "", store.ErrPreconditionFailed)
-					}})
-					break
+					err = store.ErrPreconditionFailed
+				} else {
+					writes++
+					obj, tag = e.Data, fmt.Sprintf("w%d", writes)
+					etag = tag
 				}
-				writes++
-				obj, tag = e.Data, fmt.Sprintf("w%d", writes)
-				etag := tag
-				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionPut(now, at(sent), etag, nil) }})
+				q = append(q, pendingCall{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.SessionPut(now, at(sent), etag, err) }})
 			case OpGetPage:
-				q = append(q, pending{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.PageRead(now, nil, "", nil) }})
+				q = append(q, pendingCall{d + 10*time.Millisecond, func(now time.Time) []Effect { return w.PageRead(now, nil, "", nil) }})
 			}
 		}
 	}
 	handle(0, w.Start(at(0)))
-	for d := time.Duration(0); d < 3610*time.Second && failed == nil; d += 10 * time.Millisecond {
+	for d := time.Duration(0); d < until && failed == nil; d += 10 * time.Millisecond {
 		if seq, ok := restores[d]; ok {
-			obj, tag = version(seq)
+			obj = Marshal(Session{V: wireVersion, ID: "w1", Session: "yesterday", Seq: seq, TTL: 3000,
+				Applied: Ver{3, 12}, Leads: map[string]uint64{"a": 3<<32 | 4}})
+			tag = md5tag(obj)
 		}
-		var due []pending
+		var due []pendingCall
 		rest := q[:0]
 		for _, p := range q {
-			if p.at <= d {
+			if p.due <= d {
 				due = append(due, p)
 			} else {
 				rest = append(rest, p)
@@ -191,10 +132,5 @@ func TestReplayedVersionsOfAnEarlierProcessAreNotADuplicate(t *testing.T) {
 			handle(d, w.Tick(at(d)))
 		}
 	}
-	if failed != nil {
-		t.Fatalf("t=%v: Run ends: %v, after the operator replayed two versions of an earlier process's session, twice", failedAt, failed)
-	}
-	if sess, _ := w.Session(); sess == "" || n < 3 {
-		t.Fatalf("session %q, %d sessions opened: the schedule did not run", sess, n)
-	}
+	return w, opened, failed, failedAt
 }

@@ -24,15 +24,7 @@ import (
 // in TestCoordinatorFreesADeadSessionsShardsOnlyAfterAFreshRead); before
 // the rule they had not after 30 s.
 func TestDeadSessionIsOverWhenListingAndReadQuoteETagsDifferently(t *testing.T) {
-	c := readyCoordinator(t)
-	for _, id := range []string{"w1", "w2"} {
-		c.PagePut(at(100*time.Millisecond), id, "p"+id, nil)
-		c.SessionRead(at(time.Second), id, session(id, "s"+id[1:], 2, Ver{1, 2}, nil), "f"+id, nil)
-	}
-	g := grants(gateListing(c, at(3*time.Second)))
-	for _, id := range []string{"w1", "w2"} {
-		c.PagePut(at(3100*time.Millisecond), id, "q"+id, nil)
-	}
+	c, g := grantedCoordinator(t)
 	w1 := session("w1", "s1", 3, Ver{1, 3}, g["w1"])
 	c.SessionRead(at(3500*time.Millisecond), "w1", w1, "g1", nil)
 	c.SessionRead(at(3500*time.Millisecond), "w2", session("w2", "s2", 3, Ver{1, 4}, g["w2"]), "g2", nil)

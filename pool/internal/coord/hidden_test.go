@@ -62,6 +62,17 @@ func (s *sim) putBackBeforeGrants(t *testing.T, v *proc, key string, data []byte
 }
 
 // leaseEnd is the real time at which p's session lease ends.
+// holdAfterWrite runs the simulation until v's next write lands on o,
+// its session object, and pauses v; it returns that write.
+func (s *sim) holdAfterWrite(v *proc, o *obj) (data []byte, etag string) {
+	tag := v.w.etag
+	for v.w.etag == tag || v.w.etag != o.etag {
+		s.step(s.now + time.Millisecond)
+	}
+	s.hold(v)
+	return o.data, o.etag
+}
+
 func (s *sim) leaseEnd(p *proc) time.Duration { return p.realAt(p.w.deadline) }
 
 // TestUnseenSessionPutBackIsNotLedTwice: the era-start rule (4.1) makes
@@ -111,13 +122,8 @@ func TestUnseenSessionPutBackIsNotLedTwice(t *testing.T) {
 		o := s.store[key]
 		// 1. Wait for V's next write to land, then pause V, delete its
 		// object, and have the coordinator resign.
-		tag := v.w.etag
-		for v.w.etag == tag || v.w.etag != o.etag {
-			s.step(s.now + time.Millisecond)
-		}
-		data, etag := o.data, o.etag
+		data, etag := s.holdAfterWrite(v, o)
 		h := s.holder
-		s.hold(v)
 		s.etags++
 		o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
 		o.hist = append(o.hist, nil)
@@ -215,13 +221,8 @@ func TestRosterSkippedSessionPutBackIsNotLedTwice(t *testing.T) {
 			continue
 		}
 		o := s.store[key]
-		tag := v.w.etag
-		for v.w.etag == tag || v.w.etag != o.etag {
-			s.step(s.now + time.Millisecond)
-		}
-		data, etag := o.data, o.etag
+		data, etag := s.holdAfterWrite(v, o)
 		h := s.holder
-		s.hold(v)
 		o.data, o.etag = closedData, closedTag
 		o.hist = append(o.hist, closedData)
 		r := s.store["departed"]

@@ -5,7 +5,6 @@ package coord
 // fourth pool review).
 
 import (
-	"crypto/md5"
 	"fmt"
 	"testing"
 	"time"
@@ -61,121 +60,48 @@ func TestPutBackUnseenWithoutNonceIsSafe(t *testing.T) {
 // while w1 leads them; otherwise (the stated exception) none before a
 // LeaderTimeout after the report at T.
 func putBackReported(t *testing.T, T, delay time.Duration, nonces, strict bool) {
-	const fi, lt = time.Second, 3 * time.Second
-	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
-	type wk struct {
-		s       Session
-		etag    string
-		sent    time.Duration
-		page    Page
-		cut     bool
-		renewAt time.Duration
-	}
-	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
-	ws := map[string]*wk{}
-	for i, id := range []string{"w1", "w2"} {
-		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
-		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
-	}
-	pages := map[string][]byte{}
-	pageTag := map[string]string{}
-	renew := func(now time.Duration, w *wk) {
-		s := w.s
-		s.Seq++
-		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
-			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
-		}
-		if nonces {
-			s.Nonce = fmt.Sprintf("%x", md5.Sum([]byte(fmt.Sprintf("secret-%s/%d", s.Session, s.Seq))))[:16]
-		}
-		w.s, w.etag, w.sent = s, md5tag(Marshal(s)), now
-	}
-	var backup Session
-	var backupTag string
+	const fi, lt = pairFI, pairLT
+	p := newPair(t, nonces, true)
+	l := &lostReport{T: T}
 	seenBackup := false  // a listing or read of the coordinator showed the backup's bytes before the put-back
 	listedLater := false // a listing showed w1's undone write before the put-back
-	leadsAtCut := map[string]uint64{}
-	var queue []Effect
-	queue = append(queue, c.Begin(at(0))...)
-	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
-		now := at(d)
-		for _, id := range []string{"w1", "w2"} {
-			w := ws[id]
-			if d == w.renewAt && !w.cut {
-				renew(d, w)
-				w.renewAt += fi
-				switch {
-				case id == "w1" && d == T:
-					backup, backupTag = w.s, w.etag
-					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
-				case id == "w1" && d == T+fi:
-					w.cut = true // its report is lost; then it loses the store
-					leadsAtCut = w.s.Leads
-				default:
-					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
+	p.watch = func(d time.Duration, e Effect) {
+		before := d > T && d < T+fi+delay && p.tag("w1") == md5tag(l.backup)
+		switch {
+		case e.Op == OpList:
+			seenBackup = seenBackup || before
+			listedLater = listedLater || d >= T+fi && d < T+fi+delay
+		case e.Op == OpGetSession && e.Key == "w1":
+			seenBackup = seenBackup || before
+		case e.Op == OpPutPage && e.Key == "w2" && d > T+fi:
+			pg, _ := ParsePage(e.Data, e.Key)
+			end := T + fi + lt - lt/10
+			for sh := range pg.Shards {
+				if _, ok := l.leadsAtCut[sh]; !ok || d >= end {
+					continue
 				}
-			}
-		}
-		if d == T+fi+delay {
-			ws["w1"].s, ws["w1"].etag = backup, backupTag // the operator's restore
-			t.Logf("t=%v: w1's object put back to seq %d (w1's last write, seq %d, sent at %v, leads %v to %v); the coordinator saw those bytes before: %v",
-				d, backup.Seq, backup.Seq+1, T+fi, leadsAtCut, T+fi+lt-lt/10, seenBackup)
-		}
-		fx := append(queue, c.Tick(now)...)
-		queue = nil
-		for _, e := range fx {
-			switch e.Op {
-			case OpStepDown:
-				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
-			case OpList:
-				if d > T && d < T+fi+delay && ws["w1"].etag == backupTag {
-					seenBackup = true
-				}
-				if d >= T+fi && d < T+fi+delay {
-					listedLater = true
-				}
-				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: ws["w1"].etag}, "w2": {Session: ws["w2"].etag}}, nil)...)
-			case OpGetSession:
-				if e.Key == "w1" && d > T && d < T+fi+delay && ws["w1"].etag == backupTag {
-					seenBackup = true
-				}
-				queue = append(queue, c.SessionRead(now, e.Key, Marshal(ws[e.Key].s), ws[e.Key].etag, nil)...)
-			case OpGetPage:
-				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
-			case OpGetRoster:
-				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
-			case OpPutRoster:
-				queue = append(queue, c.RosterPut(now, "r", nil)...)
-			case OpPutPage:
-				p, err := ParsePage(e.Data, e.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
-				ws[e.Key].page = p
-				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
-				if e.Key != "w2" || d <= T+fi {
-					break
-				}
-				end := T + fi + lt - lt/10
-				for sh := range p.Shards {
-					if _, ok := leadsAtCut[sh]; ok && !strict && d < end {
-						if d < T+lt {
-							t.Fatalf("t=%v: the coordinator grants %s to w2 less than a LeaderTimeout after the report at %v", d, sh, T)
-						}
-						t.Logf("t=%v: %s granted to w2 while w1 leads it to %v (the stated put-back exception: %v after the put-back)", d, sh, end, end-(T+fi+delay))
-						continue
+				if !strict {
+					if d < T+lt {
+						t.Fatalf("t=%v: the coordinator grants %s to w2 less than a LeaderTimeout after the report at %v", d, sh, T)
 					}
-					if _, ok := leadsAtCut[sh]; ok && d < end {
-						start := ws["w2"].renewAt + 50*time.Millisecond
-						t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v (lease from seq %d, sent at %v, undone by the put-back); its wait counted from the report at %v; the coordinator saw seq %d's bytes before the put-back: %v; a listing showed seq %d before the put-back: %v",
-							d, sh, start, end, backup.Seq+1, T+fi, T, backup.Seq, seenBackup, backup.Seq+1, listedLater)
-					}
+					t.Logf("t=%v: %s granted to w2 while w1 leads it to %v (the stated put-back exception: %v after the put-back)", d, sh, end, end-(T+fi+delay))
+					continue
 				}
+				start := p.ws["w2"].renewAt + 50*time.Millisecond
+				t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v (lease from seq %d, sent at %v, undone by the put-back); its wait counted from the report at %v; the coordinator saw seq %d's bytes before the put-back: %v; a listing showed seq %d before the put-back: %v",
+					d, sh, start, end, p.ws["w1"].s.Seq, T+fi, T, p.ws["w1"].s.Seq-1, seenBackup, p.ws["w1"].s.Seq, listedLater)
 			}
 		}
 	}
-	if len(leadsAtCut) == 0 {
+	p.run(20*time.Second, func(d time.Duration) {
+		l.events(p, d)
+		if d == T+fi+delay {
+			p.obj["w1"] = l.backup // the operator's restore
+			t.Logf("t=%v: w1's object put back to seq %d (w1's last write, seq %d, sent at %v, leads %v to %v); the coordinator saw those bytes before: %v",
+				d, p.ws["w1"].s.Seq-1, p.ws["w1"].s.Seq, T+fi, l.leadsAtCut, T+fi+lt-lt/10, seenBackup)
+		}
+	})
+	if len(l.leadsAtCut) == 0 {
 		t.Fatalf("w1 led nothing at the cut: the schedule does not test the rule")
 	}
 }

@@ -83,26 +83,12 @@ func TestTwicePutBackOverlapEndsWithinALeaseOfTheConfirmingRead(t *testing.T) {
 	del()
 	v.pauseTill = s.now + time.Hour
 	s.log("attack: %s deleted again, %s paused", key, v.id)
-	var confirmedAt, first, lastOverlap time.Duration
-	for end := s.now + 3*tm.lt; s.now < end; {
-		s.step(s.now + 10*time.Millisecond)
+	var confirmedAt time.Duration
+	first, lastOverlap := s.overlap(v, 3*tm.lt, func() {
 		if confirmedAt == 0 && !ghost() {
 			confirmedAt = s.now
 		}
-		for _, sh := range sortedKeys(v.ls) {
-			if l := v.ls[sh]; !s.live(v, l) {
-				continue
-			}
-			for _, q := range s.procs {
-				if l := q.ls[sh]; q != v && l != nil && s.live(q, l) {
-					if first == 0 {
-						first = s.now
-					}
-					lastOverlap = s.now
-				}
-			}
-		}
-	}
+	})
 	if h.c != c {
 		t.Fatalf("the coordinator lost its election during the pause: the schedule does not test the rule")
 	}
@@ -181,23 +167,7 @@ func TestExactPutBackOverlapEndsWithinALeaseOfThePutBack(t *testing.T) {
 	putBack := s.now
 	s.hold(v)
 	s.log("attack: %s put back to %s; %s paused", key, xTag, v.id)
-	var first, lastOverlap time.Duration
-	for end := s.now + 3*tm.lt; s.now < end; {
-		s.step(s.now + 10*time.Millisecond)
-		for _, sh := range sortedKeys(v.ls) {
-			if l := v.ls[sh]; !s.live(v, l) {
-				continue
-			}
-			for _, q := range s.procs {
-				if l := q.ls[sh]; q != v && l != nil && s.live(q, l) {
-					if first == 0 {
-						first = s.now
-					}
-					lastOverlap = s.now
-				}
-			}
-		}
-	}
+	first, lastOverlap := s.overlap(v, 3*tm.lt, func() {})
 	if h.c != c {
 		t.Fatalf("the coordinator lost its election during the pause: the schedule does not test the rule")
 	}
@@ -209,4 +179,28 @@ func TestExactPutBackOverlapEndsWithinALeaseOfThePutBack(t *testing.T) {
 		t.Logf("ledger tail:\n%s", tail(s.ledger.String(), 60))
 		t.Errorf("two live owners until %.2fs; section 7 bounds it by the worker's lease (%v) after the put-back: %.2fs", lastOverlap.Seconds(), tm.lt, bound.Seconds())
 	}
+}
+
+// overlap runs the simulation for d, by steps of 10 ms, calling each
+// after every step, and returns the first and the last step at which a
+// shard v leads has another live leadership (0 if none).
+func (s *sim) overlap(v *proc, d time.Duration, each func()) (first, last time.Duration) {
+	for end := s.now + d; s.now < end; {
+		s.step(s.now + 10*time.Millisecond)
+		each()
+		for _, sh := range sortedKeys(v.ls) {
+			if l := v.ls[sh]; !s.live(v, l) {
+				continue
+			}
+			for _, q := range s.procs {
+				if l := q.ls[sh]; q != v && l != nil && s.live(q, l) {
+					if first == 0 {
+						first = s.now
+					}
+					last = s.now
+				}
+			}
+		}
+	}
+	return first, last
 }

@@ -6,7 +6,6 @@ package coord
 // in flight when a read would date a write from a report (4.8).
 
 import (
-	"crypto/md5"
 	"fmt"
 	"testing"
 	"time"
@@ -35,56 +34,34 @@ func TestPutBackUnderAWriteOfUnknownOutcomeEndsWithinTwoLeases(t *testing.T) {
 }
 
 func putBackUnknownOutcome(t *testing.T, T, delay time.Duration, nonces bool) {
-	const fi, lt = time.Second, 3 * time.Second
-	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
-	type wk struct {
-		s       Session // the worker's last write that it knows succeeded
-		etag    string
-		page    Page
-		renewAt time.Duration
-		lease   time.Duration // its lease's end
-	}
-	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
-	ws := map[string]*wk{}
-	obj := map[string][]byte{} // the store's session objects
-	for i, id := range []string{"w1", "w2"} {
-		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
-		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
-		obj[id] = Marshal(s)
-	}
-	next := func(w *wk) Session { // the worker's next write (Worker.content)
-		s := w.s
-		s.Seq++
-		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
-			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
-		}
-		if nonces {
-			s.Nonce = fmt.Sprintf("%x", md5.Sum([]byte(fmt.Sprintf("secret-%s/%d", s.Session, s.Seq))))[:16]
-		}
-		return s
-	}
-	pages := map[string][]byte{}
-	pageTag := map[string]string{}
+	const fi, lt = pairFI, pairLT
+	p := newPair(t, nonces, true)
 	var backup []byte
 	var lost []byte // w1's write whose reply was lost
 	retried := false
 	leadsAtCut := map[string]uint64{}
-	var queue []Effect
-	queue = append(queue, c.Begin(at(0))...)
-	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
-		now := at(d)
+	p.watch = func(d time.Duration, e Effect) {
+		switch {
+		case e.Op == OpGetSession && e.Key == "w1" && d > T+fi && d < T+2*fi:
+			t.Logf("t=%v: the coordinator reads w1 between its lost write and its retry", d)
+		case e.Op == OpPutPage && e.Key == "w2" && d > T+2*fi:
+			pg, _ := ParsePage(e.Data, e.Key)
+			end, bound := p.leaseEnd("w1"), T+fi+delay+2*lt
+			for sh := range pg.Shards {
+				if _, ok := leadsAtCut[sh]; ok && d < end && end > bound {
+					t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v, under its write at %v (sent after the put-back at %v); section 7's bound: within two LeaderTimeouts of the put-back, %v",
+						d, sh, p.ws["w2"].renewAt+50*time.Millisecond, end, T+2*fi, T+fi+delay, bound)
+				}
+			}
+		}
+	}
+	p.run(20*time.Second, func(d time.Duration) {
 		for _, id := range []string{"w1", "w2"} {
-			w := ws[id]
-			if d != w.renewAt || id == "w1" && d > T+2*fi {
+			if id == "w1" && d > T+2*fi || !p.due(d, id) {
 				continue // w1 loses the store after T+2 s: its writes never land
 			}
-			w.renewAt += fi
-			s := next(w)
-			data := Marshal(s)
-			if md5tag(obj[id]) != w.etag {
-				t.Fatalf("t=%v: %s's write refused: the schedule does not hold", d, id)
-			}
-			obj[id] = data
+			s := p.next(id)
+			data := p.write(d, id, s)
 			switch {
 			case id == "w1" && d == T:
 				backup = data
@@ -95,52 +72,13 @@ func putBackUnknownOutcome(t *testing.T, T, delay time.Duration, nonces bool) {
 				retried = string(data) == string(lost)
 				leadsAtCut = s.Leads
 			}
-			w.s, w.etag, w.lease = s, md5tag(data), d+lt-lt/10
-			queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: s.Nonce})...)
+			p.landed(d, id, s)
+			p.report(d, id, Entry{})
 		}
 		if d == T+fi+delay {
-			obj["w1"] = backup // the operator's restore
+			p.obj["w1"] = backup // the operator's restore
 		}
-		fx := append(queue, c.Tick(now)...)
-		queue = nil
-		for _, e := range fx {
-			switch e.Op {
-			case OpStepDown:
-				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
-			case OpList:
-				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: md5tag(obj["w1"])}, "w2": {Session: md5tag(obj["w2"])}}, nil)...)
-			case OpGetSession:
-				if e.Key == "w1" && d > T+fi && d < T+2*fi {
-					t.Logf("t=%v: the coordinator reads w1 between its lost write and its retry", d)
-				}
-				queue = append(queue, c.SessionRead(now, e.Key, obj[e.Key], md5tag(obj[e.Key]), nil)...)
-			case OpGetPage:
-				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
-			case OpGetRoster:
-				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
-			case OpPutRoster:
-				queue = append(queue, c.RosterPut(now, "r", nil)...)
-			case OpPutPage:
-				p, err := ParsePage(e.Data, e.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
-				ws[e.Key].page = p
-				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
-				if e.Key != "w2" || d <= T+2*fi {
-					break
-				}
-				end, bound := ws["w1"].lease, T+fi+delay+2*lt
-				for sh := range p.Shards {
-					if _, ok := leadsAtCut[sh]; ok && d < end && end > bound {
-						t.Fatalf("t=%v: the coordinator grants %s to w2 (which starts it at about %v) while w1 leads it to %v, under its write at %v (sent after the put-back at %v); section 7's bound: within two LeaderTimeouts of the put-back, %v",
-							d, sh, ws["w2"].renewAt+50*time.Millisecond, end, T+2*fi, T+fi+delay, bound)
-					}
-				}
-			}
-		}
-	}
+	})
 	if !retried || len(leadsAtCut) == 0 {
 		t.Fatalf("the retry did not repeat the lost write's bytes (%v) or w1 led nothing: the schedule does not test the rule", retried)
 	}
@@ -165,114 +103,40 @@ func TestAListingInFlightHoldsAReportsDating(t *testing.T) {
 }
 
 func putBackReportedSlowList(t *testing.T, T, delay, lag time.Duration, nonces bool) {
-	const fi, lt = time.Second, 3 * time.Second
-	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
-	type wk struct {
-		s       Session
-		etag    string
-		page    Page
-		cut     bool
-		renewAt time.Duration
-	}
-	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
-	ws := map[string]*wk{}
-	for i, id := range []string{"w1", "w2"} {
-		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
-		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
-	}
-	pages := map[string][]byte{}
-	pageTag := map[string]string{}
-	renew := func(w *wk) {
-		s := w.s
-		s.Seq++
-		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
-			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
-		}
-		if nonces {
-			s.Nonce = fmt.Sprintf("%x", md5.Sum([]byte(fmt.Sprintf("secret-%s/%d", s.Session, s.Seq))))[:16]
-		}
-		w.s, w.etag = s, md5tag(Marshal(s))
-	}
-	var backup Session
-	var backupTag string
+	const fi, lt = pairFI, pairLT
+	p := newPair(t, nonces, true)
+	l := &lostReport{T: T}
 	listedLater := time.Duration(-1) // the send of a listing that showed seq k+1 before the put-back
-	leadsAtCut := map[string]uint64{}
-	type pendingList struct {
-		due     time.Duration
-		entries map[string]Entry
+	p.store = func(d time.Duration, e Effect) (time.Duration, error) {
+		switch {
+		case e.Op == OpList && d > T+fi && d < T+fi+delay:
+			listedLater = d
+			return lag, nil
+		case e.Op == OpList:
+			return 10 * time.Millisecond, nil
+		}
+		return 0, nil
 	}
-	var lists []pendingList
-	var queue []Effect
-	queue = append(queue, c.Begin(at(0))...)
-	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
-		now := at(d)
-		for _, id := range []string{"w1", "w2"} {
-			w := ws[id]
-			if d == w.renewAt && !w.cut {
-				renew(w)
-				w.renewAt += fi
-				switch {
-				case id == "w1" && d == T:
-					backup, backupTag = w.s, w.etag
-					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
-				case id == "w1" && d == T+fi:
-					w.cut = true
-					leadsAtCut = w.s.Leads
-				default:
-					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
-				}
+	p.watch = func(d time.Duration, e Effect) {
+		if e.Op != OpPutPage || e.Key != "w2" || d <= T+fi {
+			return
+		}
+		pg, _ := ParsePage(e.Data, e.Key)
+		end := T + fi + lt - lt/10
+		for sh := range pg.Shards {
+			if _, ok := l.leadsAtCut[sh]; ok && d < end {
+				t.Fatalf("t=%v: the coordinator grants %s to w2 while w1 leads it to %v; a listing sent at %v (answered at %v) showed seq %d before the put-back at %v",
+					d, sh, end, listedLater, listedLater+lag, p.ws["w1"].s.Seq, T+fi+delay)
 			}
 		}
+	}
+	p.run(20*time.Second, func(d time.Duration) {
+		l.events(p, d)
 		if d == T+fi+delay {
-			ws["w1"].s, ws["w1"].etag = backup, backupTag
+			p.obj["w1"] = l.backup
 		}
-		if len(lists) > 0 && d >= lists[0].due {
-			queue = append(queue, c.Listed(now, lists[0].entries, nil)...)
-			lists = lists[1:]
-		}
-		fx := append(queue, c.Tick(now)...)
-		queue = nil
-		for _, e := range fx {
-			switch e.Op {
-			case OpStepDown:
-				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
-			case OpList:
-				entries := map[string]Entry{"w1": {Session: ws["w1"].etag}, "w2": {Session: ws["w2"].etag}}
-				l := time.Duration(0)
-				if d > T+fi && d < T+fi+delay {
-					l, listedLater = lag, d
-				}
-				lists = append(lists, pendingList{due: d + l, entries: entries})
-			case OpGetSession:
-				queue = append(queue, c.SessionRead(now, e.Key, Marshal(ws[e.Key].s), ws[e.Key].etag, nil)...)
-			case OpGetPage:
-				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
-			case OpGetRoster:
-				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
-			case OpPutRoster:
-				queue = append(queue, c.RosterPut(now, "r", nil)...)
-			case OpPutPage:
-				p, err := ParsePage(e.Data, e.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
-				ws[e.Key].page = p
-				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
-				if e.Key != "w2" || d <= T+fi {
-					break
-				}
-				end := T + fi + lt - lt/10
-				for sh := range p.Shards {
-					if _, ok := leadsAtCut[sh]; ok && d < end {
-						t.Fatalf("t=%v: the coordinator grants %s to w2 while w1 leads it to %v; a listing sent at %v (answered at %v) showed seq %d before the put-back at %v",
-							d, sh, end, listedLater, listedLater+lag, backup.Seq+1, T+fi+delay)
-					}
-				}
-			}
-		}
-	}
-	if len(leadsAtCut) == 0 || listedLater < 0 {
+	})
+	if len(l.leadsAtCut) == 0 || listedLater < 0 {
 		t.Fatalf("w1 led nothing at the cut, or no listing was sent between its last write and the put-back: the schedule does not test the rule")
 	}
 }

@@ -3,7 +3,6 @@ package coord
 // Peer mode's reports (4.8): hints for when to read, never a sighting.
 
 import (
-	"crypto/md5"
 	"errors"
 	"fmt"
 	"strings"
@@ -70,105 +69,45 @@ func TestReportedNonceCountsOnlyForItsWrite(t *testing.T) {
 // with nonces, TestReportedNonceCountsOnlyForItsWrite's.
 func reportedSighting(t *testing.T, lieAt time.Duration, nonces bool) {
 	t.Helper()
-	const fi, lt = time.Second, 3 * time.Second
-	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
-	type wk struct {
-		s       Session
-		etag    string
-		sent    time.Duration // the send of its last successful write
-		page    Page
-		cut     bool
-		renewAt time.Duration
-	}
-	md5tag := func(b []byte) string { return fmt.Sprintf("%x", md5.Sum(b)) }
-	ws := map[string]*wk{}
-	for i, id := range []string{"w1", "w2"} {
-		s := Session{V: wireVersion, ID: id, Session: "S" + id, Seq: 1, TTL: 3000, Leads: map[string]uint64{}}
-		ws[id] = &wk{s: s, etag: md5tag(Marshal(s)), renewAt: time.Duration(300*(i+1)) * time.Millisecond}
-	}
-	pages := map[string][]byte{}
-	pageTag := map[string]string{}
-	renew := func(now time.Duration, w *wk) {
-		s := w.s
-		s.Seq++
-		if w.s.Applied.Less(w.page.Ver) && w.page.Session == s.Session {
-			s.Applied, s.AppliedBy, s.Leads = w.page.Ver, w.page.By, w.page.Shards
+	p := newPair(t, nonces, true)
+	cut := false // w1 lost the store
+	p.watch = func(d time.Duration, e Effect) {
+		if e.Op != OpPutPage || e.Key != "w2" || d < lieAt {
+			return
 		}
-		if nonces {
-			s.Nonce = fmt.Sprintf("%s-%d", s.Session, s.Seq)
-		}
-		w.s, w.etag, w.sent = s, md5tag(Marshal(s)), now
-	}
-	next := func(w *wk) string { // the ETag of w's next renewal, as a forger computes it
-		s := w.s
-		s.Seq++
-		return md5tag(Marshal(s))
-	}
-	var queue []Effect
-	queue = append(queue, c.Begin(at(0))...)
-	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
-		now := at(d)
-		for _, id := range []string{"w1", "w2"} {
-			w := ws[id]
-			if d == w.renewAt && !w.cut {
-				renew(d, w)
-				w.renewAt += fi
-				last := id == "w1" && d == lieAt+fi-10*time.Millisecond
-				if !last || !nonces {
-					queue = append(queue, c.Reported(now, id, Entry{Session: w.etag, Nonce: w.s.Nonce})...)
-				}
-				if last {
-					w.cut = true // w1 loses the store after this write
-				}
+		pg, _ := ParsePage(e.Data, e.Key)
+		w1 := p.ws["w1"]
+		for sh := range pg.Shards {
+			if _, ok := w1.s.Leads[sh]; ok && d < p.leaseEnd("w1") {
+				// w2 starts it after its next renewal, its page read
+				// and a write listing it: about 50 ms after it renews.
+				start := p.ws["w2"].renewAt + 50*time.Millisecond
+				t.Fatalf("t=%v: the coordinator grants %s (which w1 leads, its lease from a write sent at %v running to %v) to w2, which can lead it from about %v: a forged report started w1's silent wait %v before its last write",
+					d, sh, w1.sent, p.leaseEnd("w1"), start, w1.sent-lieAt)
 			}
+		}
+	}
+	p.run(20*time.Second, func(d time.Duration) {
+		for _, id := range []string{"w1", "w2"} {
+			if id == "w1" && cut || !p.due(d, id) {
+				continue
+			}
+			p.renew(d, id)
+			last := id == "w1" && d == lieAt+pairFI-10*time.Millisecond
+			if !last || !nonces {
+				p.report(d, id, Entry{})
+			}
+			cut = cut || last // w1 loses the store after this write
 		}
 		if d == lieAt {
-			forged := next(ws["w1"])
+			s := p.ws["w1"].s // the ETag of w1's next renewal, as a forger computes it
+			s.Seq++
+			forged := md5tag(Marshal(s))
 			t.Logf("t=%v: a report for w1 names %s, the ETag of its next renewal", d, forged)
-			queue = append(queue, c.Reported(now, "w1", Entry{Session: forged, Nonce: "a guess"})...)
+			p.report(d, "w1", Entry{Session: forged, Nonce: "a guess"})
 		}
-		fx := append(queue, c.Tick(now)...)
-		queue = nil
-		for _, e := range fx {
-			switch e.Op {
-			case OpStepDown:
-				t.Fatalf("t=%v: stepped down: %v", d, e.Err)
-			case OpList:
-				queue = append(queue, c.Listed(now, map[string]Entry{"w1": {Session: ws["w1"].etag}, "w2": {Session: ws["w2"].etag}}, nil)...)
-			case OpGetSession:
-				queue = append(queue, c.SessionRead(now, e.Key, Marshal(ws[e.Key].s), ws[e.Key].etag, nil)...)
-			case OpGetPage:
-				queue = append(queue, c.PageRead(now, e.Key, pages[e.Key], pageTag[e.Key], nil)...)
-			case OpGetRoster:
-				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
-			case OpPutRoster:
-				queue = append(queue, c.RosterPut(now, "r", nil)...)
-			case OpPutPage:
-				p, err := ParsePage(e.Data, e.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages[e.Key], pageTag[e.Key] = e.Data, md5tag(e.Data)
-				ws[e.Key].page = p
-				queue = append(queue, c.PagePut(now, e.Key, pageTag[e.Key], nil)...)
-				if e.Key != "w2" || d < lieAt {
-					break
-				}
-				w1 := ws["w1"]
-				end := w1.sent + lt - lt/10
-				for sh := range p.Shards {
-					if _, ok := w1.s.Leads[sh]; ok && d < end {
-						// w2 starts it after its next renewal, its page read
-						// and a write listing it: about 50 ms after it renews.
-						start := ws["w2"].renewAt + 50*time.Millisecond
-						t.Fatalf("t=%v: the coordinator grants %s (which w1 leads, its lease from a write sent at %v running to %v) to w2, which can lead it from about %v: a forged report started w1's silent wait %v before its last write",
-							d, sh, w1.sent, end, start, w1.sent-lieAt)
-					}
-				}
-			}
-		}
-	}
-	if len(ws["w1"].s.Leads) == 0 {
+	})
+	if len(p.ws["w1"].s.Leads) == 0 {
 		t.Fatalf("w1 led nothing: the schedule does not test the rule")
 	}
 }

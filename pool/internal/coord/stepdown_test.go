@@ -5,7 +5,6 @@ package coord
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -40,105 +39,52 @@ import (
 // them; the rule bites there only where LeaderTimeout < 2 ×
 // FrequentInterval plus a LIST's latency.)
 func TestOneFailedListingDoesNotDeposeAPeerModeCoordinator(t *testing.T) {
-	const fi, lt = time.Second, 3 * time.Second
-	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: fi, LeaderTimeout: lt, Mark: "m", ListEvery: lt / 2}, 1)
-	sess := map[string]Session{}
-	etag := map[string]string{}
-	pages := map[string]Page{}
-	n := 0
-	renew := func(id string) {
-		s := sess[id]
-		if s.Session == "" {
-			s = Session{V: wireVersion, ID: id, Session: "S" + id, TTL: 3000}
-		}
-		s.Seq++
-		if p := pages[id]; s.Applied.Less(p.Ver) {
-			s.Applied, s.AppliedBy, s.Leads = p.Ver, p.By, p.Shards
-		}
-		n++
-		sess[id], etag[id] = s, fmt.Sprintf("e%d", n)
-	}
-	type pending struct {
-		at time.Duration
-		fn func(now time.Time) []Effect
-	}
-	var q []pending
+	p := newPair(t, false, false)
 	failed := false
-	queue := c.Begin(at(0))
-	for d := time.Duration(0); d < 20*time.Second; d += 10 * time.Millisecond {
-		now := at(d)
-		var fx []Effect
-		fx = append(fx, queue...)
-		queue = nil
-		rest := q[:0]
-		for _, p := range q {
-			if p.at <= d {
-				fx = append(fx, p.fn(now)...)
-			} else {
-				rest = append(rest, p)
+	p.store = func(d time.Duration, e Effect) (time.Duration, error) {
+		switch e.Op {
+		case OpList:
+			if d >= 12*time.Second && !failed {
+				failed = true
+				t.Logf("t=%v: this listing fails", d)
+				return 40 * time.Millisecond, errors.New("503 Slow Down")
 			}
-		}
-		q = rest
-		for i, id := range []string{"w1", "w2"} {
-			if d%fi == time.Duration(300*(i+1))*time.Millisecond {
-				renew(id)
-				fx = append(fx, c.Reported(now, id, Entry{Session: etag[id]})...)
+			if failed {
+				return 150 * time.Millisecond, nil // the listings after the failure are slower
 			}
-		}
-		fx = append(fx, c.Tick(now)...)
-		for _, e := range fx {
-			switch e.Op {
-			case OpStepDown:
-				if !failed {
-					t.Fatalf("t=%v: stepped down before the listing failed: %v", d, e.Err)
-				}
-				t.Fatalf("t=%v: one failed listing deposed the coordinator: %v", d, e.Err)
-			case OpList:
-				entries := map[string]Entry{"w1": {Session: etag["w1"]}, "w2": {Session: etag["w2"]}}
-				if d >= 12*time.Second && !failed {
-					failed = true
-					t.Logf("t=%v: this listing fails", d)
-					q = append(q, pending{d + 40*time.Millisecond, func(now time.Time) []Effect { return c.Listed(now, nil, errors.New("503 Slow Down")) }})
-					break
-				}
-				lat := 40 * time.Millisecond
-				if failed {
-					lat = 150 * time.Millisecond // the listings after the failure are slower
-				}
-				q = append(q, pending{d + lat, func(now time.Time) []Effect { return c.Listed(now, entries, nil) }})
-			case OpGetSession:
-				id, data, tag := e.Key, Marshal(sess[e.Key]), etag[e.Key]
-				if sess[id].Session == "" {
-					data, tag = nil, ""
-				}
-				lat := 20 * time.Millisecond
-				if failed {
-					lat = 60 * time.Millisecond // the store is slower after the failure
-				}
-				q = append(q, pending{d + lat, func(now time.Time) []Effect { return c.SessionRead(now, id, data, tag, nil) }})
-			case OpGetPage:
-				id := e.Key
-				q = append(q, pending{d + 20*time.Millisecond, func(now time.Time) []Effect { return c.PageRead(now, id, nil, "", nil) }})
-			case OpGetRoster:
-				queue = append(queue, c.RosterRead(now, nil, "", nil)...)
-			case OpPutRoster:
-				queue = append(queue, c.RosterPut(now, "r", nil)...)
-			case OpPutPage:
-				p, err := ParsePage(e.Data, e.Key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pages[e.Key] = p
-				id := e.Key
-				q = append(q, pending{d + 20*time.Millisecond, func(now time.Time) []Effect { return c.PagePut(now, id, fmt.Sprintf("p%d", p.Ver.N), nil) }})
+			return 40 * time.Millisecond, nil
+		case OpGetSession:
+			if failed {
+				return 60 * time.Millisecond, nil // the store is slower after the failure
 			}
+			return 20 * time.Millisecond, nil
+		case OpGetPage, OpPutPage:
+			return 20 * time.Millisecond, nil
 		}
+		return 0, nil
 	}
+	p.watch = func(d time.Duration, e Effect) {
+		if e.Op != OpStepDown {
+			return
+		}
+		if !failed {
+			t.Fatalf("t=%v: stepped down before the listing failed: %v", d, e.Err)
+		}
+		t.Fatalf("t=%v: one failed listing deposed the coordinator: %v", d, e.Err)
+	}
+	p.run(20*time.Second, func(d time.Duration) {
+		for _, id := range []string{"w1", "w2"} {
+			if p.due(d, id) {
+				p.renew(d, id)
+				p.report(d, id, Entry{})
+			}
+		}
+	})
 	if !failed {
 		t.Fatalf("no listing after 12 s: the schedule does not test the rule")
 	}
-	if len(sess["w1"].Leads)+len(sess["w2"].Leads) != 4 {
-		t.Fatalf("the pool did not balance: %v %v", sess["w1"].Leads, sess["w2"].Leads)
+	if w1, w2 := p.ws["w1"].s.Leads, p.ws["w2"].s.Leads; len(w1)+len(w2) != 4 {
+		t.Fatalf("the pool did not balance: %v %v", w1, w2)
 	}
 }
 

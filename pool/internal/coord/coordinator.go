@@ -173,11 +173,6 @@ func (c *Coordinator) Ready(now time.Time) bool {
 	return true
 }
 
-// Begin starts the era.
-func (c *Coordinator) Begin(now time.Time) []Effect {
-	return c.after(now, nil)
-}
-
 func (c *Coordinator) k(id string) *key {
 	k := c.keys[id]
 	if k == nil {
@@ -208,10 +203,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	s, perr := ParseSession(data, id)
 	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
 	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.rtag && etag == k.sight && k.rAt.Before(k.seen) && !c.listing {
-		// (Not while a listing is out: it may show a later write that
-		// the read's answer does not, and it would drop the report.)
-		// A report named this write's Nonce at rAt: its sender knew the
-		// write's content then, so the write had been sent (4.8).
+		// A report named this write's Nonce at rAt, so the write had
+		// been sent by then; not while a listing is out, which may show
+		// a later write and drop the report (4.8).
 		k.seen = k.rAt
 	}
 	if ok {
@@ -223,31 +217,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	k.departed = ok && s.Closed
 	unread := k.listed != "" && k.listed != etag // a write listed that no read returned
 	k.listed = ""
-	revived := false
-	for i := range c.ghosts {
-		g := &c.ghosts[i]
-		switch {
-		case g.id != id || g.done:
-		case ok && s.Session == g.session && (s.Seq > g.seq || s.Closed):
-			// A later write of the ghost's session: its last write was put
-			// back and it wrote again. It is live again, and holds every
-			// shard until it has applied a page written from now on.
-			// (Closed: over; the view below ends at once.)
-			g.done, revived = true, true
-			delete(k.gone, g.session)
-			if k.cur != nil && k.cur.session == g.session {
-				k.cur = nil
-			}
-		case unread && !(ok && !s.Closed && s.Session != g.session) && g.until.Before(k.listedAt.Add(g.wait)):
-			// A write listed that no read returned, and no live session
-			// of another process on the key since: it may have been a
-			// later write of the ghost's session, written over since.
-			// Wait a lease from its first sight.
-			g.until = k.listedAt.Add(g.wait)
-		case !k.getAt.Before(g.until):
-			g.done = true // no later write, by a read sent after its wait
-		}
-	}
+	revived := c.readGhosts(id, k, s, ok, unread)
 	switch {
 	case ok && k.cur != nil && s.Session == k.cur.session:
 		v := k.cur
@@ -281,40 +251,75 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			c.ghost(now, id, k)
 		}
 		if ok && !k.gone[s.Session] {
-			if s.Closed {
-				k.gone[s.Session] = true
-				break
-			}
-			k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
-				wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
-			switch {
-			case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
-				s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
-				// Revived; on a key this era did not read at its start
-				// (4.7); first read after the era's start and before its
-				// gate; or a session that led, or may lead, by a page of
-				// an earlier era: hidden from this era's start (its object
-				// deleted, then put back), it may still lead or apply it
-				// (4.1). A session opened in this era after its gate has
-				// none of these.
-				k.cur.need = Ver{c.term, c.n + 1}
-			case c.allRead.IsZero():
-				k.cur.need = Ver{c.term, 1}
-			}
-			c.maxTTL = max(c.maxTTL, s.TTL)
-			if c.allRead.IsZero() {
-				c.lmax = max(c.lmax, k.cur.wait)
-			}
-			if c.first.IsZero() {
-				c.first = now
-			}
-			c.lastNew = now
-			if k.page.session != s.Session {
-				k.page.session, k.page.shards, k.page.hist = s.Session, nil, nil
-			}
+			c.newView(now, k, s, etag, revived)
 		}
 	}
 	return c.after(now, nil)
+}
+
+// readGhosts takes in what a read of key id showed (s, if ok) for its
+// ghosts (4.3), and reports whether it revived one: a later write of the
+// ghost's session. unread: a listing showed a write that no read returned.
+func (c *Coordinator) readGhosts(id string, k *key, s Session, ok, unread bool) (revived bool) {
+	for i := range c.ghosts {
+		g := &c.ghosts[i]
+		switch {
+		case g.id != id || g.done:
+		case ok && s.Session == g.session && (s.Seq > g.seq || s.Closed):
+			// A later write of the ghost's session: its last write was put
+			// back and it wrote again. It is live again, and holds every
+			// shard until it has applied a page written from now on.
+			// (Closed: over at once, by newView.)
+			g.done, revived = true, true
+			delete(k.gone, g.session)
+			if k.cur != nil && k.cur.session == g.session {
+				k.cur = nil
+			}
+		case unread && !(ok && !s.Closed && s.Session != g.session) && g.until.Before(k.listedAt.Add(g.wait)):
+			// A write listed that no read returned, and no live session
+			// of another process on the key since: it may have been a
+			// later write of the ghost's session, written over since.
+			// Wait a lease from its first sight.
+			g.until = k.listedAt.Add(g.wait)
+		case !k.getAt.Before(g.until):
+			g.done = true // no later write, by a read sent after its wait
+		}
+	}
+	return revived
+}
+
+// newView takes in the live session s that a read of k showed, the
+// first of it (or of it revived) in this era.
+func (c *Coordinator) newView(now time.Time, k *key, s Session, etag string, revived bool) {
+	if s.Closed {
+		k.gone[s.Session] = true
+		return
+	}
+	k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
+		wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
+	switch {
+	case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
+		s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
+		// Revived; on a key this era did not read at its start (4.7);
+		// first read after the era's start and before its gate; or a
+		// session that led, or may lead, by a page of an earlier era,
+		// hidden from this era's start (4.1). A session opened in this
+		// era after its gate has none of these.
+		k.cur.need = Ver{c.term, c.n + 1}
+	case c.allRead.IsZero():
+		k.cur.need = Ver{c.term, 1}
+	}
+	c.maxTTL = max(c.maxTTL, s.TTL)
+	if c.allRead.IsZero() {
+		c.lmax = max(c.lmax, k.cur.wait)
+	}
+	if c.first.IsZero() {
+		c.first = now
+	}
+	c.lastNew = now
+	if k.page.session != s.Session {
+		k.page.session, k.page.shards, k.page.hist = s.Session, nil, nil
+	}
 }
 
 // ghost ends k's live session as written over.
@@ -437,7 +442,7 @@ func (c *Coordinator) stepDown(now time.Time, err error) []Effect {
 	return []Effect{{Op: OpStepDown, Err: err, Term: c.later}}
 }
 
-// Tick is a timer that fired.
+// Tick is a timer that fired; the first starts the era.
 func (c *Coordinator) Tick(now time.Time) []Effect { return c.after(now, nil) }
 
 // after runs the era's rules once an event has been taken in.

@@ -184,7 +184,7 @@ func session(id, sess string, seq uint64, applied Ver, leads map[string]uint64) 
 func readyCoordinator(t *testing.T) *Coordinator {
 	t.Helper()
 	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 1)
-	c.Begin(at(0))
+	c.Tick(at(0))
 	c.Listed(at(0), map[string]Entry{"w1": {Session: "e1"}, "w2": {Session: "e2"}}, nil)
 	for _, id := range []string{"w1", "w2"} {
 		c.PageRead(at(0), id, nil, "", nil)
@@ -294,7 +294,7 @@ func TestCoordinatorFreesADeadSessionsShardsOnlyAfterAFreshRead(t *testing.T) {
 
 func TestCoordinatorStepsDownBeforeALaterEra(t *testing.T) {
 	c := NewCoordinator(CoordConfig{Shards: []string{"a"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 4)
-	c.Begin(at(0))
+	c.Tick(at(0))
 	fx := c.PageRead(at(0), "w1", Marshal(Page{V: wireVersion, Ver: Ver{5, 1}, ID: "w1", Session: "s"}), "p", nil)
 	if _, ok := find(fx, OpStepDown); !ok {
 		t.Fatalf("PageRead(era 5) in era 4 = %v; want step-down", ops(fx))
@@ -375,7 +375,7 @@ func TestLateReplyDoesNotRenewAnEndedLease(t *testing.T) {
 		t.Errorf("a reply taken at t0+3.5s, after the lease in force ended at t0+2.74s, extends the leaderships to t0+%v (%v): a lease that had run out is renewed", e.At.Sub(t0), fx)
 	}
 	if _, ok := find(fx, OpStop); !ok {
-		t.Errorf("no OpStop for a at t0+3.5s, its lease over since t0+2.74s: %v; leads %v", fx, w.Leads())
+		t.Errorf("no OpStop for a at t0+3.5s, its lease over since t0+2.74s: %v; running %v, stopping %v", fx, w.running, w.stopping)
 	}
 }
 
@@ -407,7 +407,7 @@ func repeatedEra(t *testing.T, renew bool) {
 	pages := map[string][]byte{"w1": Marshal(Page{V: wireVersion, Ver: Ver{5, 57}, ID: "w1", Session: "S1", Shards: map[string]uint64{"a": 5<<32 | 1}, MaxTTL: 3000, By: "first"})}
 	tag := 0
 	etag := map[string]string{"w1": "e1", "w2": "e2"}
-	queue := c.Begin(t0)
+	queue := c.Tick(t0)
 	for d := 10 * time.Millisecond; d < 10*time.Second; d += 10 * time.Millisecond {
 		now := at(d)
 		fx := queue
@@ -482,7 +482,7 @@ func TestDepartedWorkersAreNotReadByEveryEra(t *testing.T) {
 	tag := 0
 	era := func(term uint64, start time.Time) (reads int) {
 		c := NewCoordinator(CoordConfig{Shards: []string{"a", "b"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Mark: fmt.Sprint(term)}, term)
-		queue := c.Begin(start)
+		queue := c.Tick(start)
 		ready := time.Time{}
 		for d := 20 * time.Millisecond; d < 10*time.Second && (ready.IsZero() || start.Add(d).Before(ready.Add(2*time.Second))); d += 20 * time.Millisecond {
 			now := start.Add(d)

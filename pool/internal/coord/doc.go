@@ -5,10 +5,6 @@
 // package runs them against a store; the simulation in this package's
 // tests drives them directly, in an order drawn from a seed.
 //
-// The protocol is in docs/pool-protocol.md. In short: each worker keeps
-// one session object (its lease), listing the shards it leads and the
-// page of the assignment it has applied; one coordinator, elected by
-// package s3lect, writes each worker a page naming the shards it may lead,
-// with If-Match, and moves a shard only once the worker that had it shows
-// it released or its session is over.
+// The protocol, whose sections the comments cite, is
+// docs/pool-protocol.md.
 package coord

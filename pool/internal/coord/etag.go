@@ -2,15 +2,11 @@ package coord
 
 import "strings"
 
-// The coordinator compares a session object's ETag as a listing gives it
-// with the ETag a read returns (4.3: a sighting "in a listing or a
-// read"). Stores and the gateways in front of them do not all give one
-// form in both: quoted or not, a weak validator's W/ prefix, hex digits
-// in either case. Read as different, every listing of an unchanged
-// object would look like a change and no session would ever be silent.
-// So every ETag of a session or news object is taken in one form,
-// sameForm's. (Pages and the roster are the coordinator's own writes:
-// their ETags go back to the store in If-Match as the store gave them.)
+// A listing's ETags and a read's are compared (4.3: a sighting "in a
+// listing or a read"), but stores and gateways do not all give one form
+// in both (quotes, a W/ prefix, the case of hex digits): every ETag of a
+// session or news object is taken in sameForm's. Pages and the roster
+// go back to the store in If-Match as it gave them.
 
 // sameForm returns etag without a W/ prefix and surrounding quotes, and
 // in lower case when it is hex (an MD5, an S3 multipart "hex-N", Azure's

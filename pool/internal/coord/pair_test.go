@@ -61,7 +61,7 @@ func newPair(t *testing.T, nonces, open bool) *pair {
 		}
 		p.ws[id] = w
 	}
-	p.queue = p.c.Begin(at(0))
+	p.queue = p.c.Tick(at(0))
 	return p
 }
 

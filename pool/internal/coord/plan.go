@@ -1,14 +1,15 @@
 package coord
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"maps"
 	"math/bits"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -25,10 +26,48 @@ import (
 // Its decisions are those of a plan computed from scratch at every event
 // (the simulation checks the index against one, planCheck).
 func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
-	// Every live session that has no page of this era gets one first,
-	// naming what it leads (those it leads at another term, or that are
-	// not shards any more, it drops).
 	ids := sortedKeys(c.keys)
+	fx = c.firstPages(ids, fx)
+	if !c.Ready(now) {
+		return fx
+	}
+	c.givenUp(ids)
+	c.syncHolds()
+	if planCheck != nil {
+		planCheck(c)
+	}
+	var live []string
+	assigned := 0
+	for _, id := range ids {
+		if k := c.keys[id]; k.cur != nil {
+			live = append(live, id)
+			assigned += len(k.page.shards)
+		}
+	}
+	if len(live) == 0 {
+		return fx
+	}
+	if assigned == 0 && now.Before(c.lastNew.Add(c.cfg.FrequentInterval)) && now.Before(c.first.Add(c.cfg.LeaderTimeout)) {
+		return fx // a cold start: let the pool assemble first
+	}
+	target := c.targets(live)
+	want, owned, takers := c.keep(live, target)
+	if err := c.grant(target, want, owned, takers); err != nil {
+		return append(fx, c.stepDown(now, err)...)
+	}
+	for _, id := range live {
+		k := c.keys[id]
+		if !k.page.writing && (k.page.dirty || owned[id] && !maps.Equal(want[id], k.page.shards)) {
+			fx = c.write(id, k, want[id], fx)
+		}
+	}
+	return fx
+}
+
+// firstPages writes every live session that has no page of this era its
+// first, naming what it leads (those it leads at another term, or that
+// are not shards any more, it drops).
+func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || !k.cur.applied.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
@@ -42,14 +81,15 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		}
 		fx = c.write(id, k, want, fx)
 	}
-	if !c.Ready(now) {
-		return fx
-	}
+	return fx
+}
+
+// givenUp frees the shards a session gave up: one that applied its
+// latest page and does not list one of its shards (its Work returned)
+// starts it again only on a newer page. Looked at again only when its
+// leads or its page changed.
+func (c *Coordinator) givenUp(ids []string) {
 	x := &c.idx
-	// A session that applied its latest page and does not list one of
-	// its shards gave it up (its Work returned): it starts it again only
-	// on a newer page, so the shard is free. Looked at again only when
-	// its leads or its page changed.
 	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || len(k.page.hist) > 0 || k.page.writing || k.cur.applied.Era != c.term {
@@ -67,25 +107,11 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		}
 		e.scanLeads, e.scanShards = k.cur.leads, k.page.shards
 	}
-	c.syncHolds()
-	if planCheck {
-		c.checkIndex()
-	}
-	var live []string
-	assigned := 0
-	for _, id := range ids {
-		if k := c.keys[id]; k.cur != nil {
-			live = append(live, id)
-			assigned += len(k.page.shards)
-		}
-	}
-	if len(live) == 0 {
-		return fx
-	}
-	if assigned == 0 && now.Before(c.lastNew.Add(c.cfg.FrequentInterval)) && now.Before(c.first.Add(c.cfg.LeaderTimeout)) {
-		return fx // a cold start: let the pool assemble first
-	}
-	// Targets: ⌊N/W⌋ each, one more for the N mod W that have most now.
+}
+
+// targets gives each live worker ⌊N/W⌋ shards, one more for the N mod W
+// that have most now, at most what a page holds.
+func (c *Coordinator) targets(live []string) map[string]int {
 	n, w := len(c.order), len(live)
 	byCount := slices.Clone(live)
 	slices.SortStableFunc(byCount, func(a, b string) int { return len(c.keys[b].page.shards) - len(c.keys[a].page.shards) })
@@ -97,14 +123,18 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		}
 		target[id] = min(target[id], c.capacity) // a page must fit an object
 	}
-	// What each keeps: its page, unless it names more than its target or
-	// shards the pool no longer runs; then the first of its shards by
-	// rank, up to the target. A page kept as it is is shared with want
-	// until a grant adds to it (own).
-	want := make(map[string]map[string]uint64, w)
-	owned := map[string]bool{}
-	var takers []string // live workers below their target, whose page is not being written
-	taker := map[string]bool{}
+	return target
+}
+
+// keep returns what each live worker keeps: its page, unless it names
+// more than its target or shards the pool no longer runs; then the first
+// of its shards by rank, up to the target. A page kept as it is is
+// shared with want until a grant adds to it (owned). takers are the live
+// workers below their target whose page is not being written, most short
+// first.
+func (c *Coordinator) keep(live []string, target map[string]int) (want map[string]map[string]uint64, owned map[string]bool, takers []string) {
+	x := &c.idx
+	want, owned = make(map[string]map[string]uint64, len(live)), map[string]bool{}
 	for _, id := range live {
 		k := c.keys[id]
 		var m map[string]uint64
@@ -114,8 +144,8 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 				m, owned[id] = map[string]uint64{}, true
 			}
 		} else {
-			// Kept first: the shards whose home (below) is not a live
-			// worker short of its target; then by rank.
+			// Kept first: the shards whose home (planIndex) is not a
+			// live worker short of its target; then by rank.
 			away := func(s string) bool {
 				h := x.home[s]
 				hk := c.keys[h]
@@ -140,17 +170,25 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 		want[id] = m
 		if len(m) < target[id] && !k.page.writing {
 			takers = append(takers, id)
-			taker[id] = true
 		}
 	}
 	slices.SortStableFunc(takers, func(a, b string) int {
 		return (target[b] - len(want[b])) - (target[a] - len(want[a]))
 	})
-	// Grant the free shards, in rank order: to its home if that worker
-	// takes, else back to the worker that had it if it takes, else round
-	// the takers, most short first.
+	return want, owned, takers
+}
+
+// grant adds the free shards to want, in rank order: each to its home if
+// that worker takes, else back to the worker that had it if it takes,
+// else round the takers, most short first.
+func (c *Coordinator) grant(target map[string]int, want map[string]map[string]uint64, owned map[string]bool, takers []string) error {
+	x := &c.idx
 	if x.home == nil {
 		x.home = map[string]string{}
+	}
+	taker := map[string]bool{}
+	for _, id := range takers {
+		taker[id] = true
 	}
 	next := 0
 	for wi := 0; wi < len(x.free) && len(takers) > 0 && x.nfree > 0; wi++ {
@@ -172,7 +210,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 				delete(x.home, s)
 			}
 			if c.grants+1 >= 1<<32 {
-				return append(fx, c.stepDown(now, errors.New("the era has granted 2^32 shards"))...)
+				return errors.New("the era has granted 2^32 shards")
 			}
 			c.grants++
 			if !owned[to] {
@@ -186,13 +224,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 			}
 		}
 	}
-	for _, id := range live {
-		k := c.keys[id]
-		if !k.page.writing && (k.page.dirty || owned[id] && !maps.Equal(want[id], k.page.shards)) {
-			fx = c.write(id, k, want[id], fx)
-		}
-	}
-	return fx
+	return nil
 }
 
 func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Effect) []Effect {
@@ -216,14 +248,7 @@ func (c *Coordinator) SetShards(shards []string) {
 	}
 	c.order = slices.Clone(shards)
 	slices.SortFunc(c.order, func(a, b string) int {
-		ha, hb := shardHash(a), shardHash(b)
-		switch {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
-		}
-		return cmpString(a, b)
+		return cmp.Or(cmp.Compare(shardHash(a), shardHash(b)), strings.Compare(a, b))
 	})
 	c.rank = map[string]int{}
 	c.idx = planIndex{home: c.idx.home} // rebuilt on the next plan, with the new ranks
@@ -244,16 +269,6 @@ func PageCapacity(encoded int) int {
 	return (store.MaxObjectSize - 1024) / (encoded + 22)
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // shardHash orders the shards the same way in every era, and scatters
 // names that sort together.
 func shardHash(s string) uint64 {
@@ -261,10 +276,9 @@ func shardHash(s string) uint64 {
 	return binary.BigEndian.Uint64(sum[:])
 }
 
-// planCheck makes every plan check its index against the held shards
-// computed from scratch, and panic on a difference (the simulation sets
-// it; the measurements at scale do not).
-var planCheck = false
+// planCheck, if set, checks the index at every plan against the held
+// shards computed from scratch (the tests set it, plan_test.go).
+var planCheck func(c *Coordinator)
 
 // planIndex is what plan keeps between events: for every key, the
 // shards its live session may lead (holds, 4.2) as last computed, and
@@ -410,43 +424,5 @@ func (c *Coordinator) syncHolds() {
 			}
 			delete(x.ghosts, id)
 		}
-	}
-}
-
-// checkIndex panics if the index differs from the held shards and the
-// pages' unknown shards computed from scratch.
-func (c *Coordinator) checkIndex() {
-	held := map[string]bool{}
-	for _, g := range c.ghosts {
-		for s := range g.holds {
-			held[s] = true
-		}
-	}
-	for id, k := range c.keys {
-		if k.cur != nil {
-			c.holds(k, held)
-		}
-		invalid := 0
-		for s := range k.page.shards {
-			if !c.shards[s] {
-				invalid++
-			}
-		}
-		if e := c.idx.keys[id]; e == nil || e.invalid != invalid {
-			panic(fmt.Sprintf("plan index: key %s: %d unknown shards on its page, the index says otherwise", id, invalid))
-		}
-	}
-	nfree := 0
-	for r, s := range c.order {
-		free := c.idx.free[r/64]&(1<<(r%64)) != 0
-		if free == held[s] || (c.idx.count[s] > 0) != held[s] {
-			panic(fmt.Sprintf("plan index: shard %s held %v, the index says free %v (count %d)", s, held[s], free, c.idx.count[s]))
-		}
-		if free {
-			nfree++
-		}
-	}
-	if nfree != c.idx.nfree || len(held) != len(c.idx.count) {
-		panic(fmt.Sprintf("plan index: %d free, %d held; the index says %d free, %d held", nfree, len(held), c.idx.nfree, len(c.idx.count)))
 	}
 }

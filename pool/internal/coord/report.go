@@ -2,23 +2,12 @@ package coord
 
 import "time"
 
-// Reported is a worker's report of its objects (peer mode): a hint for
-// when to read, never a sighting. It may ask for a read where a listing's
-// entry would, but it never sets the key's sighting nor its first sight:
-// only the coordinator's own listings and reads start a wait (4.3), so a
-// report that names a write before it happens (on S3 an ETag is the hash
-// of a predictable body) cannot start that write's wait early. Its Nonce,
-// a random value of the write it reports, is kept: once a read shows the
-// write that carries it, the write's wait counts from the report, which
-// came after the write was sent (only its writer, or a reader of it, knew
-// the Nonce). Before the era's first listing it is dropped.
-//
-// Nor does a report create a key: anyone who reaches the handler can
-// report any ID, and a key the era knows is one its start waits to read
-// (4.1), forever if the store refuses the key. A report for an ID no
-// listing of this era has shown only brings the next listing forward, to
-// a FrequentInterval after the last one: a new worker is read as soon as
-// a listing shows it, and made-up IDs cost at most a listing an interval.
+// Reported is a worker's report of its objects (peer mode, 4.8): a hint
+// for when to read, never a sighting, since a report can name a write's
+// ETag before it happens. Its Nonce is kept: a read that shows the write
+// carrying it dates that write from the report (SessionRead). A report
+// creates no key: one for an ID no listing of this era has shown only
+// brings the next listing forward, to a FrequentInterval after the last.
 func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 	if c.down || !c.listed || e.Session == "" {
 		return nil

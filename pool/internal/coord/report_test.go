@@ -197,7 +197,7 @@ func TestReportOfAKeyTheStoreRefusesDoesNotStallAnEraStart(t *testing.T) {
 				}
 			}
 		}
-		push(0, c.Begin(at(0)))
+		push(0, c.Tick(at(0)))
 		granted := time.Duration(-1)
 		lied := false
 		for d := time.Duration(0); d < 60*time.Second && granted < 0; d += 5 * time.Millisecond {

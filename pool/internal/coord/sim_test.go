@@ -473,7 +473,7 @@ func (s *sim) electTick(p *proc) {
 	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt,
 		Mark: fmt.Sprintf("%s.%d", p.id, s.seq)}, s.term) // s.seq: unique, as the executor's random mark is
 	s.log("%s elected coordinator, term %d", p.id, s.term)
-	s.cdo(p, p.c, p.c.Begin(p.local(s.now)))
+	s.cdo(p, p.c, p.c.Tick(p.local(s.now)))
 }
 
 // coordLive reports whether c still coordinates for p; if its leadership

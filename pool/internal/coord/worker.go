@@ -47,7 +47,7 @@ type dupSight struct {
 	session string
 	seq     uint64
 	at      time.Time
-	rose    bool // its seq rose once since the first read (dup.go)
+	rose    bool // its seq rose once since the first read
 }
 
 // Worker is one worker's side of the protocol: its session, the page it
@@ -103,17 +103,6 @@ func (w *Worker) Session() (string, Ver) { return w.sess, w.applied }
 // ("" without NewSecret): peer mode reports it (4.8).
 func (w *Worker) Nonce() string { return w.nonce }
 
-// Leads returns the shards whose Work runs with a live leadership.
-func (w *Worker) Leads() map[string]uint64 {
-	out := map[string]uint64{}
-	for s, t := range w.running {
-		if !w.stopping[s] {
-			out[s] = t
-		}
-	}
-	return out
-}
-
 // Start opens the first session.
 func (w *Worker) Start(now time.Time) []Effect {
 	var fx []Effect
@@ -147,18 +136,20 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 	}
 	if w.checkDup && etag != "" {
 		// A displacement counts only when the foreign session is seen to
-		// renew (W1): a duplicate process does, within its lease; an
-		// earlier write put back (a restored backup of an earlier
-		// process) stands still. The key is read again every tick until
-		// its seq rises or its ttl has passed since the first read.
+		// renew, twice (W1): a duplicate process does; an earlier write
+		// put back stands still. The key is read every tick meanwhile.
 		if s, perr := ParseSession(data, w.cfg.ID); perr == nil && s.Session != "" && !w.mine[s.Session] && !s.Closed {
 			ttl := max(time.Duration(s.TTL)*time.Millisecond, w.cfg.LeaderTimeout)
 			switch d := w.dup; {
 			case d.session == "":
 				w.dup = dupSight{session: s.Session, seq: s.Seq, at: now}
 				return w.timer(now, fx) // read it again at the next tick
-			case d.session == s.Session && s.Seq > d.seq && w.renewsAgain(now, s.Seq):
-				return w.timer(now, fx) // risen once: read on (dup.go)
+			case d.session == s.Session && s.Seq > d.seq && !d.rose:
+				// Risen once: an operator who puts the key back to two
+				// consecutive versions shows that much too. Read on for a
+				// second rise within its ttl.
+				w.dup = dupSight{session: s.Session, seq: s.Seq, at: now, rose: true}
+				return w.timer(now, fx)
 			case d.session == s.Session && s.Seq > d.seq:
 				w.displaced++
 			case d.session == s.Session && now.Sub(d.at) < ttl:

@@ -420,7 +420,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 			}
 		}
 	}
-	do(c.Begin(p.clock.Now()))
+	do(c.Tick(p.clock.Now()))
 	var grace <-chan time.Time
 	parked := map[string]parkedReq{} // reports waiting for their page to change (4.8)
 	var wake *time.Timer

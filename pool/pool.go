@@ -253,6 +253,14 @@ func New(cfg Config) (*Pool, error) {
 		}
 		seen[name] = true
 	}
+	switch {
+	case cfg.PeerMode && cfg.ServerAddr == "":
+		return nil, bad("PeerMode needs ServerAddr, the host:port at which the other workers reach this worker's PeerHandler")
+	case cfg.PeerTLS != nil && cfg.PeerClient != nil:
+		return nil, bad("both PeerTLS and PeerClient are set; put the TLS settings in PeerClient's transport")
+	case cfg.PeerPinned && (cfg.PeerTLS != nil || cfg.PeerClient != nil):
+		return nil, bad("PeerPinned checks the coordinator's key itself; leave PeerTLS and PeerClient unset")
+	}
 	log := cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID)
 	eng, err := next.New(engineConfig(cfg))
 	if err != nil {

@@ -1,10 +1,7 @@
-// Package next is the executor of the coordinator-decided pool (issue
-// 40): it runs the pure core of package coord against a store, with the
-// coordinator elected by package s3lect's Elector. It keeps package
-// pool's public API (Config, New, Run, Stats, Leading, PeerHandler,
-// ErrDuplicateID) and will replace package pool's implementation once it
-// has passed the same measurements; until then it is unexported, beside
-// the old pool.
+// Package next is package pool's engine: it runs the pure cores of
+// package coord (a worker's and the coordinator's) against a store, the
+// coordinator elected by package s3lect's Elector
+// (docs/pool-protocol.md).
 package next
 
 import (
@@ -18,7 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/internal/lease"
@@ -26,43 +22,24 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// Config configures a Pool: the fields of package pool's Config that the
-// coordinator-decided pool keeps.
+// Config is package pool's Config, checked and its defaults set by its
+// New, less the fields the engine does not use; see there for each.
 type Config struct {
-	Store            store.Store // must implement store.Lister
-	Prefix           string
-	ID               string
+	Store            store.Store // implements store.Lister
+	Prefix, ID       string
 	Shards           []string
 	Work             func(ctx context.Context, shard string, lead *s3lect.Leadership)
-	FrequentInterval time.Duration // default s3lect.DefaultFrequentInterval
-	LeaderTimeout    time.Duration // default s3lect.DefaultLeaderTimeout
+	FrequentInterval time.Duration
+	LeaderTimeout    time.Duration
 	Logger           *slog.Logger
 
-	// PeerMode makes each worker report its renewals to the coordinator
-	// over HTTPS (PeerHandler) and read its page only when the answer
-	// names another one: one PUT per worker per FrequentInterval and no
-	// read while the pool is stable. The coordinator's election runs in
-	// the root package's peer mode too. Every worker serves PeerHandler at
-	// ServerAddr. Give every worker of a pool the same PeerMode.
-	PeerMode bool
-	// ServerAddr is the host:port at which the other workers reach this
-	// worker's PeerHandler, over HTTPS. Required with PeerMode.
-	ServerAddr string
-	// PeerTLS configures this worker's HTTPS requests to the coordinator
-	// (and its election's to the leader): RootCAs to trust; nil: the
-	// system's roots. Set PeerTLS or PeerClient, not both.
-	PeerTLS *tls.Config
-	// PeerClient, if set, makes those requests instead of a client built
-	// from PeerTLS. It should not follow redirects.
-	PeerClient *http.Client
-	// PeerPinned, with PeerMode, needs no certificate to be made: the
-	// coordinator's election record pins the public key of the
-	// certificate its worker serves (s3lect.ElectorConfig.PeerPinned), and
-	// the workers check it on every request. Serve PeerHandler with
-	// PeerServerTLS. Set PeerTLS, PeerClient or PeerPinned, one of them.
-	PeerPinned bool
-	// PeerCertificate is the certificate a pinned worker serves; nil: a
-	// self-signed one made by New. Only with PeerPinned.
+	// Peer mode (peer.go): the same settings go to the coordinator's
+	// election.
+	PeerMode        bool
+	ServerAddr      string
+	PeerTLS         *tls.Config
+	PeerClient      *http.Client
+	PeerPinned      bool
 	PeerCertificate *tls.Certificate
 }
 
@@ -77,14 +54,13 @@ var (
 
 // Pool is one worker of a pool of shards.
 type Pool struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  lease.Clock
-	calls  lease.Calls
-	lister store.Lister
-	ran    atomic.Bool
+	cfg   Config
+	log   *slog.Logger
+	clock lease.Clock
+	calls lease.Calls
+	ran   atomic.Bool
 
-	coordinating atomic.Bool // an era of this worker's runs
+	coordinating atomic.Bool // an era of this worker's runs (Coordinating)
 	etagForms    atomic.Bool // warned that the store lists ETags in another form (etagform.go)
 
 	owned                                                atomic.Int64
@@ -104,51 +80,9 @@ type Pool struct {
 	electorHandler atomic.Pointer[http.Handler]
 }
 
-// New checks cfg. It starts nothing.
+// New takes cfg as package pool's New has checked it. It starts nothing.
 func New(cfg Config) (*Pool, error) {
-	if cfg.FrequentInterval == 0 {
-		cfg.FrequentInterval = s3lect.DefaultFrequentInterval
-	}
-	if cfg.LeaderTimeout == 0 {
-		cfg.LeaderTimeout = s3lect.DefaultLeaderTimeout
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("pool: invalid config: "+format, args...)
-	}
-	lister, _ := cfg.Store.(store.Lister)
-	switch {
-	case cfg.Store == nil:
-		return nil, bad("Store is nil; give the store that holds the pool's objects")
-	case lister == nil:
-		return nil, bad("Store %T cannot list keys (store.Lister): the coordinator lists the workers' sessions", cfg.Store)
-	case cfg.Prefix == "":
-		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case CheckID(cfg.Prefix, cfg.ID) != nil:
-		return nil, bad("%v", CheckID(cfg.Prefix, cfg.ID))
-	case len(cfg.Shards) == 0:
-		return nil, bad("Shards is empty; name at least one shard")
-	case cfg.Work == nil:
-		return nil, bad("Work is nil; give the function that runs a shard while this worker leads it")
-	case cfg.PeerMode && cfg.ServerAddr == "":
-		return nil, bad("PeerMode needs ServerAddr, the host:port at which the other workers reach this worker's PeerHandler")
-	case cfg.PeerTLS != nil && cfg.PeerClient != nil:
-		return nil, bad("both PeerTLS and PeerClient are set; put the TLS settings in PeerClient's transport")
-	case cfg.PeerPinned && (cfg.PeerTLS != nil || cfg.PeerClient != nil):
-		return nil, bad("PeerPinned checks the coordinator's key itself; leave PeerTLS and PeerClient unset")
-	case cfg.FrequentInterval < 0 || cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
-		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
-	}
-	seen := map[string]bool{}
-	for _, s := range cfg.Shards {
-		if s == "" || seen[s] || !utf8.ValidString(s) {
-			return nil, bad("shard name %q is empty, repeated or not UTF-8", s)
-		}
-		seen[s] = true
-	}
-	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), lister: lister, leading: map[string]bool{},
+	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), leading: map[string]bool{},
 		reports: make(chan reportReq), shards: slices.Clone(cfg.Shards), reshard: make(chan struct{}, 1)}
 	if cfg.PeerMode {
 		p.peerClient = newPeerClient(cfg)
@@ -197,11 +131,8 @@ var newLeaderships = shardlead.Registered[*s3lect.Leadership]()
 // ends; then it ends every leadership, waits for Work to return, closes
 // its session and returns nil. It returns ErrDuplicateID when another
 // process runs as the same worker, and ErrOldPool when the Prefix holds
-// the old pool's objects. Call it once.
+// the old pool's objects. Package pool's Run calls it once.
 func (p *Pool) Run(ctx context.Context) error {
-	if p.ran.Swap(true) {
-		return errors.New("pool: Run called twice")
-	}
 	if _, etag, err := p.calls.Get(ctx, p.cfg.Prefix+"members.json"); err != nil {
 		return fmt.Errorf("pool: read %q: %w", p.cfg.Prefix+"members.json", err)
 	} else if etag != "" {
@@ -231,3 +162,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopCoord()
 	return err
 }
+
+// Coordinating reports whether this worker coordinates the pool now (an
+// era of its own is running).
+func (p *Pool) Coordinating() bool { return p.coordinating.Load() }

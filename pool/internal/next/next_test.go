@@ -125,6 +125,7 @@ func TestRunRefusesTheOldPoolsObjects(t *testing.T) {
 		st := memstore.New()
 		st.Set("pools/t/members.json", []byte(`{"members":[]}`))
 		p, err := New(Config{Store: st, Prefix: "pools/t/", ID: "w0", Shards: []string{"a"},
+			FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
 		if err != nil {
 			t.Fatal(err)

@@ -18,14 +18,9 @@ import (
 )
 
 // Peer mode (docs/pool-protocol.md, 4.8): after each renewal a worker
-// reports its session's ETag (and its news object's) to the coordinator
-// over HTTPS instead of reading its page, and reads the page only when the
-// coordinator's answer names another page than the one it last read. The
-// coordinator takes a report as a listing's entry: a hint for when to
-// read, never a decision. The coordinator's election runs in the root
-// package's peer mode, so that stable followers do not read its lockfile
-// either. Anything that goes wrong with a report (no coordinator known,
-// a refused or slow request) falls back to the storage mode's page read.
+// reports its objects' ETags to the coordinator over HTTPS, and reads its
+// page only when the answer names another; anything that goes wrong with
+// a report falls back to the page read.
 
 // reportPath is where PeerHandler takes the workers' reports.
 const reportPath = "/pool/report"
@@ -218,10 +213,7 @@ func (c *pinnedClient) get(pin string) *http.Client {
 		if c.client != nil {
 			c.client.CloseIdleConnections()
 		}
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.TLSClientConfig = s3lect.PinnedTLS(pin)
-		tr.MaxIdleConnsPerHost = 2
-		c.pin, c.client = pin, &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		c.pin, c.client = pin, peerHTTPClient(s3lect.PinnedTLS(pin))
 	}
 	return c.client
 }
@@ -238,9 +230,15 @@ func newPeerClient(cfg Config) *http.Client {
 	if cfg.PeerClient != nil {
 		return cfg.PeerClient
 	}
+	return peerHTTPClient(cfg.PeerTLS.Clone())
+}
+
+// peerHTTPClient is a client for the reports, with tc (nil: the system's
+// roots), that does not follow redirects.
+func peerHTTPClient(tc *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if cfg.PeerTLS != nil {
-		tr.TLSClientConfig = cfg.PeerTLS.Clone()
+	if tc != nil {
+		tr.TLSClientConfig = tc
 	}
 	tr.MaxIdleConnsPerHost = 2
 	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -96,11 +96,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 					}
 				})
 			case coord.OpPutSession:
-				over := sess
-				if over.ETag != e.IfMatch {
-					over = lease.Sighting{ETag: e.IfMatch}
-				}
-				data, notAfter, sent := e.Data, e.At, p.clock.Now()
+				over, data, notAfter, sent := writeOver(sess, e.IfMatch), e.Data, e.At, p.clock.Now()
 				r.async(func() func() {
 					etag, _, err := p.calls.Put(cctx, key, data, over, notAfter)
 					return func() {
@@ -293,12 +289,10 @@ func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan 
 		default:
 		}
 		if stepped {
-			// A coordinator that stepped down (its store calls failing, a
-			// later era seen) stands out of the election for a lease, as
-			// the simulation's procs do: a worker that reaches the
-			// election but not the pool's objects would otherwise win again
-			// at once, and hold the pool without a working coordinator
-			// lease after lease (docs/pool-protocol.md, 4.5).
+			// A coordinator that stepped down stands out of the election
+			// for a lease, as the simulation's procs do: one that reaches
+			// the election but not the pool's objects would win again at
+			// once (docs/pool-protocol.md, 4.5).
 			select {
 			case <-wdone:
 				return
@@ -374,10 +368,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 				})
 			case coord.OpPutPage:
 				id, data := e.Key, e.Data
-				over := pages[id]
-				if over.ETag != e.IfMatch {
-					over = lease.Sighting{ETag: e.IfMatch}
-				}
+				over := writeOver(pages[id], e.IfMatch)
 				r.async(func() func() {
 					etag, _, err := p.calls.Put(lctx, p.pageKey(id), data, over, time.Time{})
 					return func() {
@@ -398,10 +389,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 					}
 				})
 			case coord.OpPutRoster:
-				data, over := e.Data, roster
-				if over.ETag != e.IfMatch {
-					over = lease.Sighting{ETag: e.IfMatch}
-				}
+				data, over := e.Data, writeOver(roster, e.IfMatch)
 				r.async(func() func() {
 					etag, _, err := p.calls.Put(lctx, p.rosterKey(), data, over, time.Time{})
 					return func() {
@@ -466,6 +454,15 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 		}
 	}
 	return true
+}
+
+// writeOver is what a write with If-Match ifMatch goes over: last, the object
+// as this process last wrote or read it, if it is at that ETag.
+func writeOver(last lease.Sighting, ifMatch string) lease.Sighting {
+	if last.ETag != ifMatch {
+		return lease.Sighting{ETag: ifMatch}
+	}
+	return last
 }
 
 // cutKey returns the worker ID of a key dir/<ID>.json.

@@ -7,15 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -83,10 +80,7 @@ func TestGrayCoordinatorIsReplaced(t *testing.T) {
 		var errs []chan error
 		for i := range 4 {
 			g := &grayStore{Store: mem}
-			p, err := New(Config{Store: g, Prefix: "pools/t/", ID: fmt.Sprintf("w%d", i), Shards: shards,
-				FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+			p, err := New(testConfig(g, "pools/t/", fmt.Sprintf("w%d", i), shards))
 			if err != nil {
 				t.Fatal(err)
 			}

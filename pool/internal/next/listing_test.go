@@ -3,8 +3,6 @@ package next
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -12,7 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
@@ -48,10 +45,7 @@ func TestListingLeavesTheElectionsTermClaimsOut(t *testing.T) {
 		var stops []context.CancelFunc
 		var errs []chan error
 		for i := range 4 {
-			p, err := New(Config{Store: rec, Prefix: "pools/t/", ID: fmt.Sprintf("w%d", i), Shards: []string{"a", "b", "c", "d"},
-				FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+			p, err := New(testConfig(rec, "pools/t/", fmt.Sprintf("w%d", i), []string{"a", "b", "c", "d"}))
 			if err != nil {
 				t.Fatal(err)
 			}

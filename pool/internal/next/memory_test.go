@@ -4,14 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -43,10 +40,7 @@ func settle(t *testing.T, workers, shards int) (f footprint) {
 		var stops []context.CancelFunc
 		errs := make(chan error, workers)
 		for i := range workers {
-			p, err := New(Config{Store: st, Prefix: "pools/m/", ID: fmt.Sprintf("w%02d", i), Shards: names,
-				FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+			p, err := New(testConfig(st, "pools/m/", fmt.Sprintf("w%02d", i), names))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,8 +11,18 @@ import (
 	"time"
 
 	"github.com/s3lect/s3lect"
+	"github.com/s3lect/s3lect/store"
 	"github.com/s3lect/s3lect/store/memstore"
 )
+
+// testConfig is a worker's Config as package pool's New would hand it on:
+// FrequentInterval 1 s, LeaderTimeout 3 s, no log, and Work that runs
+// until its leadership ends.
+func testConfig(st store.Store, prefix, id string, shards []string) Config {
+	return Config{Store: st, Prefix: prefix, ID: id, Shards: shards, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }}
+}
 
 type fixture struct {
 	t      *testing.T
@@ -37,10 +47,7 @@ func newFixture(t *testing.T, workers, shards int) *fixture {
 
 func (f *fixture) add() int {
 	f.t.Helper()
-	p, err := New(Config{Store: f.st, Prefix: "pools/t/", ID: fmt.Sprintf("w%d", len(f.pools)), Shards: f.shards,
-		FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+	p, err := New(testConfig(f.st, "pools/t/", fmt.Sprintf("w%d", len(f.pools)), f.shards))
 	if err != nil {
 		f.t.Fatalf("New() = %v", err)
 	}
@@ -124,9 +131,7 @@ func TestRunRefusesTheOldPoolsObjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
 		st.Set("pools/t/members.json", []byte(`{"members":[]}`))
-		p, err := New(Config{Store: st, Prefix: "pools/t/", ID: "w0", Shards: []string{"a"},
-			FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+		p, err := New(testConfig(st, "pools/t/", "w0", []string{"a"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,10 +145,7 @@ func TestTwoWorkersOfOneIDEndWithErrDuplicateID(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, 2, 8)
 		time.Sleep(8 * time.Second)
-		twin, err := New(Config{Store: f.st, Prefix: "pools/t/", ID: "w1", Shards: f.shards,
-			FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+		twin, err := New(testConfig(f.st, "pools/t/", "w1", f.shards))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,324 @@
+//go:build review6
+
+package coord
+
+// A small scripted harness of the sixth pool review (docs/findings-pool.md,
+// "Sixth review"): real Worker and Coordinator cores, a store of objects
+// with an ETag per write, one fixed latency, no randomness, and Work whose
+// drain time the test chooses. Built only with -tags review6.
+
+import (
+	"container/heap"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/s3lect/s3lect/store"
+)
+
+type r6obj struct {
+	data []byte
+	etag string
+}
+
+type r6lead struct {
+	term     uint64
+	deadline time.Time
+	ended    bool
+}
+
+type r6worker struct {
+	id    string
+	w     *Worker
+	up    bool
+	tok   int
+	leads map[string]*r6lead
+	drain func(shard string, cause error) time.Duration
+}
+
+type r6ev struct {
+	at  time.Duration
+	seq int
+	fn  func()
+}
+
+type r6heap []*r6ev
+
+func (h r6heap) Len() int { return len(h) }
+func (h r6heap) Less(i, j int) bool {
+	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
+}
+func (h r6heap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *r6heap) Push(x any)   { *h = append(*h, x.(*r6ev)) }
+func (h *r6heap) Pop() any {
+	o := *h
+	e := o[len(o)-1]
+	*h = o[:len(o)-1]
+	return e
+}
+
+type r6 struct {
+	t       *testing.T
+	fi, lt  time.Duration
+	lat     time.Duration
+	now     time.Duration
+	q       r6heap
+	seq     int
+	etags   int
+	store   map[string]*r6obj
+	ws      map[string]*r6worker
+	order   []string
+	c       *Coordinator
+	cTok    int
+	shards  []string
+	fails   []string
+	lastLed map[string]time.Duration // when each shard was last seen led (live)
+}
+
+func newR6(t *testing.T, fi, lt time.Duration, shards []string) *r6 {
+	return &r6{t: t, fi: fi, lt: lt, lat: 10 * time.Millisecond, store: map[string]*r6obj{}, ws: map[string]*r6worker{},
+		shards: shards, lastLed: map[string]time.Duration{}}
+}
+
+func (h *r6) at(d time.Duration, fn func()) {
+	h.seq++
+	heap.Push(&h.q, &r6ev{at: d, seq: h.seq, fn: fn})
+}
+
+func (h *r6) local() time.Time { return at(h.now) }
+
+func (h *r6) run(until time.Duration) {
+	for len(h.q) > 0 && h.q[0].at <= until {
+		ev := heap.Pop(&h.q).(*r6ev)
+		h.now = ev.at
+		ev.fn()
+		h.check()
+	}
+	h.now = until
+}
+
+func (h *r6) get(key string) ([]byte, string) {
+	if o := h.store[key]; o != nil && o.data != nil {
+		return o.data, o.etag
+	}
+	return nil, ""
+}
+
+func (h *r6) put(key string, data []byte, ifMatch string, cond bool) (string, error) {
+	_, cur := h.get(key)
+	if cond && cur != ifMatch {
+		return "", store.ErrPreconditionFailed
+	}
+	h.etags++
+	tag := fmt.Sprintf("e%d", h.etags)
+	h.store[key] = &r6obj{data: data, etag: tag}
+	return tag, nil
+}
+
+// live reports whether l is a live leadership now.
+func (h *r6) live(w *r6worker, l *r6lead) bool {
+	return w.up && !l.ended && h.local().Before(l.deadline)
+}
+
+func (h *r6) check() {
+	for _, sh := range h.shards {
+		var owners []string
+		for _, id := range h.order {
+			w := h.ws[id]
+			if l := w.leads[sh]; l != nil && h.live(w, l) {
+				owners = append(owners, fmt.Sprintf("%s@%d", id, l.term))
+			}
+		}
+		if len(owners) > 0 {
+			h.lastLed[sh] = h.now
+		}
+		if len(owners) > 1 {
+			h.fails = append(h.fails, fmt.Sprintf("t=%v shard %s: two live owners %v", h.now, sh, owners))
+		}
+	}
+}
+
+// led reports the shards led now.
+func (h *r6) led() map[string]bool {
+	out := map[string]bool{}
+	for _, id := range h.order {
+		w := h.ws[id]
+		for sh, l := range w.leads {
+			if h.live(w, l) {
+				out[sh] = true
+			}
+		}
+	}
+	return out
+}
+
+func (h *r6) addWorker(id string, drain func(string, error) time.Duration) *r6worker {
+	n := 0
+	w := &r6worker{id: id, up: true, leads: map[string]*r6lead{}, drain: drain}
+	w.w = NewWorker(WorkerConfig{ID: id, FrequentInterval: h.fi, LeaderTimeout: h.lt,
+		NewSession: func() string { n++; return fmt.Sprintf("%s.%d", id, n) }})
+	h.ws[id] = w
+	h.order = append(h.order, id)
+	h.wdo(w, w.w.Start(h.local()))
+	return w
+}
+
+func (h *r6) kill(w *r6worker) {
+	w.up = false
+	w.tok++
+	w.leads = map[string]*r6lead{}
+}
+
+func (h *r6) wdo(w *r6worker, fx []Effect) {
+	if !w.up {
+		return
+	}
+	for _, e := range fx {
+		switch e.Op {
+		case OpTimer:
+			w.tok++
+			tok := w.tok
+			h.at(max(e.At.Sub(t0), h.now), func() {
+				if w.up && w.tok == tok {
+					h.wdo(w, w.w.Tick(h.local()))
+				}
+			})
+		case OpGetSession:
+			key := "workers/" + w.id
+			h.at(h.now+h.lat, func() {
+				d, tag := h.get(key)
+				h.at(h.now+h.lat, func() { h.wdo(w, w.w.SessionRead(h.local(), d, tag, nil)) })
+			})
+		case OpPutSession:
+			key, data, im, sent := "workers/"+w.id, e.Data, e.IfMatch, h.local()
+			h.at(h.now+h.lat, func() {
+				if !w.up {
+					return
+				}
+				tag, err := h.put(key, data, im, true)
+				h.at(h.now+h.lat, func() { h.wdo(w, w.w.SessionPut(h.local(), sent, tag, err)) })
+			})
+		case OpPutNews:
+			key, data := "news/"+w.id, e.Data
+			h.at(h.now+h.lat, func() {
+				if w.up {
+					h.put(key, data, "", false)
+				}
+			})
+		case OpGetPage:
+			key := "assign/" + w.id
+			h.at(h.now+h.lat, func() {
+				d, tag := h.get(key)
+				h.at(h.now+h.lat, func() { h.wdo(w, w.w.PageRead(h.local(), d, tag, nil)) })
+			})
+		case OpStart:
+			w.leads[e.Shard] = &r6lead{term: e.Term, deadline: e.At}
+		case OpExtend:
+			for _, l := range w.leads {
+				if !l.ended {
+					l.deadline = e.At
+				}
+			}
+		case OpStop:
+			if l := w.leads[e.Shard]; l != nil && !l.ended {
+				l.ended = true
+				sh := e.Shard
+				h.at(h.now+w.drain(sh, e.Err), func() {
+					if w.up {
+						delete(w.leads, sh)
+						h.wdo(w, w.w.WorkDone(h.local(), sh))
+					}
+				})
+			}
+		}
+	}
+}
+
+// elect starts an era of term with a coordinator of its own (the
+// election's guarantee is the test's: the previous era is over).
+func (h *r6) elect(term uint64) {
+	h.cTok++
+	h.c = NewCoordinator(CoordConfig{Shards: h.shards, FrequentInterval: h.fi, LeaderTimeout: h.lt, Mark: fmt.Sprintf("m%d", term)}, term)
+	h.cdo(h.c, h.cTok, h.c.Begin(h.local()))
+}
+
+// depose ends the current era (its process killed or its lease over).
+func (h *r6) depose() { h.cTok++; h.c = nil }
+
+func (h *r6) cdo(c *Coordinator, tok int, fx []Effect) {
+	for _, e := range fx {
+		if h.cTok != tok {
+			return
+		}
+		deliver := func(f func() []Effect) {
+			h.at(h.now+h.lat, func() {
+				if h.cTok == tok {
+					h.cdo(c, tok, f())
+				}
+			})
+		}
+		switch e.Op {
+		case OpTimer:
+			h.at(max(e.At.Sub(t0), h.now), func() {
+				if h.cTok == tok {
+					h.cdo(c, tok, c.Tick(h.local()))
+				}
+			})
+		case OpList:
+			h.at(h.now+h.lat, func() {
+				m := map[string]Entry{}
+				for k, o := range h.store {
+					if id, ok := cutPrefix(k, "workers/"); ok {
+						en := m[id]
+						en.Session = o.etag
+						m[id] = en
+					} else if id, ok := cutPrefix(k, "news/"); ok {
+						en := m[id]
+						en.News = o.etag
+						m[id] = en
+					}
+				}
+				deliver(func() []Effect { return c.Listed(h.local(), m, nil) })
+			})
+		case OpGetSession:
+			id := e.Key
+			h.at(h.now+h.lat, func() {
+				d, tag := h.get("workers/" + id)
+				deliver(func() []Effect { return c.SessionRead(h.local(), id, d, tag, nil) })
+			})
+		case OpGetPage:
+			id := e.Key
+			h.at(h.now+h.lat, func() {
+				d, tag := h.get("assign/" + id)
+				deliver(func() []Effect { return c.PageRead(h.local(), id, d, tag, nil) })
+			})
+		case OpPutPage:
+			id, data, im := e.Key, e.Data, e.IfMatch
+			h.at(h.now+h.lat, func() {
+				tag, err := h.put("assign/"+id, data, im, true)
+				deliver(func() []Effect { return c.PagePut(h.local(), id, tag, err) })
+			})
+		case OpGetRoster:
+			h.at(h.now+h.lat, func() {
+				d, tag := h.get("departed")
+				deliver(func() []Effect { return c.RosterRead(h.local(), d, tag, nil) })
+			})
+		case OpPutRoster:
+			data, im := e.Data, e.IfMatch
+			h.at(h.now+h.lat, func() {
+				tag, err := h.put("departed", data, im, true)
+				deliver(func() []Effect { return c.RosterPut(h.local(), tag, err) })
+			})
+		case OpStepDown:
+			h.fails = append(h.fails, fmt.Sprintf("t=%v the coordinator stepped down: %v", h.now, e.Err))
+			h.depose()
+		}
+	}
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) > len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return "", false
+}

@@ -79,7 +79,7 @@ func TestDrainingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 			h.run(bound)
 			led := h.led()
 			var unled []string
-			for sh := range victimShards {
+			for _, sh := range sortedKeys(victimShards) {
 				if !led[sh] {
 					unled = append(unled, sh)
 				}

@@ -70,6 +70,7 @@ type r6 struct {
 	order   []string
 	c       *Coordinator
 	cTok    int
+	cTimer  int // the coordinator's timer in force: earlier ones are dropped
 	shards  []string
 	fails   []string
 	lastLed map[string]time.Duration // when each shard was last seen led (live)
@@ -259,8 +260,10 @@ func (h *r6) cdo(c *Coordinator, tok int, fx []Effect) {
 		}
 		switch e.Op {
 		case OpTimer:
+			h.cTimer++
+			timer := h.cTimer
 			h.at(max(e.At.Sub(t0), h.now), func() {
-				if h.cTok == tok {
+				if h.cTok == tok && h.cTimer == timer {
 					h.cdo(c, tok, c.Tick(h.local()))
 				}
 			})

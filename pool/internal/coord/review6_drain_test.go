@@ -89,11 +89,15 @@ func TestDrainingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 				again := time.Duration(-1)
 				for d := h.now; d < crash+5*time.Minute && again < 0; d += 100 * time.Millisecond {
 					h.run(d)
-					if l := h.led(); len(l) == len(shards) {
+					l, all := h.led(), true
+					for sh := range victimShards {
+						all = all && l[sh]
+					}
+					if all {
 						again = d - crash
 					}
 				}
-				t.Errorf("shards %v of the crashed coordinator's process are unled %v after the crash (section 6's bound; era 2 Ready: %v, while %s drains); every shard led again %v after the crash",
+				t.Errorf("shards %v of the crashed coordinator's process are unled %v after the crash (section 6's bound; era 2 Ready: %v, while %s drains); led again %v after the crash",
 					unled, bound-crash, ready, draining.id, again)
 			}
 			for _, f := range h.fails {
@@ -104,3 +108,69 @@ func TestDrainingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 }
 
 func keysOf[V any](m map[string]V) []string { return sortedKeys(m) }
+
+// TestLeavingWorkerDoesNotHoldBackANewErasGrants (sixth review, finding
+// 1, the leave): a worker whose Run's context ended (SIGTERM) reads no
+// page (W6; PageRead returns at once while leaving) and renews until its
+// Work has drained; a new era that begins meanwhile finds it early (4.1)
+// and grants nothing until it has closed. Schedule (FrequentInterval 1
+// s, LeaderTimeout 3 s, 6 shards, w0 to w2 and era 1 from 0 s): at 10 s
+// w1 is asked to leave and its Work takes 60 s to shut down; at 10.5 s
+// w0, the coordinator's process, is killed; era 2 begins at 13.5 s. w0's
+// shards must be led within section 6's bound of the crash.
+func TestLeavingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
+	for _, slow := range []time.Duration{100 * time.Millisecond, 60 * time.Second} {
+		t.Run(fmt.Sprint("drain=", slow), func(t *testing.T) {
+			const fi, lt = time.Second, 3 * time.Second
+			shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
+			h := newR6(t, fi, lt, shards)
+			drain := func(string, error) time.Duration { return 100 * time.Millisecond }
+			for i := range 3 {
+				h.addWorker(fmt.Sprintf("w%d", i), drain)
+			}
+			h.elect(1)
+			h.run(10 * time.Second)
+			if n := len(h.led()); n != 6 {
+				t.Fatalf("10 s: %d shards led; want 6 (the schedule does not hold)", n)
+			}
+			w0, w1 := h.ws["w0"], h.ws["w1"]
+			w1.drain = func(string, error) time.Duration { return slow }
+			h.wdo(w1, w1.w.Leave(h.local()))
+			h.run(10500 * time.Millisecond)
+			victimShards := w0.w.Leads()
+			crash := h.now
+			h.kill(w0)
+			h.depose()
+			h.run(crash + lt)
+			h.elect(2)
+			bound := crash + 3*lt + 3*fi
+			h.run(bound)
+			led := h.led()
+			var unled []string
+			for _, sh := range sortedKeys(victimShards) {
+				if !led[sh] {
+					unled = append(unled, sh)
+				}
+			}
+			if len(unled) > 0 {
+				ready := h.c.Ready(h.local())
+				again := time.Duration(-1)
+				for d := h.now; d < crash+5*time.Minute && again < 0; d += 100 * time.Millisecond {
+					h.run(d)
+					l, all := h.led(), true
+					for sh := range victimShards {
+						all = all && l[sh]
+					}
+					if all {
+						again = d - crash
+					}
+				}
+				t.Errorf("shards %v of the crashed coordinator's process are unled %v after the crash (section 6's bound; era 2 Ready: %v, while w1 leaves); led again %v after the crash",
+					unled, bound-crash, ready, again)
+			}
+			for _, f := range h.fails {
+				t.Error(f)
+			}
+		})
+	}
+}

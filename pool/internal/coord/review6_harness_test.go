@@ -74,6 +74,12 @@ type r6 struct {
 	shards  []string
 	fails   []string
 	lastLed map[string]time.Duration // when each shard was last seen led (live)
+	// pagePut, if set, answers the coordinator's page writes instead of
+	// the store (a gray failure: nil lets the write through).
+	pagePut func(id string) error
+	// steppedDown, if set, is called when the coordinator steps down
+	// (else a step-down is a failure of the test).
+	steppedDown func(err error)
 }
 
 func newR6(t *testing.T, fi, lt time.Duration, shards []string) *r6 {
@@ -298,6 +304,17 @@ func (h *r6) cdo(c *Coordinator, tok int, fx []Effect) {
 		case OpPutPage:
 			id, data, im := e.Key, e.Data, e.IfMatch
 			h.at(h.now+h.lat, func() {
+				if h.pagePut != nil {
+					if err := h.pagePut(id); err != nil {
+						// Failed as a timeout does: a FrequentInterval after the send.
+						h.at(h.now+h.fi-h.lat, func() {
+							if h.cTok == tok {
+								h.cdo(c, tok, c.PagePut(h.local(), id, "", err))
+							}
+						})
+						return
+					}
+				}
 				tag, err := h.put("assign/"+id, data, im, true)
 				deliver(func() []Effect { return c.PagePut(h.local(), id, tag, err) })
 			})
@@ -313,8 +330,12 @@ func (h *r6) cdo(c *Coordinator, tok int, fx []Effect) {
 				deliver(func() []Effect { return c.RosterPut(h.local(), tag, err) })
 			})
 		case OpStepDown:
-			h.fails = append(h.fails, fmt.Sprintf("t=%v the coordinator stepped down: %v", h.now, e.Err))
 			h.depose()
+			if h.steppedDown != nil {
+				h.steppedDown(e.Err)
+				return
+			}
+			h.fails = append(h.fails, fmt.Sprintf("t=%v the coordinator stepped down: %v", h.now, e.Err))
 		}
 	}
 }

@@ -30,11 +30,21 @@ import (
 // began to fail, as the rule asks: the shards are then led in time.
 func TestCoordinatorThatCannotWritePagesStepsDown(t *testing.T) {
 	for _, control := range []bool{true, false} {
-		t.Run(fmt.Sprint("control=", control), func(t *testing.T) { grayPageWrites(t, control) })
+		t.Run(fmt.Sprint("control=", control), func(t *testing.T) { grayCalls(t, control, false) })
 	}
 }
 
-func grayPageWrites(t *testing.T, control bool) {
+// TestCoordinatorThatCannotReadSessionsStepsDown: the same with era 1's
+// session reads failing (each a timeout) and its listings and page writes
+// working: a dead session is over only by a read (4.3), so w2's shards
+// stay unled while era 1 goes on.
+func TestCoordinatorThatCannotReadSessionsStepsDown(t *testing.T) {
+	for _, control := range []bool{true, false} {
+		t.Run(fmt.Sprint("control=", control), func(t *testing.T) { grayCalls(t, control, true) })
+	}
+}
+
+func grayCalls(t *testing.T, control, reads bool) {
 	const fi, lt = time.Second, 3 * time.Second
 	shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
 	h := newR6(t, fi, lt, shards)
@@ -49,12 +59,17 @@ func grayPageWrites(t *testing.T, control bool) {
 	}
 	era1 := h.c
 	writes := 0
-	h.pagePut = func(string) error {
+	fail := func(string) error {
 		if h.c == era1 {
 			writes++
-			return errors.New("timeout") // era 1's page writes never land
+			return errors.New("timeout") // era 1's calls of this kind never succeed
 		}
 		return nil
+	}
+	if reads {
+		h.sessionGet = fail
+	} else {
+		h.pagePut = fail
 	}
 	var down time.Duration = -1
 	h.steppedDown = func(err error) {
@@ -70,7 +85,7 @@ func grayPageWrites(t *testing.T, control bool) {
 		h.at(kill+lt, func() {
 			if h.c == era1 {
 				h.depose()
-				h.steppedDown(errors.New("control: no page write succeeded for a LeaderTimeout"))
+				h.steppedDown(errors.New("control: no call of the failing kind succeeded for a LeaderTimeout"))
 			}
 		})
 	}
@@ -85,7 +100,7 @@ func grayPageWrites(t *testing.T, control bool) {
 	}
 	if len(unled) > 0 {
 		h.run(kill + time.Minute)
-		t.Errorf("shards %v of the killed w2 are unled %v after the kill (section 6's bound); a minute after it: era 1 stepped down at %v (-1: never), %d page writes of era 1 failed (each a timeout), %d pages of w0 unacknowledged, shards led %v",
+		t.Errorf("shards %v of the killed w2 are unled %v after the kill (section 6's bound); a minute after it: era 1 stepped down at %v (-1: never), %d page writes or session reads of era 1 failed (each a timeout), %d pages of w0 unacknowledged, shards led %v",
 			unled, bound-kill, down, writes, len(era1.keys["w0"].page.hist), sortedKeys(h.led()))
 	}
 	for _, f := range h.fails {

@@ -77,6 +77,8 @@ type r6 struct {
 	// pagePut, if set, answers the coordinator's page writes instead of
 	// the store (a gray failure: nil lets the write through).
 	pagePut func(id string) error
+	// sessionGet, likewise, answers the coordinator's session reads.
+	sessionGet func(id string) error
 	// steppedDown, if set, is called when the coordinator steps down
 	// (else a step-down is a failure of the test).
 	steppedDown func(err error)
@@ -292,6 +294,16 @@ func (h *r6) cdo(c *Coordinator, tok int, fx []Effect) {
 		case OpGetSession:
 			id := e.Key
 			h.at(h.now+h.lat, func() {
+				if h.sessionGet != nil {
+					if err := h.sessionGet(id); err != nil {
+						h.at(h.now+h.fi-h.lat, func() {
+							if h.cTok == tok {
+								h.cdo(c, tok, c.SessionRead(h.local(), id, nil, "", err))
+							}
+						})
+						return
+					}
+				}
 				d, tag := h.get("workers/" + id)
 				deliver(func() []Effect { return c.SessionRead(h.local(), id, d, tag, nil) })
 			})

@@ -82,6 +82,8 @@ type r6 struct {
 	// steppedDown, if set, is called when the coordinator steps down
 	// (else a step-down is a failure of the test).
 	steppedDown func(err error)
+	maxTerm     map[string]uint64
+	names       []string // every shard name to check, if not only shards
 }
 
 func newR6(t *testing.T, fi, lt time.Duration, shards []string) *r6 {
@@ -130,7 +132,11 @@ func (h *r6) live(w *r6worker, l *r6lead) bool {
 }
 
 func (h *r6) check() {
-	for _, sh := range h.shards {
+	names := h.shards
+	if h.names != nil {
+		names = h.names
+	}
+	for _, sh := range names {
 		var owners []string
 		for _, id := range h.order {
 			w := h.ws[id]
@@ -221,6 +227,13 @@ func (h *r6) wdo(w *r6worker, fx []Effect) {
 				h.at(h.now+h.lat, func() { h.wdo(w, w.w.PageRead(h.local(), d, tag, nil)) })
 			})
 		case OpStart:
+			if h.maxTerm == nil {
+				h.maxTerm = map[string]uint64{}
+			}
+			if e.Term <= h.maxTerm[e.Shard] {
+				h.fails = append(h.fails, fmt.Sprintf("t=%v shard %s: %s starts term %d after %d", h.now, e.Shard, w.id, e.Term, h.maxTerm[e.Shard]))
+			}
+			h.maxTerm[e.Shard] = max(h.maxTerm[e.Shard], e.Term)
 			w.leads[e.Shard] = &r6lead{term: e.Term, deadline: e.At}
 		case OpExtend:
 			for _, l := range w.leads {

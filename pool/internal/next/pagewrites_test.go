@@ -1,9 +1,7 @@
-//go:build review6
-
 package next
 
 // The sixth pool review's finding 3 at the executor (docs/findings-pool.md,
-// "Sixth review"). Built only with -tags review6.
+// "Sixth review").
 
 import (
 	"context"

@@ -1,5 +1,3 @@
-//go:build review6
-
 package coord
 
 import (
@@ -47,7 +45,7 @@ func TestCoordinatorThatCannotReadSessionsStepsDown(t *testing.T) {
 func grayCalls(t *testing.T, control, reads bool) {
 	const fi, lt = time.Second, 3 * time.Second
 	shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-	h := newR6(t, fi, lt, shards)
+	h := newScript(t, fi, lt, shards)
 	drain := func(string, error) time.Duration { return 100 * time.Millisecond }
 	for i := range 3 {
 		h.addWorker(fmt.Sprintf("w%d", i), drain)
@@ -59,8 +57,12 @@ func grayCalls(t *testing.T, control, reads bool) {
 	}
 	era1 := h.c
 	writes := 0
+	var firstFail time.Duration = -1
 	fail := func(string) error {
 		if h.c == era1 {
+			if writes == 0 {
+				firstFail = h.now
+			}
 			writes++
 			return errors.New("timeout") // era 1's calls of this kind never succeed
 		}
@@ -89,7 +91,17 @@ func grayCalls(t *testing.T, control, reads bool) {
 			}
 		})
 	}
+	// The era owes the failing call from firstFail, steps down a
+	// LeaderTimeout later (4.5); from then on the faults have stopped for
+	// the pool, and section 6's bound runs from the step-down.
+	h.run(kill + 3*lt + 3*fi)
 	bound := kill + 3*lt + 3*fi
+	if !control {
+		if down < 0 || firstFail < 0 || down > firstFail+lt+fi {
+			t.Fatalf("era 1 stepped down at %v (-1: never); its first failing call was sent at %v; want a step-down within a LeaderTimeout and an interval of it", down, firstFail)
+		}
+		bound = down + 3*lt + 3*fi
+	}
 	h.run(bound)
 	led := h.led()
 	var unled []string

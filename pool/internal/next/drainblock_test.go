@@ -1,4 +1,4 @@
-//go:build review6
+//go:build pending
 
 package next
 

@@ -1,4 +1,4 @@
-//go:build review6
+//go:build pending
 
 package coord
 
@@ -30,7 +30,7 @@ func TestDrainingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 			for i := range 8 {
 				shards = append(shards, fmt.Sprintf("s%d", i))
 			}
-			h := newR6(t, fi, lt, shards)
+			h := newScript(t, fi, lt, shards)
 			drain := func(shard string, cause error) time.Duration {
 				if cause == nil {
 					return slow // a revocation: the Work shuts down in its own time
@@ -47,7 +47,7 @@ func TestDrainingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 			}
 			h.addWorker("w3", drain)
 			// Wait until a revocation is draining somewhere.
-			var draining, victim *r6worker
+			var draining, victim *scriptWorker
 			for d := 10 * time.Second; d < 20*time.Second && draining == nil; d += 10 * time.Millisecond {
 				h.run(d)
 				for _, id := range h.order[:3] {
@@ -123,7 +123,7 @@ func TestLeavingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 		t.Run(fmt.Sprint("drain=", slow), func(t *testing.T) {
 			const fi, lt = time.Second, 3 * time.Second
 			shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-			h := newR6(t, fi, lt, shards)
+			h := newScript(t, fi, lt, shards)
 			drain := func(string, error) time.Duration { return 100 * time.Millisecond }
 			for i := range 3 {
 				h.addWorker(fmt.Sprintf("w%d", i), drain)

@@ -1,4 +1,4 @@
-//go:build review6
+//go:build pending
 
 package coord
 
@@ -28,7 +28,7 @@ func TestDrainingWorkersPageIsNotRewrittenEveryTwoIntervals(t *testing.T) {
 	for i := range 8 {
 		shards = append(shards, fmt.Sprintf("s%d", i))
 	}
-	h := newR6(t, fi, lt, shards)
+	h := newScript(t, fi, lt, shards)
 	drain := func(shard string, cause error) time.Duration {
 		if cause == nil {
 			return time.Hour // a revocation: the Work shuts down slowly

@@ -1,5 +1,3 @@
-//go:build review6
-
 package coord
 
 import (
@@ -10,7 +8,7 @@ import (
 	"time"
 )
 
-var r6Seeds = flag.Uint64("r6.seeds", 40, "seeds of TestSetShardsChurnKeepsOneOwner")
+var churnSeeds = flag.Uint64("script.seeds", 40, "seeds of TestSetShardsChurnKeepsOneOwner")
 
 // TestSetShardsChurnKeepsOneOwner (sixth review, what held): SetShards is
 // not in the random simulation. Here the coordinator's shard list changes
@@ -24,14 +22,14 @@ func TestSetShardsChurnKeepsOneOwner(t *testing.T) {
 	defer func() { planCheck = false }()
 	changes := 0
 	defer func() { t.Logf("%d shard term histories checked", changes) }()
-	for seed := uint64(1); seed <= *r6Seeds; seed++ {
+	for seed := uint64(1); seed <= *churnSeeds; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 6))
 		const fi, lt = time.Second, 3 * time.Second
 		var all []string
 		for i := range 12 {
 			all = append(all, fmt.Sprintf("s%02d", i))
 		}
-		h := newR6(t, fi, lt, all)
+		h := newScript(t, fi, lt, all)
 		h.names = all
 		drain := func(string, error) time.Duration { return time.Duration(rng.Int64N(int64(2 * time.Second))) }
 		for i := range 4 {
@@ -56,7 +54,7 @@ func TestSetShardsChurnKeepsOneOwner(t *testing.T) {
 				d += time.Duration(rng.Int64N(int64(2 * lt)))
 				h.run(d)
 				n := 0
-				w.up, w.leads = true, map[string]*r6lead{}
+				w.up, w.leads = true, map[string]*scriptLead{}
 				w.w = NewWorker(WorkerConfig{ID: w.id, FrequentInterval: fi, LeaderTimeout: lt,
 					NewSession: func() string { n++; return fmt.Sprintf("%s.%d.%d", w.id, seed, n) + fmt.Sprint(d) }})
 				h.wdo(w, w.w.Start(h.local()))

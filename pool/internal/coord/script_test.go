@@ -1,11 +1,9 @@
-//go:build review6
-
 package coord
 
 // A small scripted harness of the sixth pool review (docs/findings-pool.md,
 // "Sixth review"): real Worker and Coordinator cores, a store of objects
 // with an ETag per write, one fixed latency, no randomness, and Work whose
-// drain time the test chooses. Built only with -tags review6.
+// drain time the test chooses.
 
 import (
 	"container/heap"
@@ -21,52 +19,52 @@ type r6obj struct {
 	etag string
 }
 
-type r6lead struct {
+type scriptLead struct {
 	term     uint64
 	deadline time.Time
 	ended    bool
 }
 
-type r6worker struct {
+type scriptWorker struct {
 	id    string
 	w     *Worker
 	up    bool
 	tok   int
-	leads map[string]*r6lead
+	leads map[string]*scriptLead
 	drain func(shard string, cause error) time.Duration
 }
 
-type r6ev struct {
+type scriptEvent struct {
 	at  time.Duration
 	seq int
 	fn  func()
 }
 
-type r6heap []*r6ev
+type scriptHeap []*scriptEvent
 
-func (h r6heap) Len() int { return len(h) }
-func (h r6heap) Less(i, j int) bool {
+func (h scriptHeap) Len() int { return len(h) }
+func (h scriptHeap) Less(i, j int) bool {
 	return h[i].at < h[j].at || h[i].at == h[j].at && h[i].seq < h[j].seq
 }
-func (h r6heap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *r6heap) Push(x any)   { *h = append(*h, x.(*r6ev)) }
-func (h *r6heap) Pop() any {
+func (h scriptHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *scriptHeap) Push(x any)   { *h = append(*h, x.(*scriptEvent)) }
+func (h *scriptHeap) Pop() any {
 	o := *h
 	e := o[len(o)-1]
 	*h = o[:len(o)-1]
 	return e
 }
 
-type r6 struct {
+type script struct {
 	t       *testing.T
 	fi, lt  time.Duration
 	lat     time.Duration
 	now     time.Duration
-	q       r6heap
+	q       scriptHeap
 	seq     int
 	etags   int
 	store   map[string]*r6obj
-	ws      map[string]*r6worker
+	ws      map[string]*scriptWorker
 	order   []string
 	c       *Coordinator
 	cTok    int
@@ -86,21 +84,21 @@ type r6 struct {
 	names       []string // every shard name to check, if not only shards
 }
 
-func newR6(t *testing.T, fi, lt time.Duration, shards []string) *r6 {
-	return &r6{t: t, fi: fi, lt: lt, lat: 10 * time.Millisecond, store: map[string]*r6obj{}, ws: map[string]*r6worker{},
+func newScript(t *testing.T, fi, lt time.Duration, shards []string) *script {
+	return &script{t: t, fi: fi, lt: lt, lat: 10 * time.Millisecond, store: map[string]*r6obj{}, ws: map[string]*scriptWorker{},
 		shards: shards, lastLed: map[string]time.Duration{}}
 }
 
-func (h *r6) at(d time.Duration, fn func()) {
+func (h *script) at(d time.Duration, fn func()) {
 	h.seq++
-	heap.Push(&h.q, &r6ev{at: d, seq: h.seq, fn: fn})
+	heap.Push(&h.q, &scriptEvent{at: d, seq: h.seq, fn: fn})
 }
 
-func (h *r6) local() time.Time { return at(h.now) }
+func (h *script) local() time.Time { return at(h.now) }
 
-func (h *r6) run(until time.Duration) {
+func (h *script) run(until time.Duration) {
 	for len(h.q) > 0 && h.q[0].at <= until {
-		ev := heap.Pop(&h.q).(*r6ev)
+		ev := heap.Pop(&h.q).(*scriptEvent)
 		h.now = ev.at
 		ev.fn()
 		h.check()
@@ -108,14 +106,14 @@ func (h *r6) run(until time.Duration) {
 	h.now = until
 }
 
-func (h *r6) get(key string) ([]byte, string) {
+func (h *script) get(key string) ([]byte, string) {
 	if o := h.store[key]; o != nil && o.data != nil {
 		return o.data, o.etag
 	}
 	return nil, ""
 }
 
-func (h *r6) put(key string, data []byte, ifMatch string, cond bool) (string, error) {
+func (h *script) put(key string, data []byte, ifMatch string, cond bool) (string, error) {
 	_, cur := h.get(key)
 	if cond && cur != ifMatch {
 		return "", store.ErrPreconditionFailed
@@ -127,11 +125,11 @@ func (h *r6) put(key string, data []byte, ifMatch string, cond bool) (string, er
 }
 
 // live reports whether l is a live leadership now.
-func (h *r6) live(w *r6worker, l *r6lead) bool {
+func (h *script) live(w *scriptWorker, l *scriptLead) bool {
 	return w.up && !l.ended && h.local().Before(l.deadline)
 }
 
-func (h *r6) check() {
+func (h *script) check() {
 	names := h.shards
 	if h.names != nil {
 		names = h.names
@@ -154,7 +152,7 @@ func (h *r6) check() {
 }
 
 // led reports the shards led now.
-func (h *r6) led() map[string]bool {
+func (h *script) led() map[string]bool {
 	out := map[string]bool{}
 	for _, id := range h.order {
 		w := h.ws[id]
@@ -167,9 +165,9 @@ func (h *r6) led() map[string]bool {
 	return out
 }
 
-func (h *r6) addWorker(id string, drain func(string, error) time.Duration) *r6worker {
+func (h *script) addWorker(id string, drain func(string, error) time.Duration) *scriptWorker {
 	n := 0
-	w := &r6worker{id: id, up: true, leads: map[string]*r6lead{}, drain: drain}
+	w := &scriptWorker{id: id, up: true, leads: map[string]*scriptLead{}, drain: drain}
 	w.w = NewWorker(WorkerConfig{ID: id, FrequentInterval: h.fi, LeaderTimeout: h.lt,
 		NewSession: func() string { n++; return fmt.Sprintf("%s.%d", id, n) }})
 	h.ws[id] = w
@@ -178,13 +176,13 @@ func (h *r6) addWorker(id string, drain func(string, error) time.Duration) *r6wo
 	return w
 }
 
-func (h *r6) kill(w *r6worker) {
+func (h *script) kill(w *scriptWorker) {
 	w.up = false
 	w.tok++
-	w.leads = map[string]*r6lead{}
+	w.leads = map[string]*scriptLead{}
 }
 
-func (h *r6) wdo(w *r6worker, fx []Effect) {
+func (h *script) wdo(w *scriptWorker, fx []Effect) {
 	if !w.up {
 		return
 	}
@@ -234,7 +232,7 @@ func (h *r6) wdo(w *r6worker, fx []Effect) {
 				h.fails = append(h.fails, fmt.Sprintf("t=%v shard %s: %s starts term %d after %d", h.now, e.Shard, w.id, e.Term, h.maxTerm[e.Shard]))
 			}
 			h.maxTerm[e.Shard] = max(h.maxTerm[e.Shard], e.Term)
-			w.leads[e.Shard] = &r6lead{term: e.Term, deadline: e.At}
+			w.leads[e.Shard] = &scriptLead{term: e.Term, deadline: e.At}
 		case OpExtend:
 			for _, l := range w.leads {
 				if !l.ended {
@@ -258,16 +256,16 @@ func (h *r6) wdo(w *r6worker, fx []Effect) {
 
 // elect starts an era of term with a coordinator of its own (the
 // election's guarantee is the test's: the previous era is over).
-func (h *r6) elect(term uint64) {
+func (h *script) elect(term uint64) {
 	h.cTok++
 	h.c = NewCoordinator(CoordConfig{Shards: h.shards, FrequentInterval: h.fi, LeaderTimeout: h.lt, Mark: fmt.Sprintf("m%d", term)}, term)
 	h.cdo(h.c, h.cTok, h.c.Begin(h.local()))
 }
 
 // depose ends the current era (its process killed or its lease over).
-func (h *r6) depose() { h.cTok++; h.c = nil }
+func (h *script) depose() { h.cTok++; h.c = nil }
 
-func (h *r6) cdo(c *Coordinator, tok int, fx []Effect) {
+func (h *script) cdo(c *Coordinator, tok int, fx []Effect) {
 	for _, e := range fx {
 		if h.cTok != tok {
 			return

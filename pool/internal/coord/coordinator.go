@@ -132,14 +132,14 @@ type Coordinator struct {
 	// down once one of them is LeaderTimeout old while op is still owed
 	// (4.5).
 	failing [nOps]time.Time
-	first     time.Time // the first session seen joining an empty pool
-	lastNew   time.Time
-	down      bool
-	later     uint64 // the highest later era a page or session showed (4.6)
-	sweep     int
-	roster    rosterState
-	idx       planIndex // plan's, kept between events (plan.go)
-	forms     [2]string // an ETag as listed and as read, in two forms (etag.go)
+	first   time.Time // the first session seen joining an empty pool
+	lastNew time.Time
+	down    bool
+	later   uint64 // the highest later era a page or session showed (4.6)
+	sweep   int
+	roster  rosterState
+	idx     planIndex // plan's, kept between events (plan.go)
+	forms   [2]string // an ETag as listed and as read, in two forms (etag.go)
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must

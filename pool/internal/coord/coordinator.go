@@ -127,18 +127,19 @@ type Coordinator struct {
 	gateSent time.Time
 	gateKeys map[string]bool
 	gated    bool
-	// firstSent is the send of the first store call after the last one
-	// that succeeded (zero: none since): the era steps down once it is
-	// LeaderTimeout old (4.5).
-	firstSent time.Time
-	first     time.Time // the first session seen joining an empty pool
-	lastNew   time.Time
-	down      bool
-	later     uint64 // the highest later era a page or session showed (4.6)
-	sweep     int
-	roster    rosterState
-	idx       planIndex // plan's, kept between events (plan.go)
-	forms     [2]string // an ETag as listed and as read, in two forms (etag.go)
+	// failing[op] is the send of the first store call of op after the
+	// last one of op that succeeded (zero: none since): the era steps
+	// down once one of them is LeaderTimeout old while op is still owed
+	// (4.5).
+	failing [nOps]time.Time
+	first   time.Time // the first session seen joining an empty pool
+	lastNew time.Time
+	down    bool
+	later   uint64 // the highest later era a page or session showed (4.6)
+	sweep   int
+	roster  rosterState
+	idx     planIndex // plan's, kept between events (plan.go)
+	forms   [2]string // an ETag as listed and as read, in two forms (etag.go)
 }
 
 // NewCoordinator returns the coordinator of the era of term, which must
@@ -190,7 +191,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		k.wantGet = true
 		return c.after(now, nil)
 	}
-	c.firstSent = time.Time{} // a call succeeded
+	c.ok(OpGetSession)
 	// One form of ETag for listings and reads (etag.go).
 	k.readRaw, etag = etag, sameForm(etag)
 	if etag != k.sight {
@@ -379,7 +380,7 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 	if err != nil || c.down {
 		return c.after(now, nil)
 	}
-	c.firstSent = time.Time{} // a call succeeded
+	c.ok(OpGetPage)
 	k.page.read, k.page.etag = true, etag
 	if etag != "" {
 		if p, perr := ParsePage(data, id); perr == nil {
@@ -407,7 +408,7 @@ func (c *Coordinator) PagePut(now time.Time, id string, etag string, err error) 
 	k.page.writing = false
 	switch {
 	case err == nil:
-		c.firstSent = time.Time{} // a call succeeded
+		c.ok(OpPutPage)
 		k.page.etag, k.page.dirty, k.page.wrote = etag, false, now
 	case errors.Is(err, store.ErrPreconditionFailed):
 		k.page.read, k.page.dirty = false, true // read it again, then write over it
@@ -442,6 +443,51 @@ func (c *Coordinator) stepDown(now time.Time, err error) []Effect {
 	return []Effect{{Op: OpStepDown, Err: err, Term: c.later}}
 }
 
+// stuck says why the era must step down, if it must: a kind of store
+// call it still owes has not succeeded since one sent LeaderTimeout ago
+// (4.5). Each kind counts alone: a coordinator whose listings succeed but
+// whose page writes or session reads all fail decides nothing that
+// lands.
+func (c *Coordinator) stuck(now time.Time) error {
+	for op, sent := range c.failing {
+		if sent.IsZero() {
+			continue
+		}
+		if !c.owes(Op(op)) {
+			c.failing[op] = time.Time{} // nothing of that kind is wanted
+			continue
+		}
+		if d := now.Sub(sent); d > c.cfg.LeaderTimeout {
+			return fmt.Errorf("no %s call sent in the last %v succeeded", Op(op), d)
+		}
+	}
+	return nil
+}
+
+// owes says whether the era still needs a call of op to succeed.
+func (c *Coordinator) owes(op Op) bool {
+	switch op {
+	case OpList:
+		return true
+	case OpGetRoster:
+		return c.roster.reading || !c.roster.read
+	case OpPutRoster:
+		return c.roster.writing || c.roster.dirty
+	}
+	for _, k := range c.keys {
+		switch {
+		case op == OpGetSession && (k.getting || k.wantGet),
+			op == OpGetPage && (k.paging || !k.page.read && !k.departed),
+			op == OpPutPage && (k.page.writing || k.page.dirty):
+			return true
+		}
+	}
+	return false
+}
+
+// ok notes that a call of op succeeded.
+func (c *Coordinator) ok(op Op) { c.failing[op] = time.Time{} }
+
 // Tick is a timer that fired; the first starts the era.
 func (c *Coordinator) Tick(now time.Time) []Effect { return c.after(now, nil) }
 
@@ -450,8 +496,8 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	if c.down {
 		return fx
 	}
-	if !c.firstSent.IsZero() && now.Sub(c.firstSent) > c.cfg.LeaderTimeout {
-		return c.stepDown(now, fmt.Errorf("no store call sent in the last %v succeeded", now.Sub(c.firstSent)))
+	if err := c.stuck(now); err != nil {
+		return c.stepDown(now, err)
 	}
 	if !c.roster.read && !c.roster.reading {
 		c.roster.reading = true
@@ -515,8 +561,8 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 
 func (c *Coordinator) timer(now time.Time, fx []Effect) []Effect {
 	for _, e := range fx {
-		if c.firstSent.IsZero() && e.Op != OpStepDown && e.Op != OpTimer {
-			c.firstSent = now // every other effect of the coordinator is a store call
+		if e.Op != OpStepDown && e.Op != OpTimer && c.failing[e.Op].IsZero() {
+			c.failing[e.Op] = now // every other effect of the coordinator is a store call
 		}
 	}
 	at := c.nextLst

@@ -185,6 +185,7 @@ func readyCoordinator(t *testing.T) *Coordinator {
 	t.Helper()
 	c := NewCoordinator(CoordConfig{Shards: []string{"a", "b", "c", "d"}, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second}, 1)
 	c.Tick(at(0))
+	c.RosterRead(at(0), nil, "", nil) // no worker has departed
 	c.Listed(at(0), map[string]Entry{"w1": {Session: "e1"}, "w2": {Session: "e2"}}, nil)
 	for _, id := range []string{"w1", "w2"} {
 		c.PageRead(at(0), id, nil, "", nil)

@@ -8,7 +8,7 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	if err != nil || c.down {
 		return c.after(now, nil)
 	}
-	c.firstSent = time.Time{} // a call succeeded
+	c.ok(OpList)
 	entries = c.sameForms(entries)
 	for _, id := range sortedKeys(entries) {
 		e := entries[id]

@@ -60,7 +60,7 @@ func (c *Coordinator) RosterRead(now time.Time, data []byte, etag string, err er
 	if err != nil || c.down {
 		return c.after(now, nil)
 	}
-	c.firstSent = time.Time{} // a call succeeded
+	c.ok(OpGetRoster)
 	c.roster.read, c.roster.etag = true, etag
 	if r, perr := ParseRoster(data); etag != "" && perr == nil {
 		for id, e := range r.Closed {
@@ -81,7 +81,7 @@ func (c *Coordinator) RosterPut(now time.Time, etag string, err error) []Effect 
 	c.roster.writing = false
 	switch {
 	case err == nil:
-		c.firstSent = time.Time{} // a call succeeded
+		c.ok(OpPutRoster)
 		c.roster.etag = etag
 	case errors.Is(err, store.ErrPreconditionFailed):
 		c.roster.read, c.roster.dirty = false, true // read it, then write over it

@@ -124,6 +124,7 @@ const (
 	OpStepDown             // the coordinator stops: resign its election with Err; Term: a later era it saw (hand it to the Elector), or 0
 	OpGetRoster            // read the roster of departed workers
 	OpPutRoster            // write Data to the roster, If-Match IfMatch
+	nOps
 )
 
 var opNames = [...]string{"timer", "get-session", "put-session", "put-news", "get-page", "put-page", "list", "start", "stop", "extend", "closed", "fail", "step-down", "get-roster", "put-roster"}

@@ -30,8 +30,10 @@ type view struct {
 	etag    string
 	wait    time.Duration // how long its object must stand unchanged: max(own LeaderTimeout, ttl)
 	applied Ver
+	took    Ver // the page taken (Session.Took), at or above applied
+	leaving bool
 	leads   map[string]uint64
-	// need: until the session has applied a page at or above it, it may
+	// need: until the session has taken a page at or above it, it may
 	// hold any shard. Read before every key of the era's first listing
 	// was, a session may still apply a page of an earlier era that this
 	// one never saw; a session revived (4.3) may lead what its ghost held.
@@ -59,7 +61,7 @@ type pageState struct {
 	etag    string // as last written or read
 	session string // the session the latest shards are for
 	shards  map[string]uint64
-	hist    []histEntry // pages written for session above its applied version
+	hist    []histEntry // pages written for session above the version it took
 	writing bool
 	dirty   bool      // the last write's outcome is unknown: write again
 	wrote   time.Time // the last write's success
@@ -155,7 +157,7 @@ func NewCoordinator(cfg CoordConfig, term uint64) *Coordinator {
 func (c *Coordinator) Term() uint64 { return c.term }
 
 // Ready reports whether the era decides grants: every session it found at
-// its start has applied one of its pages or is over, and a lease has passed
+// its start has taken one of its pages or is over, and a lease has passed
 // since it read them.
 func (c *Coordinator) Ready(now time.Time) bool {
 	if !c.gated {
@@ -167,7 +169,7 @@ func (c *Coordinator) Ready(now time.Time) bool {
 		}
 	}
 	for _, k := range c.keys {
-		if k.cur != nil && k.cur.applied.Less(k.cur.need) {
+		if k.cur != nil && k.cur.took.Less(k.cur.need) {
 			return false
 		}
 	}
@@ -213,6 +215,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		if err := c.foreign(id, s.Applied, s.AppliedBy); err != nil {
 			return c.stepDown(now, err)
 		}
+		if err := c.foreign(id, s.Took, s.TookBy); err != nil {
+			return c.stepDown(now, err)
+		}
 	}
 	c.note(id, etag, ok && s.Closed)
 	k.departed = ok && s.Closed
@@ -226,12 +231,13 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			c.ghost(now, id, k) // an earlier write put back: a ghost (4.3)
 			break
 		}
-		v.seq, v.etag, v.leads = s.Seq, etag, s.Leads
-		if v.applied.Less(s.Applied) {
-			v.applied = s.Applied
+		v.seq, v.etag, v.leads, v.leaving = s.Seq, etag, s.Leads, s.Leaving
+		v.applied = maxVer(v.applied, s.Applied)
+		if took := maxVer(s.Applied, s.Took); v.took.Less(took) {
+			v.took = took
 			h := k.page.hist[:0]
 			for _, e := range k.page.hist {
-				if v.applied.Less(e.ver) {
+				if v.took.Less(e.ver) {
 					h = append(h, e)
 				}
 			}
@@ -296,11 +302,11 @@ func (c *Coordinator) newView(now time.Time, k *key, s Session, etag string, rev
 		k.gone[s.Session] = true
 		return
 	}
-	k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, leads: s.Leads,
+	k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, took: maxVer(s.Applied, s.Took), leads: s.Leads, leaving: s.Leaving,
 		wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
 	switch {
 	case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
-		s.Applied != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
+		s.Applied != (Ver{}) || s.Took != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:
 		// Revived; on a key this era did not read at its start (4.7);
 		// first read after the era's start and before its gate; or a
 		// session that led, or may lead, by a page of an earlier era,
@@ -370,7 +376,7 @@ func (c *Coordinator) holds(k *key, into map[string]bool) bool {
 	for s := range k.page.shards {
 		into[s] = true
 	}
-	return v.applied.Less(v.need)
+	return v.took.Less(v.need)
 }
 
 // PageRead is the result of OpGetPage for worker id.
@@ -393,7 +399,7 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 			}
 			if p.Ver.Era < c.term {
 				k.page.old = p.Session
-				if v := k.cur; v != nil && v.session == p.Session && v.applied.Less(p.Ver) {
+				if v := k.cur; v != nil && v.session == p.Session && v.took.Less(p.Ver) {
 					v.need = Ver{c.term, c.n + 1} // it may still apply that page (4.1)
 				}
 			}

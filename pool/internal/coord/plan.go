@@ -70,7 +70,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	for _, id := range ids {
 		k := c.keys[id]
-		if k.cur == nil || !k.cur.applied.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
+		if k.cur == nil || !k.cur.took.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
 		}
 		want := map[string]uint64{}
@@ -84,7 +84,7 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	return fx
 }
 
-// givenUp frees the shards a session gave up: one that applied its
+// givenUp frees the shards a session gave up: one that took its
 // latest page and does not list one of its shards (its Work returned)
 // starts it again only on a newer page. Looked at again only when its
 // leads or its page changed.
@@ -92,7 +92,7 @@ func (c *Coordinator) givenUp(ids []string) {
 	x := &c.idx
 	for _, id := range ids {
 		k := c.keys[id]
-		if k.cur == nil || len(k.page.hist) > 0 || k.page.writing || k.cur.applied.Era != c.term {
+		if k.cur == nil || len(k.page.hist) > 0 || k.page.writing || k.cur.took.Era != c.term {
 			continue
 		}
 		e := x.entry(id)
@@ -110,12 +110,16 @@ func (c *Coordinator) givenUp(ids []string) {
 }
 
 // targets gives each live worker ⌊N/W⌋ shards, one more for the N mod W
-// that have most now, at most what a page holds.
+// that have most now, at most what a page holds; a leaving worker's
+// session (4.4) none, and it is not counted.
 func (c *Coordinator) targets(live []string) map[string]int {
-	n, w := len(c.order), len(live)
-	byCount := slices.Clone(live)
+	byCount := slices.DeleteFunc(slices.Clone(live), func(id string) bool { return c.keys[id].cur.leaving })
+	n, w := len(c.order), len(byCount)
 	slices.SortStableFunc(byCount, func(a, b string) int { return len(c.keys[b].page.shards) - len(c.keys[a].page.shards) })
-	target := make(map[string]int, w)
+	target := make(map[string]int, len(live))
+	if w == 0 {
+		return target // every worker leaves: none takes a shard
+	}
 	for i, id := range byCount {
 		target[id] = n / w
 		if i < n%w {

@@ -27,6 +27,13 @@ func TestSimulationOfSetShardsChurn(t *testing.T) {
 	defer func() { t.Logf("%d shard term histories checked", changes) }()
 	for seed := uint64(1); seed <= seeds; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 6))
+		// Every other seed, Work drains for up to 4 LeaderTimeouts: a new
+		// era then begins while workers drain (the sixth review's
+		// finding 1; 4.1's early rule counts the page taken).
+		longest := 2 * time.Second
+		if seed%2 == 0 {
+			longest = 12 * time.Second
+		}
 		const fi, lt = time.Second, 3 * time.Second
 		var all []string
 		for i := range 12 {
@@ -34,7 +41,7 @@ func TestSimulationOfSetShardsChurn(t *testing.T) {
 		}
 		h := newScript(t, fi, lt, all)
 		h.names = all
-		drain := func(string, error) time.Duration { return time.Duration(rng.Int64N(int64(2 * time.Second))) }
+		drain := func(string, error) time.Duration { return time.Duration(rng.Int64N(int64(longest))) }
 		for i := range 4 {
 			h.addWorker(fmt.Sprintf("w%d", i), drain)
 		}
@@ -80,18 +87,19 @@ func TestSimulationOfSetShardsChurn(t *testing.T) {
 			d += time.Duration(300+rng.IntN(2700)) * time.Millisecond
 		}
 		last := d
-		h.run(last + 3*lt + 3*fi)
+		bound := longest + 3*lt + 3*fi
+		h.run(last + bound)
 		led := h.led()
 		in := map[string]bool{}
 		for _, s := range h.shards {
 			in[s] = true
 			if !led[s] {
-				t.Errorf("seed %d: shard %s of the last list unled %v after the last change", seed, s, 3*lt+3*fi)
+				t.Errorf("seed %d: shard %s of the last list unled %v after the last change", seed, s, bound)
 			}
 		}
 		for s := range led {
 			if !in[s] {
-				t.Errorf("seed %d: shard %s, removed, still led %v after the last change", seed, s, 3*lt+3*fi)
+				t.Errorf("seed %d: shard %s, removed, still led %v after the last change", seed, s, bound)
 			}
 		}
 		changes += len(h.maxTerm)

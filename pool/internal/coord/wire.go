@@ -18,6 +18,13 @@ type Ver struct{ Era, N uint64 }
 // Less reports whether v orders before w.
 func (v Ver) Less(w Ver) bool { return v.Era < w.Era || v.Era == w.Era && v.N < w.N }
 
+func maxVer(v, w Ver) Ver {
+	if v.Less(w) {
+		return w
+	}
+	return v
+}
+
 func (v Ver) MarshalJSON() ([]byte, error) { return json.Marshal([2]uint64{v.Era, v.N}) }
 
 func (v *Ver) UnmarshalJSON(b []byte) error {
@@ -45,9 +52,16 @@ type Session struct {
 	Applied Ver    `json:"applied"` // the page applied, its releases drained
 	// AppliedBy is the By of the page applied: an era that finds its own
 	// term here with another mark is a repeated era, and steps down.
-	AppliedBy string            `json:"appliedBy,omitempty"`
-	Leads     map[string]uint64 `json:"leads,omitempty"`
-	Closed    bool              `json:"closed,omitempty"` // the session's last write: it leads nothing, ever
+	AppliedBy string `json:"appliedBy,omitempty"`
+	// Took is the page taken, its releases maybe still draining (at or
+	// above Applied; absent from the sessions of earlier versions): the
+	// worker applies no page at or below it, and Leads lists what it
+	// holds by it, draining shards included (4.2). TookBy is its By.
+	Took    Ver               `json:"took,omitzero"`
+	TookBy  string            `json:"tookBy,omitempty"`
+	Leads   map[string]uint64 `json:"leads,omitempty"`
+	Closed  bool              `json:"closed,omitempty"`  // the session's last write: it leads nothing, ever
+	Leaving bool              `json:"leaving,omitempty"` // Run's context ended: it starts nothing more
 	// Nonce is random per write (peer mode): a report that names it was
 	// sent after the write was (4.8).
 	Nonce  string `json:"nonce,omitempty"`

@@ -182,7 +182,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 
 func (w *Worker) content(closed bool) Session {
 	s := Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq + 1, TTL: ttlMillis(w.cfg.LeaderTimeout),
-		Applied: w.applied, AppliedBy: w.by, Closed: closed}
+		Applied: w.applied, AppliedBy: w.by, Took: w.target, TookBy: w.tby, Leaving: w.leaving, Closed: closed}
 	if w.secret != "" {
 		sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", w.secret, s.Seq)))
 		s.Nonce = hex.EncodeToString(sum[:8])
@@ -312,7 +312,7 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		if wr.news {
 			fx = append(fx, Effect{Op: OpPutNews, Key: w.cfg.ID, Data: Marshal(Session{V: wireVersion, ID: w.cfg.ID, Session: w.sess, Seq: w.seq})})
 		}
-		if w.readPage && !w.paging && !w.leaving {
+		if w.readPage && !w.paging {
 			w.readPage, w.paging = false, true
 			fx = append(fx, Effect{Op: OpGetPage, Key: w.cfg.ID})
 		}
@@ -375,7 +375,7 @@ func (w *Worker) reopen(fx *[]Effect) {
 func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []Effect {
 	var fx []Effect
 	w.paging = false
-	if err != nil || etag == "" || w.st != wLive || w.leaving {
+	if err != nil || etag == "" || w.st != wLive {
 		return w.timer(now, fx)
 	}
 	p, perr := ParsePage(data, w.cfg.ID)
@@ -395,11 +395,15 @@ func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []
 	return w.timer(now, fx)
 }
 
-// settle lists the target page's shards that do not run, and acknowledges
-// the page once no release is draining.
+// settle lists the target page's shards that do not run (none once
+// leaving: a leaving worker takes pages, so that its session says so, but
+// starts nothing), and acknowledges the page once no release is draining.
 func (w *Worker) settle() {
 	clear(w.starting)
 	for sh, t := range w.page {
+		if w.leaving {
+			break
+		}
 		if _, ok := w.running[sh]; !ok && !w.resigned[sh] && t > w.started[sh] {
 			w.starting[sh] = t
 		}

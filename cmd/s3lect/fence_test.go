@@ -161,8 +161,7 @@ func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
 	url := "nats://u:secret@" + addr + "/FENCED/leader/job.json"
 	// timeout bounds the put, which otherwise retries for ever.
 	script := `printf 'step 1' | timeout 15 "$S3LECT" put jobs/checkpoint -`
-	p := start(t, "run", "-store", url, "-id", "n1", "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms",
-		"--", "sh", "-c", script)
+	p := start(t, runOn(url, "n1", "sh", "-c", script)...)
 	if code := p.status(t); code != 0 {
 		out := p.stderr.String()
 		if i := strings.Index(out, "store error"); i >= 0 {

@@ -206,7 +206,7 @@ func TestWatchPrintsEveryLeadershipWhateverInfrequent(t *testing.T) {
 		if code := r.status(t); code != 0 {
 			t.Fatalf("run %s exited %d\n%s", id, code, r.stderr.String())
 		}
-		waitFor(t, 10*time.Second, "watch to see "+id+"'s release", func() bool {
+		waitFor(t, eventually, "watch to see "+id+"'s release", func() bool {
 			return strings.Contains(w.stderr.String(), `"vacant":"released","was":"`+id+`"`)
 		}, w)
 	}

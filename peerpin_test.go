@@ -92,11 +92,13 @@ func TestPinnedPeerModeOverHTTPS(t *testing.T) {
 	if err := first.lead.Resign(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	campaign(first.n)
+	// The old leader campaigns again only once another leads: it holds
+	// off from its own release for the others' next read (moves.md 11.1,
+	// pinned in virtual time by TestCoreHandover), and a machine too loaded
+	// to run them within that window let it take its release back here
+	// (a loaded run, load average 19), which is no handover to check.
 	second := waitPeerWin(t, wins)
-	if second.n == first.n {
-		t.Fatalf("%s took its own release back", first.n.id)
-	}
+	campaign(first.n)
 	rec = lockfileRecord(t, mem)
 	if want := PeerPin(second.n.e.peerCert.Leaf); rec.PeerPin != want || rec.PeerPin == PeerPin(first.n.e.peerCert.Leaf) {
 		t.Fatalf("lockfile after the handover pins %s; want the new leader %s's %s", rec.PeerPin, second.n.id, want)

@@ -135,11 +135,13 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 		for _, n := range nodes {
 			before[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
 		}
+		begun := time.Now()
 		time.Sleep(window)
 		after := map[string]calls{}
 		for _, n := range nodes {
 			after[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
 		}
+		took := time.Since(begun) // the window as it passed: on a loaded machine the sleep overruns
 		if first.lead.Context().Err() != nil {
 			if try == 5 {
 				t.Fatalf("the leadership lapsed in each of %d windows: never a steady state", try)
@@ -157,7 +159,7 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 				// renewal waits for a CPU; a loaded run at load average 19
 				// made 7 of 10), and the leadership lasting the window
 				// says they came within the lease.
-				if max := int(window/peerFI) + 2; gets != 0 || puts == 0 || puts > max {
+				if max := int(took/peerFI) + 2; gets != 0 || puts == 0 || puts > max {
 					t.Errorf("leader made %d GET and %d PUT; want 0 GET and 1 to %d PUT (one per FrequentInterval)", gets, puts, max)
 				}
 			} else if gets != 0 || puts != 0 {
@@ -434,12 +436,14 @@ func TestPeerWireCompatibility(t *testing.T) {
 		}
 		e.Changes()
 		time.Sleep(3 * peerLT)
-		n0 := requests.Load()
-		const window = 3 * time.Second
-		time.Sleep(window)
-		n := requests.Load() - n0
+		// The pace is reckoned over the window as it passed: on a loaded
+		// machine the sleep overruns (a loaded run counted 8 requests
+		// against a bound of 7 reckoned from the 3s asked).
+		n0, begun := requests.Load(), time.Now()
+		time.Sleep(3 * time.Second)
+		n, window := requests.Load()-n0, time.Since(begun)
 		if max := int64(window/peerII) + 2; n == 0 || n > max {
-			t.Errorf("%d peer requests in %v to a server that does not long-poll; want 1 to %d (one per InfrequentInterval)", n, window, max)
+			t.Errorf("%d peer requests in %v to a server that does not long-poll; want 1 to %d (one per InfrequentInterval)", n, window.Round(time.Millisecond), max)
 		}
 		if got, ok := e.Leader(); !ok || got.LeaderID != "old" {
 			t.Errorf("Leader() = %+v, %v; want old", got, ok)

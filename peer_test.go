@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -124,13 +125,29 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 	first := waitPeerWin(t, wins)
 
 	// Stable: followers ask the leader, never the store. A window counts
-	// only if the leadership lasted through it: a machine too loaded to
-	// renew within peerLT lets it lapse, which is no steady state (the
-	// loaded CI run ci10 saw one). Up to five windows are tried.
+	// only if it was a steady state: the leadership lasted through it (a
+	// machine too loaded to renew within peerLT lets it lapse; the loaded
+	// CI run ci10 saw one), and no follower's question to the leader
+	// failed from a lease before it to its end (under load one times out,
+	// and the follower reads the store, as it must: a loaded run saw 4
+	// GETs). Up to five windows are tried.
 	type calls struct{ gets, puts int }
 	const window = 2 * time.Second
+	failed := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, n := range nodes {
+			for result, k := range n.e.Stats().PeerRequests {
+				if result != "ok" {
+					m[n.id] += k
+				}
+			}
+		}
+		return m
+	}
 	for try := 1; ; try++ {
-		time.Sleep(4 * peerLT)
+		time.Sleep(3 * peerLT)
+		failedBefore := failed()
+		time.Sleep(peerLT)
 		before := map[string]calls{}
 		for _, n := range nodes {
 			before[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
@@ -148,6 +165,13 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 			}
 			t.Logf("window %d: %s's leadership lapsed (a loaded machine?); measuring the next leader", try, first.n.id)
 			first = waitPeerWin(t, wins)
+			continue
+		}
+		if f := failed(); !maps.Equal(f, failedBefore) {
+			if try == 5 {
+				t.Fatalf("a follower's peer request failed in each of %d windows: never a steady state", try)
+			}
+			t.Logf("window %d: peer requests failed (%v before, %v after; a loaded machine?); measuring another window", try, failedBefore, f)
 			continue
 		}
 		for _, n := range nodes {

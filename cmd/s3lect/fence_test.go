@@ -25,7 +25,7 @@ import (
 func TestRunChildWritesFenced(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	dir := t.TempDir()
-	key, obj := "cli/fence-lock.json", "cli/fence-checkpoint"
+	key, obj := freshKey("cli/fence-lock.json"), freshKey("cli/fence-checkpoint")
 	script := `printf 'step 1\n' | s3lect put ` + obj + ` - && s3lect get ` + obj + ` > "$OUT"`
 	env := append(os.Environ(), "PATH=/usr/bin:/bin", "OUT="+filepath.Join(dir, "out"))
 	run := func() (int, string) {
@@ -186,7 +186,7 @@ func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
 func TestFenceRefusesElectionObjects(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	dir := t.TempDir()
-	key := "cli/review-lock.json"
+	key := freshKey("cli/election-objects.json")
 	t.Setenv("S3LECT", bin)
 	t.Setenv("OUT", filepath.Join(dir, "out"))
 	script := `"$S3LECT" seal ` + key + `; echo "seal exit $?" > "$OUT"; sleep 1`

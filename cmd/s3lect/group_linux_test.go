@@ -17,7 +17,7 @@ import (
 // whether the runner stops (SIGTERM while waiting) or is killed.
 func TestWaitingRunnerGuardStartsNothing(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/warm-guard.json", t.TempDir()
+	key, dir := freshKey("cli/warm-guard.json"), t.TempDir()
 	start(t, runArgs(endpoint, bucket, key, "a", nil, childScript(dir, "a", false))...)
 	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {

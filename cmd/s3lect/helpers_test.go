@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -383,4 +384,16 @@ func checkNoOverlap(t *testing.T, dir string, ids ...string) []jobRun {
 		}
 	}
 	return runs
+}
+
+// keySeq numbers the keys freshKey hands out.
+var keySeq atomic.Int64
+
+// freshKey returns base (a key such as "cli/peer.json") made unique to
+// one run of a test: the tests share one bucket per process, and a test
+// run again (go test -count) must not find what its last run left (a
+// lockfile, a sealed object).
+func freshKey(base string) string {
+	ext := path.Ext(base)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(base, ext), keySeq.Add(1), ext)
 }

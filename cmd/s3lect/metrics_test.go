@@ -180,7 +180,7 @@ func TestHealth(t *testing.T) {
 // object per line, its events named, up to the exit.
 func TestRunReportsLikeAService(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/metrics.json", t.TempDir()
+	key, dir := freshKey("cli/metrics.json"), t.TempDir()
 	addr := "127.0.0.1:" + freePort(t)
 	a := start(t, runArgs(endpoint, bucket, key, "m1", []string{"-metrics-addr", addr, "-log-format", "json"}, childScript(dir, "m1", false))...)
 	waitFor(t, eventually, "m1's command to start", func() bool { return started(t, dir, "m1") })

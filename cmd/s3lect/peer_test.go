@@ -52,7 +52,7 @@ func selfSigned(t *testing.T, dir string) (cert, key string) {
 // leader's address, and a SIGTERM still hands over through the release.
 func TestPeerMode(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/peer.json", t.TempDir()
+	key, dir := freshKey("cli/peer.json"), t.TempDir()
 	cert, pkey := selfSigned(t, dir)
 	peer := func(port string) []string {
 		return []string{"-peer-addr", "127.0.0.1:" + port, "-peer-cert", cert, "-peer-key", pkey, "-peer-ca", cert}

@@ -29,7 +29,7 @@ import (
 // 4s now, timings in run_test.go).
 func TestPinnedPeerMode(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/pinned.json", t.TempDir()
+	key, dir := freshKey("cli/pinned.json"), t.TempDir()
 	ids := []string{"a", "b", "c"}
 	ports := map[string]string{"a": freePort(t), "b": freePort(t), "c": freePort(t)}
 	peer := func(id string) []string { return []string{"-peer-addr", "127.0.0.1:" + ports[id]} }

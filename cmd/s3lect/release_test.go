@@ -19,7 +19,7 @@ import (
 // only after the old one stopped, at a later term; release says so.
 func TestReleaseCommand(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/release.json", t.TempDir()
+	key, dir := freshKey("cli/release.json"), t.TempDir()
 	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "4s", "-wait", "20s"}
 	if out, err := runBin(append([]string{"release"}, where...)...); binStatus(err) != exitAbsent ||
 		!strings.Contains(out, "no lockfile at s3://"+bucket+"/"+key) || !strings.Contains(out, "Is the key right?") {
@@ -112,7 +112,7 @@ func binStatus(err error) int {
 // release -wait shorter than the lease ends at -wait, saying what it knows.
 func TestReleaseBackOnTheSameMember(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/release-back.json", t.TempDir()
+	key, dir := freshKey("cli/release-back.json"), t.TempDir()
 	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "4s"}
 	a := start(t, runArgs(endpoint, bucket, key, "a", nil, childScript(dir, "a", false))...)
 	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })

@@ -30,7 +30,7 @@ func TestReleaseMovesJob(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	for _, mode := range []string{"storage", "peer"} {
 		t.Run(mode, func(t *testing.T) {
-			key, dir := "cli/move-"+mode+".json", t.TempDir()
+			key, dir := freshKey("cli/move-"+mode+".json"), t.TempDir()
 			cert, pkey := selfSigned(t, dir)
 			ids := []string{"a", "b", "c"}
 			ports := map[string]string{"a": freePort(t), "b": freePort(t), "c": freePort(t)}

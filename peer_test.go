@@ -44,6 +44,12 @@ type peerNode struct {
 // address, its own self-signed certificate) when pki is nil.
 func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *peerNode {
 	t.Helper()
+	return startPeerNodeLeasing(t, mem, pki, id, peerLT)
+}
+
+// startPeerNodeLeasing is startPeerNode with a LeaderTimeout of lt.
+func startPeerNodeLeasing(t *testing.T, mem store.Store, pki *devtls.PKI, id string, lt time.Duration) *peerNode {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +58,7 @@ func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *p
 	n := &peerNode{id: id, fs: fs, stopped: make(chan struct{})}
 	cfg := ElectorConfig{
 		Store: fs, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
-		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
+		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: lt,
 		PeerMode: true, PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
 	}
 	if pki != nil {
@@ -654,7 +660,14 @@ func TestServePeers(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
-		go func() { served <- ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()) }()
+		entered := make(chan struct{}, 1)
+		h := PeerHandler(e)
+		go func() {
+			served <- ServePeers(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				entered <- struct{}{}
+				h.ServeHTTP(w, r)
+			}), pki.ServerTLS())
+		}()
 		tr := &http.Transport{TLSClientConfig: pki.ClientTLS()}
 		defer tr.CloseIdleConnections()
 		_, etag := lastWrite(e.snap.Load().lead)
@@ -668,7 +681,10 @@ func TestServePeers(t *testing.T) {
 			resp.Body.Close()
 			got <- resp.StatusCode
 		}()
-		time.Sleep(200 * time.Millisecond) // the request waits at the leader
+		// The request waits at the leader: its handler has been entered
+		// (a sleep of 200ms was not always enough on a loaded machine:
+		// the request had not arrived, and the shutdown refused it).
+		<-entered
 		cancel()
 		if code := <-got; code != http.StatusServiceUnavailable {
 			t.Errorf("long-poll across ServePeers' shutdown = %d; want 503", code)

@@ -16,10 +16,14 @@ import (
 
 // startPinnedNode starts an elector in pinned peer mode (no certificate
 // authority, no PeerTLS: only an address) serving its endpoint on
-// loopback with its own self-signed certificate.
+// loopback with its own self-signed certificate. Its lease is 4s, not
+// peerLT's 1s: the pinned tests need each leadership to last until the
+// step they check (none waits a lease out), and under load a 1s lease
+// lapsed (a loaded run, load average 18: the new leader's lapsed before
+// its followers were seen asking it).
 func startPinnedNode(t *testing.T, mem store.Store, id string) *peerNode {
 	t.Helper()
-	return startPeerNode(t, mem, nil, id)
+	return startPeerNodeLeasing(t, mem, nil, id, 4*time.Second)
 }
 
 // lockfileRecord reads the lockfile's record.

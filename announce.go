@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Announced releases (docs/protocol.md, section 11.4). A leader that
+// Announced releases (docs/moves.md, section 11.4). A leader that
 // means to step down says so in its renewals first: the record carries
 // the moment it will release (Record.ReleaseAt, in its held time), chosen
 // so that every live follower has read one announcing record by then.

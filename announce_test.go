@@ -102,7 +102,7 @@ func runMoves(t *testing.T, cfg func(id string) ElectorConfig, announce, transfe
 
 // TestAnnouncedMoveOutage: at the default intervals in storage mode
 // (5 s, 30 s, 15 s), a leader that announces its release before it goes
-// (docs/protocol.md, 11.4) stops its job only when every follower is
+// (docs/moves.md, 11.4) stops its job only when every follower is
 // watching: the job's outage (from the end of the drain to the next
 // leader's start) is at most a slack (the first read after the announced
 // moment) or FrequentInterval/16 (the watch's reads) with a store that
@@ -175,7 +175,7 @@ func TestUnannouncedMoveOutage(t *testing.T) {
 	})
 }
 
-// TestCoreAnnounce: announced releases (docs/protocol.md, 11.4), a row
+// TestCoreAnnounce: announced releases (docs/moves.md, 11.4), a row
 // per rule, on the pure decisions. -sim.mutate=annnolead, nowatch,
 // anntakeover or annrelease (with -tags s3lect_mutations) switches a
 // rule off, and rows fail.
@@ -365,7 +365,7 @@ func TestShutdownAnnouncesFirst(t *testing.T) {
 }
 
 // TestCoreStepDownAnnounced: an operator's request for an announced
-// release (docs/protocol.md, 11.5), a row per rule, on the pure
+// release (docs/moves.md, 11.5), a row per rule, on the pure
 // decisions. -sim.mutate=stependfirst or stepnowait (with -tags
 // s3lect_mutations) switches a rule off, and rows fail.
 func TestCoreStepDownAnnounced(t *testing.T) {
@@ -466,7 +466,7 @@ func TestCoreStepDownAnnounced(t *testing.T) {
 // move that names a member nobody runs (a typo, a member that left), at
 // the defaults with two stable followers. The members not named watch
 // the announcement too and take the release half a FrequentInterval
-// after they first see it (docs/protocol.md, 11.2), so the group is
+// after they first see it (docs/moves.md, 11.2), so the group is
 // leaderless for no longer than after a crash of the leader (its lease
 // and a read), where they used to wait the whole transfer window (the
 // longer of LeaderTimeout and InfrequentInterval, plus a

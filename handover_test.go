@@ -251,7 +251,7 @@ func TestHandoverLandsOnAnother(t *testing.T) {
 		})
 	}
 	// A group of one leads again when every follower it might have would
-	// have read its release (docs/protocol.md, 11.1): k renewals after the
+	// have read its release (docs/moves.md, 11.1): k renewals after the
 	// one due next (one follower read in k), plus the slack, the largest
 	// lag (FrequentInterval/4), a slack more and, with
 	// InfrequentInterval = FrequentInterval, the half slot; resigning as

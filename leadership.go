@@ -181,7 +181,7 @@ func (l *Leadership) Term() uint64 { return l.term }
 // follower takes over at its next read instead of waiting for
 // LeaderTimeout: in PeerMode within a fraction of a second, in storage
 // mode up to an InfrequentInterval later, or within about
-// FrequentInterval/16 when Announce came first (docs/protocol.md,
+// FrequentInterval/16 when Announce came first (docs/moves.md,
 // 11.4). It
 // returns when that write is done or has definitely failed: nil, or why it
 // failed (the lockfile then stays held until followers take over after

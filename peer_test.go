@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -43,6 +44,12 @@ type peerNode struct {
 // address, its own self-signed certificate) when pki is nil.
 func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *peerNode {
 	t.Helper()
+	return startPeerNodeLeasing(t, mem, pki, id, peerLT)
+}
+
+// startPeerNodeLeasing is startPeerNode with a LeaderTimeout of lt.
+func startPeerNodeLeasing(t *testing.T, mem store.Store, pki *devtls.PKI, id string, lt time.Duration) *peerNode {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +58,7 @@ func startPeerNode(t *testing.T, mem store.Store, pki *devtls.PKI, id string) *p
 	n := &peerNode{id: id, fs: fs, stopped: make(chan struct{})}
 	cfg := ElectorConfig{
 		Store: fs, LockfilePath: testKey, ServerID: id, ServerAddr: ln.Addr().String(),
-		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: peerLT,
+		FrequentInterval: peerFI, InfrequentInterval: peerII, LeaderTimeout: lt,
 		PeerMode: true, PeerTimeout: 500 * time.Millisecond, Logger: quietLogger,
 	}
 	if pki != nil {
@@ -124,22 +131,40 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 	first := waitPeerWin(t, wins)
 
 	// Stable: followers ask the leader, never the store. A window counts
-	// only if the leadership lasted through it: a machine too loaded to
-	// renew within peerLT lets it lapse, which is no steady state (the
-	// loaded CI run ci10 saw one). Up to five windows are tried.
+	// only if it was a steady state: the leadership lasted through it (a
+	// machine too loaded to renew within peerLT lets it lapse; the loaded
+	// CI run ci10 saw one), and no follower's question to the leader
+	// failed from a lease before it to its end (under load one times out,
+	// and the follower reads the store, as it must: a loaded run saw 4
+	// GETs). Up to five windows are tried.
 	type calls struct{ gets, puts int }
 	const window = 2 * time.Second
+	failed := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for _, n := range nodes {
+			for result, k := range n.e.Stats().PeerRequests {
+				if result != "ok" {
+					m[n.id] += k
+				}
+			}
+		}
+		return m
+	}
 	for try := 1; ; try++ {
-		time.Sleep(4 * peerLT)
+		time.Sleep(3 * peerLT)
+		failedBefore := failed()
+		time.Sleep(peerLT)
 		before := map[string]calls{}
 		for _, n := range nodes {
 			before[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
 		}
+		begun := time.Now()
 		time.Sleep(window)
 		after := map[string]calls{}
 		for _, n := range nodes {
 			after[n.id] = calls{n.fs.count("get"), n.fs.count("put")}
 		}
+		took := time.Since(begun) // the window as it passed: on a loaded machine the sleep overruns
 		if first.lead.Context().Err() != nil {
 			if try == 5 {
 				t.Fatalf("the leadership lapsed in each of %d windows: never a steady state", try)
@@ -148,12 +173,24 @@ func TestPeerModeOverHTTPS(t *testing.T) {
 			first = waitPeerWin(t, wins)
 			continue
 		}
+		if f := failed(); !maps.Equal(f, failedBefore) {
+			if try == 5 {
+				t.Fatalf("a follower's peer request failed in each of %d windows: never a steady state", try)
+			}
+			t.Logf("window %d: peer requests failed (%v before, %v after; a loaded machine?); measuring another window", try, failedBefore, f)
+			continue
+		}
 		for _, n := range nodes {
 			gets, puts := after[n.id].gets-before[n.id].gets, after[n.id].puts-before[n.id].puts
 			t.Logf("%s in %v of stable state: %d GET, %d PUT", n.id, window, gets, puts)
 			if n == first.n {
-				if want := int(window / peerFI); gets != 0 || puts < want-2 || puts > want+2 {
-					t.Errorf("leader made %d GET and %d PUT; want 0 GET and one PUT per FrequentInterval (%d)", gets, puts, want)
+				// At most one PUT per FrequentInterval, and at least one:
+				// fewer than the pace is a loaded machine's doing (a
+				// renewal waits for a CPU; a loaded run at load average 19
+				// made 7 of 10), and the leadership lasting the window
+				// says they came within the lease.
+				if max := int(took/peerFI) + 2; gets != 0 || puts == 0 || puts > max {
+					t.Errorf("leader made %d GET and %d PUT; want 0 GET and 1 to %d PUT (one per FrequentInterval)", gets, puts, max)
 				}
 			} else if gets != 0 || puts != 0 {
 				t.Errorf("stable follower %s made %d GET and %d PUT; want none", n.id, gets, puts)
@@ -272,6 +309,16 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 		f        *Elector
 		askErr   error
 		baseline int
+		failed   uint64 // its failed peer requests at the baseline
+	}
+	failedAsks := func(e *Elector) uint64 {
+		var n uint64
+		for result, k := range e.Stats().PeerRequests {
+			if result != "ok" {
+				n += k
+			}
+		}
+		return n
 	}
 	runs := make([]*running, len(cases))
 	for i, tc := range cases {
@@ -322,7 +369,7 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 	}
 	time.Sleep(2 * peerLT) // long enough for an honest peer to take over from the store
 	for _, r := range runs {
-		r.baseline = r.fs.count("get")
+		r.baseline, r.failed = r.fs.count("get"), failedAsks(r.f)
 	}
 	time.Sleep(2 * peerLT)
 	for i, tc := range cases {
@@ -333,9 +380,14 @@ func TestPeerFailuresFallBackToStorage(t *testing.T) {
 			}
 			// A refused peer sends the follower back to the store, again
 			// and again; an honest one keeps it off the store.
+			// (Unless a question to the honest peer failed: under load
+			// one can time out, and the follower then reads the store,
+			// as it must.)
 			reads := r.fs.count("get") - r.baseline
-			if tc.wantOK && reads != 0 {
+			if failed := failedAsks(r.f) - r.failed; tc.wantOK && reads != 0 && failed == 0 {
 				t.Errorf("follower of an honest peer read the store %d times; want 0", reads)
+			} else if tc.wantOK && failed != 0 {
+				t.Logf("%d questions to the honest peer failed (a loaded machine?): %d store reads not checked", failed, reads)
 			}
 			if !tc.wantOK && reads == 0 {
 				t.Errorf("follower of a bad peer never went back to the store")
@@ -429,12 +481,14 @@ func TestPeerWireCompatibility(t *testing.T) {
 		}
 		e.Changes()
 		time.Sleep(3 * peerLT)
-		n0 := requests.Load()
-		const window = 3 * time.Second
-		time.Sleep(window)
-		n := requests.Load() - n0
+		// The pace is reckoned over the window as it passed: on a loaded
+		// machine the sleep overruns (a loaded run counted 8 requests
+		// against a bound of 7 reckoned from the 3s asked).
+		n0, begun := requests.Load(), time.Now()
+		time.Sleep(3 * time.Second)
+		n, window := requests.Load()-n0, time.Since(begun)
 		if max := int64(window/peerII) + 2; n == 0 || n > max {
-			t.Errorf("%d peer requests in %v to a server that does not long-poll; want 1 to %d (one per InfrequentInterval)", n, window, max)
+			t.Errorf("%d peer requests in %v to a server that does not long-poll; want 1 to %d (one per InfrequentInterval)", n, window.Round(time.Millisecond), max)
 		}
 		if got, ok := e.Leader(); !ok || got.LeaderID != "old" {
 			t.Errorf("Leader() = %+v, %v; want old", got, ok)
@@ -606,7 +660,14 @@ func TestServePeers(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		served := make(chan error, 1)
-		go func() { served <- ServePeers(ctx, ln, PeerHandler(e), pki.ServerTLS()) }()
+		entered := make(chan struct{}, 1)
+		h := PeerHandler(e)
+		go func() {
+			served <- ServePeers(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				entered <- struct{}{}
+				h.ServeHTTP(w, r)
+			}), pki.ServerTLS())
+		}()
 		tr := &http.Transport{TLSClientConfig: pki.ClientTLS()}
 		defer tr.CloseIdleConnections()
 		_, etag := lastWrite(e.snap.Load().lead)
@@ -620,7 +681,10 @@ func TestServePeers(t *testing.T) {
 			resp.Body.Close()
 			got <- resp.StatusCode
 		}()
-		time.Sleep(200 * time.Millisecond) // the request waits at the leader
+		// The request waits at the leader: its handler has been entered
+		// (a sleep of 200ms was not always enough on a loaded machine:
+		// the request had not arrived, and the shutdown refused it).
+		<-entered
 		cancel()
 		if code := <-got; code != http.StatusServiceUnavailable {
 			t.Errorf("long-poll across ServePeers' shutdown = %d; want 503", code)

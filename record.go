@@ -62,7 +62,7 @@ type Record struct {
 	// clock of Held), at which it means to stop its work and release the
 	// lockfile. Followers read at that moment, and often for a while
 	// after it, so that the release is taken over within a fraction of a
-	// second; it never lets anyone take over sooner (docs/protocol.md,
+	// second; it never lets anyone take over sooner (docs/moves.md,
 	// section 11.4). With it, To names the member the release is meant
 	// for: only that member then reads early. The original s3lect
 	// ignores it.

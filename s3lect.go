@@ -96,7 +96,7 @@ var (
 	// ErrAskedToStepDown is the cause of a Leadership's Context, in storage
 	// mode, when an operator's step-down request (s3lect release) ended it:
 	// at the leader's next renewal, or at the announced moment of an
-	// announced request (docs/protocol.md, 11.5). It matches
+	// announced request (docs/moves.md, 11.5). It matches
 	// ErrLeadershipLost too. Stop the work, then Resign or Transfer: the
 	// release is written then.
 	ErrAskedToStepDown = fmt.Errorf("%w: asked to step down by an operator (s3lect release)", ErrLeadershipLost)

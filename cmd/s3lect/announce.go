@@ -11,7 +11,7 @@ import (
 )
 
 // A voluntary stop (SIGTERM or SIGINT to run) announces the release first
-// (docs/protocol.md, section 11.4): the leader's renewals say when it
+// (docs/moves.md, section 11.4): the leader's renewals say when it
 // will release, the command keeps running until then, and only then gets
 // the signal, drains (-grace) and is released. In storage mode the
 // followers are reading when the release lands, so the job's outage is
@@ -58,7 +58,7 @@ func (a *announceFlag) Set(s string) error {
 // announceLimit is how long a voluntary stop may wait for the announced
 // moment before the command gets the signal: -announce, or by default
 // InfrequentInterval + FrequentInterval, by when the moment has come
-// (protocol.md, section 11.4). 0: no announcement.
+// (moves.md, section 11.4). 0: no announcement.
 func (c runConfig) announceLimit() time.Duration {
 	if c.announce.set {
 		return c.announce.limit

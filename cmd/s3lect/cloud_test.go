@@ -22,8 +22,7 @@ func TestAzureStore(t *testing.T) {
 func cloudElection(t *testing.T, url, missing, fix string) {
 	t.Helper()
 	dir := t.TempDir()
-	p := start(t, "run", "-store", url, "-id", "n1", "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms",
-		"--", "sh", "-c", `echo "start $S3LECT_TERM $(date +%s%N)" >> `+dir+`/n1.log`)
+	p := start(t, runOn(url, "n1", "sh", "-c", `echo "start $S3LECT_TERM $(date +%s%N)" >> `+dir+`/n1.log`)...)
 	if code := p.status(t); code != 0 {
 		t.Fatalf("run on %s exited %d\n%s", url, code, p.stderr.String())
 	}

@@ -25,7 +25,7 @@ import (
 func TestRunChildWritesFenced(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	dir := t.TempDir()
-	key, obj := "cli/fence-lock.json", "cli/fence-checkpoint"
+	key, obj := freshKey("cli/fence-lock.json"), freshKey("cli/fence-checkpoint")
 	script := `printf 'step 1\n' | s3lect put ` + obj + ` - && s3lect get ` + obj + ` > "$OUT"`
 	env := append(os.Environ(), "PATH=/usr/bin:/bin", "OUT="+filepath.Join(dir, "out"))
 	run := func() (int, string) {
@@ -161,8 +161,7 @@ func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
 	url := "nats://u:secret@" + addr + "/FENCED/leader/job.json"
 	// timeout bounds the put, which otherwise retries for ever.
 	script := `printf 'step 1' | timeout 15 "$S3LECT" put jobs/checkpoint -`
-	p := start(t, "run", "-store", url, "-id", "n1", "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms",
-		"--", "sh", "-c", script)
+	p := start(t, runOn(url, "n1", "sh", "-c", script)...)
 	if code := p.status(t); code != 0 {
 		out := p.stderr.String()
 		if i := strings.Index(out, "store error"); i >= 0 {
@@ -187,7 +186,7 @@ func TestRunChildReachesANATSStoreWithCredentials(t *testing.T) {
 func TestFenceRefusesElectionObjects(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
 	dir := t.TempDir()
-	key := "cli/review-lock.json"
+	key := freshKey("cli/election-objects.json")
 	t.Setenv("S3LECT", bin)
 	t.Setenv("OUT", filepath.Join(dir, "out"))
 	script := `"$S3LECT" seal ` + key + `; echo "seal exit $?" > "$OUT"; sleep 1`

@@ -129,7 +129,7 @@ func TestRetriedErrorOncePerCause(t *testing.T) {
 		procs = append(procs, start(t, args...))
 	}
 	for _, p := range procs {
-		p.waitLine(t, 10*time.Second, "SlowDown")
+		p.waitLine(t, eventually, "SlowDown")
 	}
 	time.Sleep(3 * time.Second) // about 15 failed reads at the 200ms pace
 	for _, p := range procs {

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/s3lect/s3lect/internal/s3test"
 )
@@ -18,20 +17,20 @@ import (
 // whether the runner stops (SIGTERM while waiting) or is killed.
 func TestWaitingRunnerGuardStartsNothing(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/warm-guard.json", t.TempDir()
+	key, dir := freshKey("cli/warm-guard.json"), t.TempDir()
 	start(t, runArgs(endpoint, bucket, key, "a", nil, childScript(dir, "a", false))...)
-	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		b := start(t, runArgs(endpoint, bucket, key, "b", nil, childScript(dir, "b", false))...)
-		b.waitLine(t, 10*time.Second, "waiting: a leads (term")
+		b.waitLine(t, eventually, "waiting: a leads (term")
 		var guard int
-		waitFor(t, 10*time.Second, "b's guard, started in advance", func() bool { guard = guardOf(b.cmd.Process.Pid); return guard != 0 }, b)
+		waitFor(t, eventually, "b's guard, started in advance", func() bool { guard = guardOf(b.cmd.Process.Pid); return guard != 0 }, b)
 		if started(t, dir, "b") {
 			t.Fatalf("b's command started while b waits")
 		}
 		b.cmd.Process.Signal(sig)
 		<-b.done
-		waitFor(t, 2*time.Second, "b's guard to end with b ("+sig.String()+")", func() bool { return !alive(guard) })
+		waitFor(t, eventually, "b's guard to end with b ("+sig.String()+")", func() bool { return !alive(guard) })
 		if started(t, dir, "b") {
 			t.Errorf("b's command started after %v to b", sig)
 		}

@@ -9,7 +9,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,6 +90,13 @@ func (p *proc) status(t *testing.T) int {
 	t.Fatalf("wait: %v", p.err)
 	return -1
 }
+
+// eventually is how long a test waits for an event that must come (a
+// command's start, a line, a process's end): a liveness bound, not a speed
+// limit. It is far above what the event takes on a two-core machine at
+// load average 20 (seconds at most), so that reaching it means the event
+// never came, and the failure says which one, with what each process said.
+const eventually = 60 * time.Second
 
 // waitFor waits until cond holds, checking every 10ms; it fails the test
 // after limit, a liveness bound, printing what each of procs has said.
@@ -182,7 +191,7 @@ func readLog(t *testing.T, dir, id string) []event {
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	var pid int
-	waitFor(t, 10*time.Second, path, func() bool {
+	waitFor(t, eventually, path, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -335,4 +344,56 @@ func freePort(t *testing.T) string {
 	}
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// jobRun is one run of a command, as its log tells it: from its start to
+// its last record (its stop, or the last heartbeat before it was killed).
+type jobRun struct {
+	id, term string
+	from, to time.Time
+}
+
+// jobRuns returns every run in the logs of ids in dir, in order of start.
+func jobRuns(t *testing.T, dir string, ids ...string) []jobRun {
+	t.Helper()
+	var runs []jobRun
+	for _, id := range ids {
+		for _, ev := range readLog(t, dir, id) {
+			switch {
+			case ev.kind == "start":
+				runs = append(runs, jobRun{id: id, term: ev.term, from: ev.at, to: ev.at})
+			case len(runs) > 0 && runs[len(runs)-1].id == id:
+				runs[len(runs)-1].to = ev.at
+			}
+		}
+	}
+	slices.SortFunc(runs, func(a, b jobRun) int { return a.from.Compare(b.from) })
+	return runs
+}
+
+// checkNoOverlap fails the test if two runs of the job in the logs of ids
+// overlap, the safety every runner test rests on, whoever led and however
+// often the leadership moved; it returns the runs in order of start.
+func checkNoOverlap(t *testing.T, dir string, ids ...string) []jobRun {
+	t.Helper()
+	runs := jobRuns(t, dir, ids...)
+	for i := 1; i < len(runs); i++ {
+		if prev, next := runs[i-1], runs[i]; !prev.to.Before(next.from) {
+			t.Errorf("%s's command (term %s) started at %v, before %s's (term %s) last sign of life at %v: two ran at once",
+				next.id, next.term, next.from.Format(time.StampMicro), prev.id, prev.term, prev.to.Format(time.StampMicro))
+		}
+	}
+	return runs
+}
+
+// keySeq numbers the keys freshKey hands out.
+var keySeq atomic.Int64
+
+// freshKey returns base (a key such as "cli/peer.json") made unique to
+// one run of a test: the tests share one bucket per process, and a test
+// run again (go test -count) must not find what its last run left (a
+// lockfile, a sealed object).
+func freshKey(base string) string {
+	ext := path.Ext(base)
+	return fmt.Sprintf("%s-%d%s", strings.TrimSuffix(base, ext), keySeq.Add(1), ext)
 }

@@ -86,8 +86,8 @@ func has(samples map[string]string, name, want string, labels ...string) bool {
 // with the s3lect series.
 func TestMetricsOfALeadingRunner(t *testing.T) {
 	e, err := s3lect.New(s3lect.ElectorConfig{Store: memstore.New(), LockfilePath: "leader/job.json", ServerID: "a",
-		FrequentInterval: 100 * time.Millisecond, InfrequentInterval: 300 * time.Millisecond, LeaderTimeout: time.Second,
-		Logger: slog.New(slog.DiscardHandler)})
+		FrequentInterval: 100 * time.Millisecond, InfrequentInterval: 300 * time.Millisecond, LeaderTimeout: 4 * time.Second,
+		Logger: slog.New(slog.DiscardHandler)}) // a lease a loaded machine keeps up with: the leadership lasts to the Resign below
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestMetricsOfALeadingRunner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &runner{o: runConfig{id: "a", frequent: 100 * time.Millisecond, infrequent: 300 * time.Millisecond, timeout: time.Second},
+	r := &runner{o: runConfig{id: "a", frequent: 100 * time.Millisecond, infrequent: 300 * time.Millisecond, timeout: 4 * time.Second},
 		e: e, key: "leader/job.json", where: "mem://leader/job.json", started: time.Now()}
 	r.changes.Add(1)
 	r.running.Store(true)
@@ -136,7 +136,7 @@ func TestMetricsOfALeadingRunner(t *testing.T) {
 	}
 
 	lead.Resign(t.Context())
-	waitFor(t, 5*time.Second, "the leadership's end in the metrics", func() bool {
+	waitFor(t, eventually, "the leadership's end in the metrics", func() bool {
 		_, body := scrape(t, srv.URL+"/metrics")
 		s := lintExposition(t, body)
 		return has(s, "s3lect_leader", "0", id) && has(s, "s3lect_leadership_ends_total", "1", `cause="resigned"`)
@@ -180,12 +180,12 @@ func TestHealth(t *testing.T) {
 // object per line, its events named, up to the exit.
 func TestRunReportsLikeAService(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/metrics.json", t.TempDir()
+	key, dir := freshKey("cli/metrics.json"), t.TempDir()
 	addr := "127.0.0.1:" + freePort(t)
 	a := start(t, runArgs(endpoint, bucket, key, "m1", []string{"-metrics-addr", addr, "-log-format", "json"}, childScript(dir, "m1", false))...)
-	waitFor(t, 20*time.Second, "m1's command to start", func() bool { return started(t, dir, "m1") })
+	waitFor(t, eventually, "m1's command to start", func() bool { return started(t, dir, "m1") })
 	var body string
-	waitFor(t, 10*time.Second, "m1's metrics to say it leads", func() bool {
+	waitFor(t, eventually, "m1's metrics to say it leads", func() bool {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		if err != nil {
 			return false

@@ -19,7 +19,7 @@ func TestStoreNeverAnswered(t *testing.T) {
 	t.Setenv("AWS_REGION", "us-east-1")
 	dead := "http://127.0.0.1:" + freePort(t) // nothing listens on it
 	p := start(t, runArgs(dead, "jobs", "cli/never.json", "n", []string{"-connect-timeout", "2s"}, []string{"true"})...)
-	p.waitLine(t, 10*time.Second, "WARNING: the store at "+dead)
+	p.waitLine(t, eventually, "WARNING: the store at "+dead)
 	seen := time.Now()
 	if code := p.status(t); code != exitNoAnswer {
 		t.Fatalf("run against a dead endpoint exited %d; want %d\n%s", code, exitNoAnswer, p.stderr.String())
@@ -62,7 +62,7 @@ func TestStoreNeverAnswered(t *testing.T) {
 	// watch is no elector: it says so in its own words, and gives up
 	// after its -connect-timeout like run, naming the endpoint.
 	w := start(t, "watch", "-store", "s3://jobs/cli/never.json", "-endpoint", dead, "-connect-timeout", "2s")
-	w.waitLine(t, 10*time.Second, "has not answered since watch started")
+	w.waitLine(t, eventually, "has not answered since watch started")
 	code := w.status(t)
 	out = w.stderr.String()
 	if code != exitNoAnswer || !strings.Contains(out, "s3lect watch: the store at "+dead) || !strings.Contains(out, "for -connect-timeout 2s; giving up") ||

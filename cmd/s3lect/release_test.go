@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,55 +16,55 @@ import (
 // TestReleaseCommand: s3lect release on MinIO, with three runners. The
 // leading runner's command is stopped and the lockfile released (the
 // runner, with -once, exits 4); the member -to names starts its command
-// only after the old one stopped, well before the lease could have run
-// out; release says so.
+// only after the old one stopped, at a later term; release says so.
 func TestReleaseCommand(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/release.json", t.TempDir()
-	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms", "-wait", "20s"}
+	key, dir := freshKey("cli/release.json"), t.TempDir()
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "4s", "-wait", "20s"}
 	if out, err := runBin(append([]string{"release"}, where...)...); binStatus(err) != exitAbsent ||
 		!strings.Contains(out, "no lockfile at s3://"+bucket+"/"+key) || !strings.Contains(out, "Is the key right?") {
 		t.Errorf("release with no lockfile = %q, %v; want status %d naming the key and asking whether it is right", out, err, exitAbsent)
 	}
 	a := start(t, runArgs(endpoint, bucket, key, "a", []string{"-once"}, childScript(dir, "a", false))...)
-	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
 	b := start(t, runArgs(endpoint, bucket, key, "b", nil, childScript(dir, "b", false))...)
 	c := start(t, runArgs(endpoint, bucket, key, "c", nil, childScript(dir, "c", false))...)
-	b.waitLine(t, 10*time.Second, "waiting: a leads (term")
-	c.waitLine(t, 10*time.Second, "waiting: a leads (term")
+	b.waitLine(t, eventually, "waiting: a leads (term")
+	c.waitLine(t, eventually, "waiting: a leads (term")
 
 	begun := time.Now()
 	out, err := runBin(append(append([]string{"release"}, where...), "-to", "c")...)
-	if err != nil || !strings.Contains(out, "asked a (term 1) to step down and hand over to c") || !strings.Contains(out, "a stepped down") ||
-		!strings.Contains(out, "c leads (term 2)") || !strings.Contains(out, "Only c may take over at first") ||
-		strings.Index(out, "Only c may") > strings.Index(out, "asked a (term 1)") {
-		t.Fatalf("release -to c = %q, %v; want status 0, the transfer window named before the request, a stepped down, c leads (term 2)", out, err)
+	asked := askedRE.FindStringSubmatch(out)
+	if asked == nil || asked[1] != "a" || !strings.Contains(out, "to step down and hand over to c") || !strings.Contains(out, "a stepped down") ||
+		!strings.Contains(out, "Only c may take over at first") || strings.Index(out, "Only c may") > strings.Index(out, "asked a (term") {
+		t.Fatalf("release -to c = %q, %v; want the transfer window named before the request, a asked and stepped down", out, err)
 	}
 	if code := a.status(t); code != exitLost || !strings.Contains(a.stderr.String(), "leadership ended (asked to step down by s3lect release, to hand over to c)") ||
 		!strings.Contains(a.stderr.String(), "stays out of the next election") || strings.Contains(a.stderr.String(), "lost to another holder") {
 		t.Errorf("a (-once) exited %d after the release; want %d saying it stepped down at the operator's request for c and holds off\n%s", code, exitLost, a.stderr.String())
 	}
-	waitFor(t, 20*time.Second, "c's command to start", func() bool { return started(t, dir, "c") })
-	la, lc := readLog(t, dir, "a"), readLog(t, dir, "c")
-	lastA, startC := la[len(la)-1].at, lc[0].at
-	if !lastA.Before(startC) {
-		t.Errorf("a's command last wrote at %v, after c's command started at %v", lastA.Format(time.StampMicro), startC.Format(time.StampMicro))
-	}
-	// Which member runs the job is checked only while c's leadership
-	// lasts: on a machine too loaded to renew within 1.5 s it lapses and
-	// b may take over, at a later term (the loaded CI run ci10 saw c's
-	// command start at term 4, after b's). That is no step-down's doing.
-	if lapsed := strings.Contains(c.stderr.String(), "leadership ended"); lapsed {
-		t.Logf("c's leadership lapsed before the checks (a loaded machine?): b's start and c's term are not checked\n%s", c.stderr.String())
-	} else {
-		if started(t, dir, "b") {
-			t.Errorf("b started its command; want only c, named by -to")
+	// The job moves to c, the member named; on a machine too loaded to
+	// run c within its window (FrequentInterval/2) b takes over instead,
+	// and release says so (status 10): what happened is checked, not that
+	// the machine kept up. Either way no two commands ever ran at once.
+	var next jobRun
+	waitFor(t, eventually, "the job to start off a", func() bool {
+		runs := jobRuns(t, dir, "a", "b", "c")
+		next = runs[len(runs)-1]
+		return next.id != "a"
+	}, a, b, c)
+	runs := checkNoOverlap(t, dir, "a", "b", "c")
+	switch {
+	case next.id == "c" && err == nil && strings.Contains(out, "c leads (term"):
+		if termA, termC := termOf(runs[0]), termOf(next); runs[0].id != "a" || termC <= termA {
+			t.Errorf("the job ran %+v; want a's, then c's at a later term", runs)
 		}
-		if lc[0].term != "2" {
-			t.Errorf("c's command got S3LECT_TERM %q; want 2", lc[0].term)
-		}
+	case next.id == "b" && binStatus(err) == exitNotMoved && strings.Contains(out, "c did not take over in its window") && strings.Contains(out, "b took over instead"):
+		t.Logf("b took over before c, the member named (a loaded machine?)\n%s", out)
+	default:
+		t.Errorf("release -to c = %v\n%s\nbut %s's command started next: want release to name who took over", err, out, next.id)
 	}
-	t.Logf("a's command stopped %v after the release began; c's started %v after it (LeaderTimeout 1.5s)\n%s", lastA.Sub(begun), startC.Sub(begun), out)
+	t.Logf("a's command stopped %v after the release began; %s's started %v after it\n%s", runs[0].to.Sub(begun), next.id, next.from.Sub(begun), out)
 }
 
 // TestTLSHintNamesPeerCA: a leader's peer endpoint whose certificate this
@@ -86,6 +87,12 @@ func TestTLSHintNamesPeerCA(t *testing.T) {
 	}
 }
 
+// termOf is the term a run's command was given (S3LECT_TERM), 0 if none.
+func termOf(r jobRun) uint64 {
+	n, _ := strconv.ParseUint(r.term, 10, 64)
+	return n
+}
+
 // binStatus is the exit status of runBin's err.
 func binStatus(err error) int {
 	var ee *exec.ExitError
@@ -105,17 +112,17 @@ func binStatus(err error) int {
 // release -wait shorter than the lease ends at -wait, saying what it knows.
 func TestReleaseBackOnTheSameMember(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/release-back.json", t.TempDir()
-	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "1500ms"}
+	key, dir := freshKey("cli/release-back.json"), t.TempDir()
+	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style", "-timeout", "4s"}
 	a := start(t, runArgs(endpoint, bucket, key, "a", nil, childScript(dir, "a", false))...)
-	waitFor(t, 20*time.Second, "a's command to start", func() bool { return started(t, dir, "a") })
+	waitFor(t, eventually, "a's command to start", func() bool { return started(t, dir, "a") })
 
 	out, err := runBin(append(append([]string{"release"}, where...), "-to", "web-9", "-wait", "20s")...)
 	if binStatus(err) != exitNotMoved || !strings.Contains(out, "the job is back on a, the member you asked to step down") ||
 		!strings.Contains(out, "web-9 did not take over in its window") {
 		t.Errorf("release -to web-9 (runs nowhere) = %q, %v; want status %d, the job back on a, web-9 named", out, err, exitNotMoved)
 	}
-	a.waitLine(t, 10*time.Second, "a leads")
+	a.waitLine(t, eventually, "a leads")
 	said := a.stderr.String()
 	if !strings.Contains(said, "leadership ended (asked to step down by s3lect release, to hand over to web-9)") ||
 		!strings.Contains(said, "stays out of the next election") || !strings.Contains(said, "holding off until about") {
@@ -126,7 +133,7 @@ func TestReleaseBackOnTheSameMember(t *testing.T) {
 	// machine too loaded to renew in time a lease lapses and a takes over
 	// again at the next (the loaded CI run ci10 saw terms 3 and 4).
 	var term uint64
-	waitFor(t, 20*time.Second, "a to lead again", func() bool {
+	waitFor(t, eventually, "a to lead again", func() bool {
 		rec, ok := lockfile(t, bucket, key)
 		if ok && rec.LeaderID == "a" && !rec.LastUpdated.IsZero() && rec.Term >= 2 {
 			term = rec.Term
@@ -140,7 +147,7 @@ func TestReleaseBackOnTheSameMember(t *testing.T) {
 		t.Errorf("plain release in a group of one = %q, %v; want status %d and the job back on a", out, err, exitNotMoved)
 	}
 
-	waitFor(t, 20*time.Second, "a to lead again", func() bool {
+	waitFor(t, eventually, "a to lead again", func() bool {
 		rec, ok := lockfile(t, bucket, key)
 		return ok && rec.LeaderID == "a" && !rec.LastUpdated.IsZero() && rec.Term > term
 	}, a)
@@ -153,7 +160,7 @@ func TestReleaseBackOnTheSameMember(t *testing.T) {
 	// out. What it printed says which (no wall-clock limit: on a loaded
 	// machine starting the process alone can take seconds).
 	if strings.Contains(out, "did not answer within its lease") {
-		t.Errorf("release -wait 300ms waited out the lease (1.5s):\n%s", out)
+		t.Errorf("release -wait 300ms waited out the lease (4s):\n%s", out)
 	}
 	t.Logf("release -wait 300ms:\n%s", out)
 }

@@ -433,7 +433,7 @@ func (r *runner) stepRequest(term uint64) (s3lect.Record, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(r.killAfter/2, 2*time.Second))
 	defer cancel()
 	rec, found, err := readLockfile(ctx, r.st, r.key)
-	// An announced step-down (docs/protocol.md, 11.5) ends the leadership
+	// An announced step-down (docs/moves.md, 11.5) ends the leadership
 	// at the announced moment: the lockfile then holds this member's own
 	// last renewal, announcing the release, with the request's to.
 	if err != nil || !found || rec.StepDown == "" && rec.ReleaseAt == 0 || rec.LastUpdated.IsZero() || rec.LeaderID != r.o.id || rec.Term != term {

@@ -20,7 +20,7 @@ var execCommand = exec.Command
 // released with status (text and JSON) and watch.
 func TestStatusAndWatch(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key, dir := "cli/status.json", t.TempDir()
+	key, dir := freshKey("cli/status.json"), t.TempDir()
 	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style"}
 	statusJSON := func(extra ...string) statusReport {
 		t.Helper()
@@ -37,11 +37,11 @@ func TestStatusAndWatch(t *testing.T) {
 	if rep := statusJSON(); rep.State != "absent" {
 		t.Errorf("status of a missing lockfile: %+v; want absent", rep)
 	}
-	w := start(t, append(append([]string{"watch", "-json"}, where...), "-frequent", "200ms", "-infrequent", "600ms", "-timeout", "1500ms")...)
-	waitFor(t, 10*time.Second, "watch's first line", func() bool { return strings.Contains(w.stderr.String(), `"leaderID":""`) })
+	w := start(t, append(append([]string{"watch", "-json"}, where...), timings...)...)
+	waitFor(t, eventually, "watch's first line", func() bool { return strings.Contains(w.stderr.String(), `"leaderID":""`) })
 
 	r := start(t, runArgs(endpoint, bucket, key, "leader-1", nil, childScript(dir, "leader-1", false))...)
-	waitFor(t, 20*time.Second, "the command to start", func() bool { return started(t, dir, "leader-1") })
+	waitFor(t, eventually, "the command to start", func() bool { return started(t, dir, "leader-1") })
 	rep := statusJSON("-wait", "-frequent", "100ms", "-timeout", "1500ms")
 	if rep.State != "held" || rep.Leader != "leader-1" || rep.Term == 0 || rep.Renewing == nil || !*rep.Renewing || rep.LastUpdated == nil {
 		t.Errorf("status -wait of a live leader: %+v; want held by leader-1, renewing", rep)
@@ -50,12 +50,12 @@ func TestStatusAndWatch(t *testing.T) {
 	if code := try.status(t); code != exitTry || !strings.Contains(try.stderr.String(), "not leader of s3://"+bucket+"/"+key+" within -try 700ms; leader-1 leads") {
 		t.Errorf("run -try while leader-1 leads: status %d; want %d and who leads\n%s", code, exitTry, try.stderr.String())
 	}
-	waitFor(t, 10*time.Second, "watch to see leader-1", func() bool { return strings.Contains(w.stderr.String(), `"leaderID":"leader-1"`) })
+	waitFor(t, eventually, "watch to see leader-1", func() bool { return strings.Contains(w.stderr.String(), `"leaderID":"leader-1"`) })
 
 	r.cmd.Process.Signal(syscallTERM)
 	r.status(t)
 	// watch says the lockfile was released, and by whom.
-	waitFor(t, 10*time.Second, "watch to see the release", func() bool {
+	waitFor(t, eventually, "watch to see the release", func() bool {
 		return strings.Contains(w.stderr.String(), `"vacant":"released","was":"leader-1"`)
 	}, w, r)
 	if rep := statusJSON(); rep.State != "released" || rep.Leader != "leader-1" {

@@ -18,7 +18,7 @@ import (
 	"github.com/s3lect/s3lect/store"
 )
 
-// The step-down request of s3lect release (docs/protocol.md, section
+// The step-down request of s3lect release (docs/moves.md, section
 // 11.3): writing it over the leader's record, asking the leader to renew
 // at once, and following the lockfile to see what became of it.
 
@@ -48,7 +48,7 @@ func requestStepDown(ctx context.Context, st store.Store, key, to string) (old, 
 // nil, with the leader's record once, before it writes anything: an
 // error from before is returned, and nothing is written. With announce,
 // a request over a storage-mode leader's record (no leaderAddr) asks for
-// an announced release (docs/protocol.md, 11.5): it carries releaseAt,
+// an announced release (docs/moves.md, 11.5): it carries releaseAt,
 // the record's held time.
 func requestStepDownChecked(ctx context.Context, st store.Store, key, to string, announce bool, before func(old s3lect.Record) error) (old, written s3lect.Record, err error) {
 	checked := before == nil
@@ -157,7 +157,7 @@ func follow(ctx context.Context, st store.Store, key string, req s3lect.Record, 
 			}
 		case sameLeadership(rec, req) && rec.StepDown == "" && rec.ReleaseAt > 0 && req.ReleaseAt > 0 && rec.LastUpdated.After(req.LastUpdated):
 			// The leader took the request in and announces its release
-			// (docs/protocol.md, 11.5): its job runs until the moment.
+			// (docs/moves.md, 11.5): its job runs until the moment.
 			if rec.LastUpdated.After(prev.LastUpdated) || !o.announced {
 				renewed = now
 			}

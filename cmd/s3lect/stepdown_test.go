@@ -66,7 +66,7 @@ func member(ctx context.Context, e *s3lect.Elector, id string, stopTime time.Dur
 // testing/synctest bubble on the memory store, and an operator's step-down
 // request written at many phases of the leader's renewal cycle, with and
 // without -to, immediate (-now) and announced (the default in storage
-// mode, docs/protocol.md 11.5). At every phase the leader's work ends
+// mode, docs/moves.md 11.5). At every phase the leader's work ends
 // within a FrequentInterval (-now: its next renewal is refused) or at the
 // announced moment, within InfrequentInterval + FrequentInterval; the
 // next leader is another member (the one named by -to), it starts only
@@ -245,7 +245,7 @@ func TestReleaseSeesRequestIgnored(t *testing.T) {
 // the library reads within k renewals of the last read (alignedRead,
 // protocol.md 3.3), c reads it in the window.
 //
-// Announced (the default in storage mode, protocol.md 11.5), c reads the
+// Announced (the default in storage mode, moves.md 11.5), c reads the
 // announcement and watches the moment.
 func TestTransferToAMemberThatJustJoined(t *testing.T) {
 	for _, announce := range []bool{false, true} {
@@ -326,7 +326,7 @@ func TestFollowEndsAtWait(t *testing.T) {
 }
 
 // TestFollowSeesAnAnnouncedStepDown: a leader that takes an announced
-// request in (docs/protocol.md, 11.5) renews over it with releaseAt and
+// request in (docs/moves.md, 11.5) renews over it with releaseAt and
 // leads on until the moment, longer than its lease: release reports the
 // announcement and its moment, neither "ignored" (a leader that does not
 // know requests) nor "did not answer within its lease".

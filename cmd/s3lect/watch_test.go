@@ -198,7 +198,7 @@ func TestWatchLineStamps(t *testing.T) {
 // 10s printed term 1 alone before this fix.
 func TestWatchPrintsEveryLeadershipWhateverInfrequent(t *testing.T) {
 	endpoint, bucket := s3test.Endpoint(t), s3test.Bucket(t)
-	key := "cli/watch-every-term.json"
+	key := freshKey("cli/watch-every-term.json")
 	where := []string{"-store", "s3://" + bucket + "/" + key, "-endpoint", endpoint, "-path-style"}
 	w := start(t, append(append([]string{"watch", "-json"}, where...), "-frequent", "200ms", "-infrequent", "5s", "-timeout", "1500ms")...)
 	for _, id := range []string{"w1", "w2", "w3"} {
@@ -206,7 +206,7 @@ func TestWatchPrintsEveryLeadershipWhateverInfrequent(t *testing.T) {
 		if code := r.status(t); code != 0 {
 			t.Fatalf("run %s exited %d\n%s", id, code, r.stderr.String())
 		}
-		waitFor(t, 10*time.Second, "watch to see "+id+"'s release", func() bool {
+		waitFor(t, eventually, "watch to see "+id+"'s release", func() bool {
 			return strings.Contains(w.stderr.String(), `"vacant":"released","was":"`+id+`"`)
 		}, w)
 	}

@@ -259,7 +259,7 @@ func TestWinnersSkipStaleWins(t *testing.T) {
 	mem := memstore.New()
 	elect := func(id string) win {
 		e, err := s3lect.New(s3lect.ElectorConfig{Store: mem, LockfilePath: "leader/stale.json", ServerID: id,
-			FrequentInterval: 50 * time.Millisecond, InfrequentInterval: 50 * time.Millisecond, LeaderTimeout: 200 * time.Millisecond,
+			FrequentInterval: 50 * time.Millisecond, InfrequentInterval: 50 * time.Millisecond, LeaderTimeout: 5 * time.Second, // each leadership lasts to its Resign, however loaded the machine
 			Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

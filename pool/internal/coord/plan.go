@@ -207,7 +207,7 @@ func (c *Coordinator) grant(target map[string]int, want map[string]map[string]ui
 				to = takers[next%len(takers)]
 				next++
 			}
-			if pk := c.keys[prev]; prev != "" && prev != to && x.home[s] == "" && (pk == nil || pk.cur == nil) {
+			if pk := c.keys[prev]; prev != "" && prev != to && x.home[s] == "" && (pk == nil || pk.cur == nil || pk.cur.leaving) {
 				x.home[s] = prev // its worker is gone (left, or its session over): it may come back
 			}
 			if to == x.home[s] {

@@ -63,6 +63,7 @@ type proc struct {
 	off       time.Duration
 	tm        timing
 	pauseTill time.Duration
+	putBackAt time.Duration // the last putback fault's delete (0: none)
 	suspEnd   time.Duration // a host suspend ends (its timers were moved on to after it)
 	cutTill   time.Duration // the store unreachable
 	grayTill  time.Duration // the pool's objects unreachable, the election not

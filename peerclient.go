@@ -77,6 +77,10 @@ func (e *Elector) setPeerTarget(t peerTarget) {
 func (e *Elector) pollPeers(ctx context.Context) error {
 	var t peerTarget
 	for {
+		select { // the loop named another target: it replaces this one
+		case t = <-e.peerTargets:
+		default:
+		}
 		if t.addr == "" {
 			select {
 			case t = <-e.peerTargets:
@@ -94,10 +98,19 @@ func (e *Elector) pollPeers(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		// A target the loop named while the request was out replaces this
+		// one, and the loop would drop the answer about it (its gen is
+		// stale): take it instead. Not as a case of the select below,
+		// whose choice among ready cases is random: the answer would be
+		// reported, or the target taken, by chance, and a simulation's
+		// seed would not replay.
 		select {
-		case e.peerReports <- peerReport{gen: t.gen, rec: rec, etag: etag, at: e.clock.Now(), err: err}:
 		case t = <-e.peerTargets:
 			continue
+		default:
+		}
+		select {
+		case e.peerReports <- peerReport{gen: t.gen, rec: rec, etag: etag, at: e.clock.Now(), err: err}:
 		case <-ctx.Done():
 			return nil
 		}

@@ -293,7 +293,7 @@ func simulateSeed(t *testing.T, seed int64, v simVariant) (map[string]int, strin
 		}
 		if v.peer {
 			pr := rand.New(rand.NewPCG(uint64(seed), uint64(i*1000+incarnation+800)))
-			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers.From(pr)}
+			cfg.PeerMode, cfg.PeerClient = true, &http.Client{Transport: peers.From(fmt.Sprintf("n%d/%d", i, incarnation), pr)}
 		}
 		e, err := New(cfg)
 		if err != nil {

@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing/synctest"
 	"time"
@@ -36,6 +39,7 @@ type gateOp struct {
 	n    uint64
 	fn   func()
 	done chan struct{}
+	who  string // with Debug: the calls of package s3lect that asked
 }
 
 // NewGate returns a Gate; Run must run in the bubble for Do to return.
@@ -56,6 +60,9 @@ func (g *Gate) Run(stop <-chan struct{}) {
 			op := g.pop()
 			if op == nil {
 				break
+			}
+			if Debug { // two runs' lines diff to the first op that differs
+				fmt.Printf("gate %s %s#%d%s\n", time.Now().Format("05.000000000"), op.name, op.n, op.who)
 			}
 			op.fn()
 			close(op.done)
@@ -93,6 +100,9 @@ func (g *Gate) Do(name string, fn func()) {
 	g.mu.Lock()
 	g.seq[name]++
 	op := &gateOp{name: name, n: g.seq[name], fn: fn, done: make(chan struct{})}
+	if Debug {
+		op.who = askers()
+	}
 	g.pending = append(g.pending, op)
 	g.mu.Unlock()
 	select {
@@ -100,6 +110,23 @@ func (g *Gate) Do(name string, fn func()) {
 	default:
 	}
 	<-op.done
+}
+
+// askers names the calls of package s3lect (not simworld's) on the stack
+// of Do's caller, innermost first: which of a node's goroutines asked.
+func askers() string {
+	pcs := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
+	var b strings.Builder
+	for {
+		f, more := frames.Next()
+		if fn := f.Function[strings.LastIndex(f.Function, "/")+1:]; strings.HasPrefix(fn, "s3lect.") {
+			b.WriteString(" " + fn + ":" + strconv.Itoa(f.Line))
+		}
+		if !more {
+			return b.String()
+		}
+	}
 }
 
 // Sync returns once every goroutine of the bubble but the caller's is

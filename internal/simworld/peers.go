@@ -84,29 +84,31 @@ func (p *PeerNet) Asked(addr string) int {
 }
 
 func (p *PeerNet) RoundTrip(req *http.Request) (*http.Response, error) {
-	return p.roundTrip(req, &p.mu, p.r)
+	return p.roundTrip(req, "", &p.mu, p.r)
 }
 
 // From returns the network as one caller sees it: its requests' faults
 // are drawn from r, not from the network's generator, so that what one
 // caller meets does not depend on the order in which callers' requests
-// at one virtual instant reach the network (a seed replays exactly).
-func (p *PeerNet) From(r *rand.Rand) http.RoundTripper {
-	return &peerCaller{p: p, r: r}
+// at one virtual instant reach the network (a seed replays exactly). name
+// says who calls in the lines Debug prints.
+func (p *PeerNet) From(name string, r *rand.Rand) http.RoundTripper {
+	return &peerCaller{p: p, r: r, name: name}
 }
 
 type peerCaller struct {
-	p  *PeerNet
-	mu sync.Mutex
-	r  *rand.Rand
+	p    *PeerNet
+	mu   sync.Mutex
+	r    *rand.Rand
+	name string
 }
 
 func (c *peerCaller) RoundTrip(req *http.Request) (*http.Response, error) {
-	return c.p.roundTrip(req, &c.mu, c.r)
+	return c.p.roundTrip(req, c.name, &c.mu, c.r)
 }
 
-// roundTrip serves req, drawing its faults from r under mu.
-func (p *PeerNet) roundTrip(req *http.Request, mu *sync.Mutex, r *rand.Rand) (*http.Response, error) {
+// roundTrip serves req from caller from, drawing its faults from r under mu.
+func (p *PeerNet) roundTrip(req *http.Request, from string, mu *sync.Mutex, r *rand.Rand) (*http.Response, error) {
 	mu.Lock()
 	x, d := r.Float64(), time.Duration(r.Int64N(int64(time.Second)))
 	mu.Unlock()
@@ -117,6 +119,8 @@ func (p *PeerNet) roundTrip(req *http.Request, mu *sync.Mutex, r *rand.Rand) (*h
 		x = 1
 	}
 	p.mu.Unlock()
+	Debugf("peer %s -> %s %s: draw %.3f", from, req.URL.Host, req.URL.RawQuery, x)
+	defer Debugf("peer %s -> %s %s: done", from, req.URL.Host, req.URL.RawQuery)
 	wait := func(d time.Duration) error {
 		t := time.NewTimer(d)
 		defer t.Stop()

@@ -60,7 +60,7 @@ var Debug = os.Getenv("S3LECT_SIM_DEBUG") != "" || os.Getenv("SIMDEBUG") != ""
 // Debugf prints a line stamped with the (virtual) time when Debug is set.
 func Debugf(format string, args ...any) {
 	if Debug {
-		fmt.Println(time.Now().Format("05.000"), fmt.Sprintf(format, args...))
+		fmt.Println(time.Now().Format("05.000000000"), fmt.Sprintf(format, args...))
 	}
 }
 

@@ -67,8 +67,12 @@ func (w *World) UseRewind() *Rewind {
 // A call sent before its caller gave up may still land. It lists (store.Lister)
 // when the shared store does.
 type Store struct {
-	w      *World
-	OnPut  func()           // called as each write starts, before anything else
+	w *World
+	// OnPut is called as each write starts, before its faults are drawn:
+	// under the world's Gate, at that draw's still moment of its instant,
+	// so that what it reads of its node (whether it leads yet) does not
+	// depend on which goroutine the Go scheduler ran first.
+	OnPut  func()
 	OnLand func(key string) // called as each write lands
 	// Name orders this store's calls among the others' at one instant,
 	// under the world's Gate: unique per node incarnation ("n2/1").
@@ -195,7 +199,8 @@ func (s *Store) roll() (fail, lost, hang bool, before, after time.Duration, down
 // a still moment of its instant, in the order of the store's name and
 // what (the operation and key): two goroutines of one node that call at
 // one instant (a resumed process's renewer and reader) draw in one order.
-func call[T any](ctx context.Context, s *Store, what string, op func() (T, error)) (T, error) {
+// start, if not nil, runs just before the draw, in the same still moment.
+func call[T any](ctx context.Context, s *Store, what string, start func(), op func() (T, error)) (T, error) {
 	var zero T
 	inner := op
 	op = func() (v T, err error) {
@@ -206,7 +211,12 @@ func call[T any](ctx context.Context, s *Store, what string, op func() (T, error
 		fail, lost, hang, down bool
 		before, after          time.Duration
 	)
-	s.w.Gate.Do(s.Name+" "+what, func() { fail, lost, hang, before, after, down = s.roll() })
+	s.w.Gate.Do(s.Name+" "+what, func() {
+		if start != nil {
+			start()
+		}
+		fail, lost, hang, before, after, down = s.roll()
+	})
 	if down || hang {
 		<-ctx.Done()
 		return zero, ctx.Err()
@@ -253,7 +263,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, string, error) {
 		data []byte
 		etag string
 	}
-	g, err := call(ctx, s, "get "+key, func() (got, error) {
+	g, err := call(ctx, s, "get "+key, nil, func() (got, error) {
 		if !rw.sameEpoch(ep) {
 			return got{}, ErrStoreDown // the server crashed with the request in flight
 		}
@@ -281,7 +291,7 @@ func (s *Store) GetSighting(ctx context.Context, key string) ([]byte, string, st
 		data        []byte
 		etag, token string
 	}
-	g, err := call(ctx, s, "get "+key, func() (got, error) {
+	g, err := call(ctx, s, "get "+key, nil, func() (got, error) {
 		if !rw.sameEpoch(ep) {
 			return got{}, ErrStoreDown
 		}
@@ -292,16 +302,13 @@ func (s *Store) GetSighting(ctx context.Context, key string) ([]byte, string, st
 }
 
 func (s *Store) PutIfMatch(ctx context.Context, key string, data []byte, etag string) (string, error) {
-	if s.OnPut != nil {
-		s.OnPut()
-	}
 	s.resume()
 	rw := s.w.Rewind
 	if rw.Down() {
 		return "", ErrStoreDown
 	}
 	ep := rw.epochNow()
-	return call(ctx, s, "put "+key, func() (string, error) {
+	return call(ctx, s, "put "+key, s.OnPut, func() (string, error) {
 		if !rw.sameEpoch(ep) {
 			return "", ErrStoreDown // the server crashed with the request in flight
 		}
@@ -332,7 +339,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]store.Entry, error) 
 		return nil, errors.New("simworld: the shared store does not list")
 	}
 	lag := s.w.Faults.ListLag
-	return call(ctx, s, "list "+prefix, func() ([]store.Entry, error) {
+	return call(ctx, s, "list "+prefix, nil, func() ([]store.Entry, error) {
 		now, err := lister.List(context.Background(), prefix)
 		if err != nil {
 			return nil, err

@@ -75,26 +75,9 @@ func TestDrainingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 			h.elect(2)
 			bound := crash + 3*lt + 3*fi
 			h.run(bound)
-			led := h.led()
-			var unled []string
-			for _, sh := range sortedKeys(victimShards) {
-				if !led[sh] {
-					unled = append(unled, sh)
-				}
-			}
-			if len(unled) > 0 {
+			if unled := h.unled(victimShards); len(unled) > 0 {
 				ready := h.c.Ready(h.local())
-				again := time.Duration(-1)
-				for d := h.now; d < crash+5*time.Minute && again < 0; d += 100 * time.Millisecond {
-					h.run(d)
-					l, all := h.led(), true
-					for sh := range victimShards {
-						all = all && l[sh]
-					}
-					if all {
-						again = d - crash
-					}
-				}
+				again := h.ledAgain(victimShards, crash, crash+5*time.Minute)
 				t.Errorf("shards %v of the crashed coordinator's process are unled %v after the crash (section 6's bound; era 2 Ready: %v, while %s drains); led again %v after the crash",
 					unled, bound-crash, ready, draining.id, again)
 			}
@@ -143,26 +126,9 @@ func TestLeavingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 			h.elect(2)
 			bound := crash + 3*lt + 3*fi
 			h.run(bound)
-			led := h.led()
-			var unled []string
-			for _, sh := range sortedKeys(victimShards) {
-				if !led[sh] {
-					unled = append(unled, sh)
-				}
-			}
-			if len(unled) > 0 {
+			if unled := h.unled(victimShards); len(unled) > 0 {
 				ready := h.c.Ready(h.local())
-				again := time.Duration(-1)
-				for d := h.now; d < crash+5*time.Minute && again < 0; d += 100 * time.Millisecond {
-					h.run(d)
-					l, all := h.led(), true
-					for sh := range victimShards {
-						all = all && l[sh]
-					}
-					if all {
-						again = d - crash
-					}
-				}
+				again := h.ledAgain(victimShards, crash, crash+5*time.Minute)
 				t.Errorf("shards %v of the crashed coordinator's process are unled %v after the crash (section 6's bound; era 2 Ready: %v, while w1 leaves); led again %v after the crash",
 					unled, bound-crash, ready, again)
 			}

@@ -381,3 +381,28 @@ func (sw *scriptWorker) running() map[string]uint64 {
 	}
 	return out
 }
+
+// unled returns those of shards that no live leadership runs now.
+func (h *script) unled(shards map[string]uint64) []string {
+	led := h.led()
+	var out []string
+	for _, sh := range sortedKeys(shards) {
+		if !led[sh] {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// ledAgain runs on, in steps of 100 ms until limit, until every one of
+// shards is led, and returns how long after from that was (-1: not by
+// limit).
+func (h *script) ledAgain(shards map[string]uint64, from, limit time.Duration) time.Duration {
+	for d := h.now; d < limit; d += 100 * time.Millisecond {
+		h.run(d)
+		if len(h.unled(shards)) == 0 {
+			return d - from
+		}
+	}
+	return -1
+}

@@ -103,14 +103,7 @@ func grayCalls(t *testing.T, control, reads bool) {
 		bound = down + 3*lt + 3*fi
 	}
 	h.run(bound)
-	led := h.led()
-	var unled []string
-	for _, sh := range sortedKeys(dead) {
-		if !led[sh] {
-			unled = append(unled, sh)
-		}
-	}
-	if len(unled) > 0 {
+	if unled := h.unled(dead); len(unled) > 0 {
 		h.run(kill + time.Minute)
 		t.Errorf("shards %v of the killed w2 are unled %v after the kill (section 6's bound); a minute after it: era 1 stepped down at %v (-1: never), %d page writes or session reads of era 1 failed (each a timeout), %d pages of w0 unacknowledged, shards led %v",
 			unled, bound-kill, down, writes, len(era1.keys["w0"].page.hist), sortedKeys(h.led()))

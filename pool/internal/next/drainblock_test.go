@@ -73,25 +73,7 @@ func TestCrashedCoordinatorsShardsDoNotWaitForAnotherWorkersDrain(t *testing.T) 
 						live = append(live, i)
 					}
 				}
-				start := time.Now()
-				var ledAt time.Duration
-				for time.Since(start) < 90*time.Second {
-					time.Sleep(100 * time.Millisecond)
-					by := map[string]int{}
-					for _, i := range live {
-						for _, s := range pools[i].Leading() {
-							by[s]++
-						}
-					}
-					all := true
-					for _, s := range mine {
-						all = all && by[s] == 1
-					}
-					if all {
-						ledAt = time.Since(start)
-						break
-					}
-				}
+				ledAt := ledOnceBy(pools, live, mine, 90*time.Second)
 				t.Logf("w%d coordinated era %d and crashed; its shards %v led by the live workers %v after %v (0: not within 90 s)", c, era, mine, live, ledAt)
 				if ledAt == 0 || ledAt > 12*time.Second {
 					t.Errorf("the crashed coordinator's shards were led again %v after its crash (0: not within 90 s); bound 12 s", ledAt)

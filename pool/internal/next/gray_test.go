@@ -107,27 +107,7 @@ func TestGrayCoordinatorIsReplaced(t *testing.T) {
 				healthy = append(healthy, i)
 			}
 		}
-		var ledAt time.Duration
-		start := time.Now()
-		for time.Since(start) < 60*time.Second {
-			time.Sleep(100 * time.Millisecond)
-			by := map[string]int{}
-			for _, i := range healthy {
-				for _, s := range pools[i].Leading() {
-					by[s]++
-				}
-			}
-			all := true
-			for _, s := range shards {
-				if by[s] != 1 {
-					all = false
-				}
-			}
-			if all {
-				ledAt = time.Since(start)
-				break
-			}
-		}
+		ledAt := ledOnceBy(pools, healthy, shards, 60*time.Second)
 		eras := map[int]uint64{}
 		for i, p := range pools {
 			eras[i] = p.Stats().Coordinator
@@ -147,4 +127,28 @@ func TestGrayCoordinatorIsReplaced(t *testing.T) {
 			<-errs[i]
 		}
 	})
+}
+
+// ledOnceBy polls every 100 ms, up to limit, until each of shards is led
+// by exactly one of pools[i] for i in by, and returns how long that took
+// (0: not within limit). Meant for synctest bubbles: the time is virtual.
+func ledOnceBy(pools []*Pool, by []int, shards []string, limit time.Duration) time.Duration {
+	start := time.Now()
+	for time.Since(start) < limit {
+		time.Sleep(100 * time.Millisecond)
+		count := map[string]int{}
+		for _, i := range by {
+			for _, s := range pools[i].Leading() {
+				count[s]++
+			}
+		}
+		all := true
+		for _, s := range shards {
+			all = all && count[s] == 1
+		}
+		if all {
+			return time.Since(start)
+		}
+	}
+	return 0
 }

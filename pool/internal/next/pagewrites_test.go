@@ -80,25 +80,7 @@ func TestCoordinatorWhosePageWritesFailIsReplaced(t *testing.T) {
 				live = append(live, i)
 			}
 		}
-		var ledAt time.Duration
-		start := time.Now()
-		for time.Since(start) < 60*time.Second {
-			time.Sleep(100 * time.Millisecond)
-			by := map[string]int{}
-			for _, i := range live {
-				for _, s := range pools[i].Leading() {
-					by[s]++
-				}
-			}
-			all := true
-			for _, s := range shards {
-				all = all && by[s] == 1
-			}
-			if all {
-				ledAt = time.Since(start)
-				break
-			}
-		}
+		ledAt := ledOnceBy(pools, live, shards, 60*time.Second)
 		eras := map[int]uint64{}
 		for i, p := range pools {
 			eras[i] = p.Stats().Coordinator

@@ -3,8 +3,6 @@ package next
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -37,13 +35,12 @@ func TestCrashedCoordinatorsShardsDoNotWaitForAnotherWorkersDrain(t *testing.T) 
 				var errs []chan error
 				add := func() {
 					g := &grayStore{Store: mem}
-					p, err := New(Config{Store: g, Prefix: "pools/t/", ID: fmt.Sprintf("w%d", len(pools)), Shards: shards,
-						FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-						Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-						Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) {
-							<-ctx.Done()
-							time.Sleep(drain) // a slow shutdown: flush, commit, close
-						}})
+					cfg := testConfig(g, "pools/t/", fmt.Sprintf("w%d", len(pools)), shards)
+					cfg.Work = func(ctx context.Context, shard string, lead *s3lect.Leadership) {
+						<-ctx.Done()
+						time.Sleep(drain) // a slow shutdown: flush, commit, close
+					}
+					p, err := New(cfg)
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -6,15 +6,12 @@ package next
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
-	"github.com/s3lect/s3lect"
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
@@ -50,10 +47,7 @@ func TestCoordinatorWhosePageWritesFailIsReplaced(t *testing.T) {
 		var errs []chan error
 		for i := range 4 {
 			g := &pageGrayStore{grayStore: &grayStore{Store: mem}}
-			p, err := New(Config{Store: g, Prefix: "pools/t/", ID: fmt.Sprintf("w%d", i), Shards: shards,
-				FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				Work:   func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})
+			p, err := New(testConfig(g, "pools/t/", fmt.Sprintf("w%d", i), shards))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -398,6 +398,7 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 				c.lmax = max(c.lmax, time.Duration(p.MaxTTL)*time.Millisecond)
 			}
 			if p.Ver.Era < c.term {
+				c.learn(id, p)
 				k.page.old = p.Session
 				if v := k.cur; v != nil && v.session == p.Session && v.took.Less(p.Ver) {
 					v.need = Ver{c.term, c.n + 1} // it may still apply that page (4.1)
@@ -406,6 +407,28 @@ func (c *Coordinator) PageRead(now time.Time, id string, data []byte, etag strin
 		}
 	}
 	return c.after(now, nil)
+}
+
+// learn takes from an earlier era's page p, on key id, who led its
+// shards and where they go back to, until this era grants: grants give a
+// shard back to the worker that had it, and home first (4.4). Hints
+// only: a page put back, or left from an earlier session, misplaces
+// shards, no more.
+func (c *Coordinator) learn(id string, p Page) {
+	if c.grants > 0 {
+		return
+	}
+	if c.idx.home == nil {
+		c.idx.home = map[string]string{}
+	}
+	for s := range p.Shards {
+		if c.owner[s] == "" {
+			c.owner[s] = id
+		}
+		if h := p.Homes[s]; h != "" && h != id && c.idx.home[s] == "" {
+			c.idx.home[s] = h
+		}
+	}
 }
 
 // PagePut is the result of OpPutPage for worker id.

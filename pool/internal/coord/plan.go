@@ -241,7 +241,20 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 	k.page.hist = append(k.page.hist, histEntry{ver: ver, shards: shards})
 	k.page.writing, k.page.dirty = true, false
 	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL, By: c.cfg.Mark}
-	return append(fx, Effect{Op: OpPutPage, Key: id, Data: Marshal(p), IfMatch: k.page.etag, Ver: ver})
+	for s := range shards {
+		if h := c.idx.home[s]; h != "" && h != id {
+			if p.Homes == nil {
+				p.Homes = map[string]string{}
+			}
+			p.Homes[s] = h
+		}
+	}
+	data := Marshal(p)
+	if len(data) > store.MaxObjectSize {
+		p.Homes = nil // a hint only: the page's shards come first
+		data = Marshal(p)
+	}
+	return append(fx, Effect{Op: OpPutPage, Key: id, Data: data, IfMatch: k.page.etag, Ver: ver})
 }
 
 // SetShards changes the shards the pool runs.
@@ -300,7 +313,8 @@ type planIndex struct {
 	// it: when a worker of that ID returns short of its target, the
 	// others drop those shards first and the grants go to it, so that a
 	// rolling deploy moves each shard away and back once, not on from
-	// worker to worker. The era's memory only: a new era starts with none.
+	// worker to worker. Pages carry it (Page.Homes), so that the next era
+	// learns it when it reads them: the coordinator's own restart too.
 	home map[string]string
 }
 

@@ -58,6 +58,7 @@ type proc struct {
 	inc       int // incarnation: events of an earlier one are dropped
 	up        bool
 	closed    bool
+	closing   bool // closed, its coordinator still handing its shards over
 	rejoin    bool // leaving when the faults stopped: started again once closed
 	rate      float64
 	off       time.Duration
@@ -229,7 +230,7 @@ func (p *proc) realAt(l time.Time) time.Duration {
 
 func (s *sim) start(p *proc) {
 	p.inc++
-	p.up, p.closed = true, false
+	p.up, p.closed, p.closing = true, false, false
 	p.c, p.ls, p.noted = nil, map[string]*lship{}, 0
 	p.w = NewWorker(WorkerConfig{ID: p.id, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt, NewSession: func() string {
 		p.sessions++
@@ -402,7 +403,21 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 				}
 			}
 		case OpClosed, OpFail:
-			p.up, p.closed = false, true
+			if e.Op == OpClosed && p.c != nil && !p.closing {
+				// As the executor does: a coordinator whose worker has
+				// closed its session coordinates two more intervals, so
+				// that its shards go to the others, then resigns.
+				p.closing = true
+				inc := p.inc
+				s.atInc(s.now+2*p.tm.fi, p, inc, p.id+" resigns after its leave", func() {
+					if s.holder == p && p.c != nil {
+						s.holder = nil
+					}
+					s.wdo(p, []Effect{e})
+				})
+				continue
+			}
+			p.up, p.closed, p.closing = false, true, false
 			p.inc++
 			p.c = nil
 			if e.Op == OpClosed && p.rejoin {
@@ -462,7 +477,7 @@ func (s *sim) electTick(p *proc) {
 		p.cEnd = p.local(s.now).Add(p.tm.lt - p.tm.lt/10)
 		return
 	}
-	if s.now < p.noRunTill {
+	if s.now < p.noRunTill || p.closing {
 		return
 	}
 	if s.holder != nil && s.now-s.renewed < s.holderLT {

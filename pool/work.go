@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -55,7 +55,8 @@ func (r *runner) stop() {
 
 // work runs this worker's side until its session is closed (after ctx
 // ends) or it finds a duplicate.
-func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
+func (p *Pool) work(ctx context.Context) error {
+	el := p.el
 	w := coord.NewWorker(coord.WorkerConfig{ID: p.cfg.ID, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
 		NewSession: func() string {
 			p.sessions.Add(1)
@@ -124,7 +125,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag, Nonce: w.Nonce(), Page: pageTag, Wait: (p.cfg.FrequentInterval * 3 / 4).Milliseconds()}, pageTag
 				r.async(func() func() {
 					if p.cfg.PeerMode {
-						if tag, ok := p.sendReport(cctx, el, rep); ok && tag == last && tag != "" {
+						if tag, ok := p.sendReport(cctx, rep); ok && tag == last && tag != "" {
 							return func() { do(w.PageRead(p.clock.Now(), nil, "", errPageUnchanged)) }
 						}
 					}
@@ -179,7 +180,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 				done = true
 			case coord.OpFail:
 				done = true
-				result = fmt.Errorf("%w: another process writes session %q", ErrDuplicateID, key)
+				result = fmt.Errorf("%w: another process writes session %q; give every worker of the pool a unique ID (Config.ID)", ErrDuplicateID, key)
 			}
 		}
 	}
@@ -202,7 +203,7 @@ func (p *Pool) work(ctx context.Context, el *s3lect.Elector) error {
 		// it reads the session at once, and its long-polling takers get
 		// the shards as their pages are written (4.8), instead of at its
 		// next listing.
-		p.sendReport(cctx, el, report{ID: p.cfg.ID, Session: sess.ETag, News: *news})
+		p.sendReport(cctx, report{ID: p.cfg.ID, Session: sess.ETag, News: *news})
 	}
 	cancel()
 	return result
@@ -238,34 +239,10 @@ func (p *Pool) setLeading(shard string, on bool) {
 	p.owned.Store(int64(len(p.leading)))
 }
 
-// Leading returns the shards this worker leads, sorted.
-func (p *Pool) Leading() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Sorted(maps.Keys(p.leading))
-}
-
-// Stats is a worker's counters since New.
-type Stats struct {
-	Pool, Worker string
-	Owned        int    // shards led now
-	Claims       uint64 // leaderships started
-	Releases     uint64 // leaderships ended by a page or Run's end
-	Sessions     uint64
-	Coordinator  uint64 // the era (election term) this worker last coordinated; 0: never
-	Gets, Puts   uint64
-	Lists        uint64
-}
-
-// Stats returns the worker's figures. It waits for nothing.
-func (p *Pool) Stats() Stats {
-	return Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: int(p.owned.Load()), Claims: p.starts.Load(), Releases: p.stops.Load(),
-		Sessions: p.sessions.Load(), Coordinator: p.coordEra.Load(), Gets: p.gets.Load(), Puts: p.puts.Load(), Lists: p.lists.Load()}
-}
-
 // coordinate campaigns for the pool's coordinator, and coordinates while
 // it leads, until ctx ends or the worker's side is done.
-func (p *Pool) coordinate(ctx context.Context, el *s3lect.Elector, wdone <-chan struct{}) {
+func (p *Pool) coordinate(ctx context.Context, wdone <-chan struct{}) {
+	el := p.el
 	for ctx.Err() == nil {
 		lead, err := el.Campaign(ctx)
 		if err != nil {

@@ -51,3 +51,13 @@ func (p *Pool) warnETagForms(c *coord.Coordinator) {
 	p.log.Warn("the store lists ETags in another form than it returns them on GET (store.Lister asks for one form); the pool compares them in one form",
 		"listed", listed, "read", read)
 }
+
+// cutKey returns the worker ID of a key dir/<ID>.json.
+func cutKey(rel, dir string) (string, bool) {
+	id, ok := strings.CutPrefix(rel, dir)
+	if !ok {
+		return "", false
+	}
+	id, ok = strings.CutSuffix(id, ".json")
+	return id, ok && id != "" && !strings.Contains(id, "/")
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,12 +25,15 @@ type runner struct {
 	quit  chan struct{} // closed when the loop ends: results are dropped
 	calls sync.WaitGroup
 	timer *time.Timer
+	ctx   context.Context // the store calls'
+	store *lease.Calls
+	seen  map[string]lease.Sighting // the objects this loop writes, as it last wrote or read them
 }
 
-func newRunner() *runner {
+func newRunner(ctx context.Context, calls *lease.Calls) *runner {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &runner{ev: make(chan func()), quit: make(chan struct{}), timer: t}
+	return &runner{ev: make(chan func()), quit: make(chan struct{}), timer: t, ctx: ctx, store: calls, seen: map[string]lease.Sighting{}}
 }
 
 // async runs call in a goroutine and hands its result, the function it
@@ -53,165 +55,162 @@ func (r *runner) stop() {
 	r.calls.Wait()
 }
 
+// get reads key and hands the result to then, in the loop.
+func (r *runner) get(key string, then func(data []byte, etag string, err error)) {
+	r.async(func() func() {
+		data, etag, err := r.store.Get(r.ctx, key)
+		return func() { then(data, etag, err) }
+	})
+}
+
+// getSeen is get of an object this loop writes: what a read returned is
+// what the next write goes over (put).
+func (r *runner) getSeen(key string, then func(data []byte, etag string, err error)) {
+	r.get(key, func(data []byte, etag string, err error) {
+		if err == nil {
+			r.seen[key] = lease.Sight(data, etag)
+		}
+		then(data, etag, err)
+	})
+}
+
+// put writes data to key with If-Match ifMatch (over the object as this
+// loop last saw it, if it saw it at that ETag), sending no attempt from
+// notAfter on if it is not zero, and hands the result to then, in the
+// loop.
+func (r *runner) put(key string, data []byte, ifMatch string, notAfter time.Time, then func(etag string, err error)) {
+	over := writeOver(r.seen[key], ifMatch)
+	r.async(func() func() {
+		etag, _, err := r.store.Put(r.ctx, key, data, over, notAfter)
+		return func() {
+			if err == nil {
+				r.seen[key] = lease.Sight(data, etag)
+			}
+			then(etag, err)
+		}
+	})
+}
+
+// writeOver is what a write with If-Match ifMatch goes over: last, the object
+// as this process last wrote or read it, if it is at that ETag.
+func writeOver(last lease.Sighting, ifMatch string) lease.Sighting {
+	if last.ETag != ifMatch {
+		return lease.Sighting{ETag: ifMatch}
+	}
+	return last
+}
+
+// workLoop is this worker's side while Run runs: its core, and what the
+// core's effects need between events. Only the loop's goroutine touches
+// it, but for lastNews.
+type workLoop struct {
+	p        *Pool
+	w        *coord.Worker
+	r        *runner
+	key      string // the session object's
+	leads    shardlead.Factory[*s3lect.Leadership]
+	runs     map[string]shardlead.Control
+	newsTag  string
+	lastNews atomic.Pointer[string] // the ETag of a news write that succeeded last, set by its call
+	pageTag  string                 // the ETag of this worker's page as last read
+	noted    uint64                 // the highest era handed to the election (NoteTerm)
+	result   error
+	done     bool
+}
+
 // work runs this worker's side until its session is closed (after ctx
 // ends) or it finds a duplicate.
 func (p *Pool) work(ctx context.Context) error {
-	el := p.el
-	w := coord.NewWorker(coord.WorkerConfig{ID: p.cfg.ID, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	l := &workLoop{p: p, r: newRunner(cctx, &p.calls), key: p.sessionKey(p.cfg.ID), leads: newLeaderships(p.clock), runs: map[string]shardlead.Control{}}
+	l.w = coord.NewWorker(coord.WorkerConfig{ID: p.cfg.ID, FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout,
 		NewSession: func() string {
 			p.sessions.Add(1)
 			return lease.NewID()
 		}, NewSecret: lease.NewID})
-	r := newRunner()
-	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	leads := newLeaderships(p.clock)
-	runs := map[string]shardlead.Control{}
-	key := p.sessionKey(p.cfg.ID)
-	var sess lease.Sighting // the session object as last written or read
-	newsTag := ""
-	var lastNews atomic.Pointer[string] // the ETag of a news write that succeeded last, set by its call
-	pageTag := ""                       // the ETag of this worker's page as last read
-	var noted uint64                    // the highest era handed to the election (NoteTerm)
-	var result error
-	done := false
-	var do func([]coord.Effect)
-	do = func(fx []coord.Effect) {
-		for _, e := range fx {
-			switch e.Op {
-			case coord.OpTimer:
-				// A Go timer runs on the monotonic clock, which a host
-				// suspend stops: the core looks at the clock (which
-				// counts the suspend) at least every lease.Tick, so that
-				// the leaderships end within LeaderTimeout/20 of a resume
-				// that finds the lease over (docs/pool-protocol.md, 3).
-				r.timer.Reset(max(min(p.clock.RealUntil(e.At), lease.Tick(p.cfg.LeaderTimeout)), 0))
-			case coord.OpGetSession:
-				r.async(func() func() {
-					data, etag, err := p.calls.Get(cctx, key)
-					return func() {
-						if err == nil {
-							sess = lease.Sight(data, etag)
-						}
-						do(w.SessionRead(p.clock.Now(), data, etag, err))
-					}
-				})
-			case coord.OpPutSession:
-				over, data, notAfter, sent := writeOver(sess, e.IfMatch), e.Data, e.At, p.clock.Now()
-				r.async(func() func() {
-					etag, _, err := p.calls.Put(cctx, key, data, over, notAfter)
-					return func() {
-						if err == nil {
-							sess = lease.Sight(data, etag)
-						}
-						do(w.SessionPut(p.clock.Now(), sent, etag, err))
-					}
-				})
-			case coord.OpPutNews:
-				data, tag := e.Data, newsTag
-				r.async(func() func() {
-					etag, err := p.putNews(cctx, data, tag)
-					if err == nil {
-						lastNews.Store(&etag)
-					}
-					return func() {
-						if err == nil {
-							newsTag = etag
-						}
-						do(w.NewsPut(p.clock.Now(), err))
-					}
-				})
-			case coord.OpGetPage:
-				rep, last := report{ID: p.cfg.ID, Session: sess.ETag, News: newsTag, Nonce: w.Nonce(), Page: pageTag, Wait: (p.cfg.FrequentInterval * 3 / 4).Milliseconds()}, pageTag
-				r.async(func() func() {
-					if p.cfg.PeerMode {
-						if tag, ok := p.sendReport(cctx, rep); ok && tag == last && tag != "" {
-							return func() { do(w.PageRead(p.clock.Now(), nil, "", errPageUnchanged)) }
-						}
-					}
-					data, etag, err := p.calls.Get(cctx, p.pageKey(p.cfg.ID))
-					return func() {
-						if err == nil {
-							pageTag = etag
-						}
-						do(w.PageRead(p.clock.Now(), data, etag, err))
-						if _, v := w.Session(); v.Era > noted {
-							// The election's next term goes above every era this
-							// worker applied, even if its objects were put back
-							// to earlier terms (docs/pool-protocol.md, 4.6).
-							noted = v.Era
-							el.NoteTerm(noted)
-						}
-					}
-				})
-			case coord.OpStart:
-				shard := e.Shard
-				l, ctl := leads(cctx, e.Term, e.At, func() {})
-				runs[shard] = ctl
-				p.setLeading(shard, true)
-				p.starts.Add(1)
-				r.calls.Go(func() {
-					p.cfg.Work(l.Context(), shard, l)
-					r.ev <- func() { // the loop waits for every Work: never dropped
-						ctl.Exit(nil)
-						delete(runs, shard)
-						p.setLeading(shard, false)
-						do(w.WorkDone(p.clock.Now(), shard))
-					}
-				})
-			case coord.OpStop:
-				if ctl := runs[e.Shard]; ctl != nil {
-					p.stops.Add(1)
-					p.setLeading(e.Shard, false)
-					cause := s3lect.ErrResigned // revoked by the coordinator, or Run ends
-					switch {
-					case errors.Is(e.Err, coord.ErrLeaseOver):
-						cause = s3lect.ErrLeaseExpired
-					case errors.Is(e.Err, coord.ErrSessionLost):
-						cause = s3lect.ErrLeadershipLost
-					}
-					ctl.End(cause)
-				}
-			case coord.OpExtend:
-				for _, sh := range slices.Sorted(maps.Keys(runs)) {
-					runs[sh].Extend(e.At)
-				}
-			case coord.OpClosed:
-				done = true
-			case coord.OpFail:
-				done = true
-				result = fmt.Errorf("%w: another process writes session %q; give every worker of the pool a unique ID (Config.ID)", ErrDuplicateID, key)
-			}
-		}
-	}
-	do(w.Start(p.clock.Now()))
+	l.do(l.w.Start(p.clock.Now()))
 	leave := ctx.Done()
-	for !done {
+	for !l.done {
 		select {
-		case f := <-r.ev:
+		case f := <-l.r.ev:
 			f()
-		case <-r.timer.C:
-			do(w.Tick(p.clock.Now()))
+		case <-l.r.timer.C:
+			l.do(l.w.Tick(p.clock.Now()))
 		case <-leave:
 			leave = nil
-			do(w.Leave(p.clock.Now()))
+			l.do(l.w.Leave(p.clock.Now()))
 		}
 	}
-	r.stop() // the calls in flight (the closing news) finish first
-	if news := lastNews.Load(); p.cfg.PeerMode && result == nil && news != nil {
+	l.r.stop() // the calls in flight (the closing news) finish first
+	if news := l.lastNews.Load(); p.cfg.PeerMode && l.result == nil && news != nil {
 		// Tell the coordinator that the session closed (its news changed):
 		// it reads the session at once, and its long-polling takers get
 		// the shards as their pages are written (4.8), instead of at its
 		// next listing.
-		p.sendReport(cctx, report{ID: p.cfg.ID, Session: sess.ETag, News: *news})
+		p.sendReport(cctx, report{ID: p.cfg.ID, Session: l.r.seen[l.key].ETag, News: *news})
 	}
-	cancel()
-	return result
+	return l.result
 }
 
-// putNews writes the worker's news object over whatever it holds: it
+// do carries out the worker core's effects.
+func (l *workLoop) do(fx []coord.Effect) {
+	now := l.p.clock.Now
+	for _, e := range fx {
+		switch e.Op {
+		case coord.OpTimer:
+			// A Go timer runs on the monotonic clock, which a host
+			// suspend stops: the core looks at the clock (which
+			// counts the suspend) at least every lease.Tick, so that
+			// the leaderships end within LeaderTimeout/20 of a resume
+			// that finds the lease over (docs/pool-protocol.md, 3).
+			l.r.timer.Reset(max(min(l.p.clock.RealUntil(e.At), lease.Tick(l.p.cfg.LeaderTimeout)), 0))
+		case coord.OpGetSession:
+			l.r.getSeen(l.key, func(data []byte, etag string, err error) { l.do(l.w.SessionRead(now(), data, etag, err)) })
+		case coord.OpPutSession:
+			sent := now()
+			l.r.put(l.key, e.Data, e.IfMatch, e.At, func(etag string, err error) { l.do(l.w.SessionPut(now(), sent, etag, err)) })
+		case coord.OpPutNews:
+			l.putNews(e.Data)
+		case coord.OpGetPage:
+			l.getPage()
+		case coord.OpStart:
+			l.start(e.Shard, e.Term, e.At)
+		case coord.OpStop:
+			l.stop(e.Shard, e.Err)
+		case coord.OpExtend:
+			for _, sh := range slices.Sorted(maps.Keys(l.runs)) {
+				l.runs[sh].Extend(e.At)
+			}
+		case coord.OpClosed:
+			l.done = true
+		case coord.OpFail:
+			l.done = true
+			l.result = fmt.Errorf("%w: another process writes session %q; give every worker of the pool a unique ID (Config.ID)", ErrDuplicateID, l.key)
+		}
+	}
+}
+
+// putNews writes the worker's news object in a goroutine (writeNews).
+func (l *workLoop) putNews(data []byte) {
+	tag := l.newsTag
+	l.r.async(func() func() {
+		etag, err := l.p.writeNews(l.r.ctx, data, tag)
+		if err == nil {
+			l.lastNews.Store(&etag)
+		}
+		return func() {
+			if err == nil {
+				l.newsTag = etag
+			}
+			l.do(l.w.NewsPut(l.p.clock.Now(), err))
+		}
+	})
+}
+
+// writeNews writes the worker's news object over whatever it holds: it
 // only tells the coordinator when to read the session.
-func (p *Pool) putNews(ctx context.Context, data []byte, tag string) (string, error) {
+func (p *Pool) writeNews(ctx context.Context, data []byte, tag string) (string, error) {
 	key := p.newsKey(p.cfg.ID)
 	for range 2 {
 		cctx, cancel := context.WithTimeout(ctx, p.cfg.FrequentInterval)
@@ -228,6 +227,72 @@ func (p *Pool) putNews(ctx context.Context, data []byte, tag string) (string, er
 	return "", store.ErrPreconditionFailed
 }
 
+// getPage reads this worker's page; in peer mode it reports its objects
+// to the coordinator first, and reads nothing if the answer names the
+// page it last read.
+func (l *workLoop) getPage() {
+	p, w := l.p, l.w
+	rep := report{ID: p.cfg.ID, Session: l.r.seen[l.key].ETag, News: l.newsTag, Nonce: w.Nonce(), Page: l.pageTag, Wait: (p.cfg.FrequentInterval * 3 / 4).Milliseconds()}
+	l.r.async(func() func() {
+		if p.cfg.PeerMode {
+			if tag, ok := p.sendReport(l.r.ctx, rep); ok && tag == rep.Page && tag != "" {
+				return func() { l.do(w.PageRead(p.clock.Now(), nil, "", errPageUnchanged)) }
+			}
+		}
+		data, etag, err := p.calls.Get(l.r.ctx, p.pageKey(p.cfg.ID))
+		return func() {
+			if err == nil {
+				l.pageTag = etag
+			}
+			l.do(w.PageRead(p.clock.Now(), data, etag, err))
+			if _, v := w.Session(); v.Era > l.noted {
+				// The election's next term goes above every era this
+				// worker applied, even if its objects were put back
+				// to earlier terms (docs/pool-protocol.md, 4.6).
+				l.noted = v.Era
+				p.el.NoteTerm(l.noted)
+			}
+		}
+	})
+}
+
+// start runs shard's Work at term, its lease ending at deadline.
+func (l *workLoop) start(shard string, term uint64, deadline time.Time) {
+	lead, ctl := l.leads(l.r.ctx, term, deadline, func() {})
+	l.runs[shard] = ctl
+	l.p.setLeading(shard, true)
+	l.p.starts.Add(1)
+	l.r.calls.Go(func() {
+		l.p.cfg.Work(lead.Context(), shard, lead)
+		l.r.ev <- func() { // the loop waits for every Work: never dropped
+			ctl.Exit(nil)
+			delete(l.runs, shard)
+			l.p.setLeading(shard, false)
+			l.do(l.w.WorkDone(l.p.clock.Now(), shard))
+		}
+	})
+}
+
+// stop ends shard's leadership (its Work drains) for the core's reason:
+// the lease over, the session lost, or else revoked by the coordinator
+// or Run's end.
+func (l *workLoop) stop(shard string, why error) {
+	ctl := l.runs[shard]
+	if ctl == nil {
+		return
+	}
+	l.p.stops.Add(1)
+	l.p.setLeading(shard, false)
+	cause := s3lect.ErrResigned
+	switch {
+	case errors.Is(why, coord.ErrLeaseOver):
+		cause = s3lect.ErrLeaseExpired
+	case errors.Is(why, coord.ErrSessionLost):
+		cause = s3lect.ErrLeadershipLost
+	}
+	ctl.End(cause)
+}
+
 func (p *Pool) setLeading(shard string, on bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -237,217 +302,4 @@ func (p *Pool) setLeading(shard string, on bool) {
 		delete(p.leading, shard)
 	}
 	p.owned.Store(int64(len(p.leading)))
-}
-
-// coordinate campaigns for the pool's coordinator, and coordinates while
-// it leads, until ctx ends or the worker's side is done.
-func (p *Pool) coordinate(ctx context.Context, wdone <-chan struct{}) {
-	el := p.el
-	for ctx.Err() == nil {
-		lead, err := el.Campaign(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			p.log.Warn("coordinator campaign failed", "err", err)
-			select {
-			case <-time.After(p.cfg.FrequentInterval):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		stepped := p.lead(lead, wdone)
-		rctx, cancel := context.WithTimeout(context.Background(), p.cfg.FrequentInterval)
-		lead.Resign(rctx)
-		cancel()
-		select {
-		case <-wdone:
-			return
-		default:
-		}
-		if stepped {
-			// A coordinator that stepped down stands out of the election
-			// for a lease, as the simulation's procs do: one that reaches
-			// the election but not the pool's objects would win again at
-			// once (docs/pool-protocol.md, 4.5).
-			select {
-			case <-wdone:
-				return
-			case <-time.After(p.cfg.LeaderTimeout):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-// lead runs one era of the coordinator, until the leadership ends, the
-// core steps down or the worker's side is done. It reports whether the
-// core stepped down.
-func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped bool) {
-	term := lead.Term()
-	if term >= 1<<32 {
-		p.log.Error("the coordinator's election term is at 2^32: shard terms would not fit; delete the coordinator's lockfile and term object to start again", "term", term)
-		return true
-	}
-	p.coordEra.Store(term)
-	p.coordinating.Store(true)
-	defer p.coordinating.Store(false)
-	p.log.Info("coordinating the pool", "term", term)
-	cc := coord.CoordConfig{Shards: p.shardList(), FrequentInterval: p.cfg.FrequentInterval, LeaderTimeout: p.cfg.LeaderTimeout, Mark: lease.NewID()}
-	if p.cfg.PeerMode {
-		// Reports take the listing's place; it only finds the workers
-		// that cannot report, and keeps a store call within every half
-		// lease (a coordinator whose calls all failed for a lease steps
-		// down).
-		cc.ListEvery = p.cfg.LeaderTimeout / 2
-	}
-	c := coord.NewCoordinator(cc, term)
-	lctx := lead.Context()
-	r := newRunner()
-	defer r.stop()
-	pages := map[string]lease.Sighting{}
-	var roster lease.Sighting // the roster of departed workers as last read or written
-	down := false
-	var do func([]coord.Effect)
-	do = func(fx []coord.Effect) {
-		for _, e := range fx {
-			if lctx.Err() != nil {
-				return // no call once the leadership is over
-			}
-			switch e.Op {
-			case coord.OpTimer:
-				r.timer.Reset(max(p.clock.RealUntil(e.At), 0))
-			case coord.OpList:
-				r.async(func() func() {
-					m, err := p.listWorkers(lctx)
-					return func() {
-						do(c.Listed(p.clock.Now(), m, err))
-						p.warnETagForms(c)
-					}
-				})
-			case coord.OpGetSession:
-				id := e.Key
-				r.async(func() func() {
-					data, etag, err := p.calls.Get(lctx, p.sessionKey(id))
-					return func() { do(c.SessionRead(p.clock.Now(), id, data, etag, err)) }
-				})
-			case coord.OpGetPage:
-				id := e.Key
-				r.async(func() func() {
-					data, etag, err := p.calls.Get(lctx, p.pageKey(id))
-					return func() {
-						if err == nil {
-							pages[id] = lease.Sight(data, etag)
-						}
-						do(c.PageRead(p.clock.Now(), id, data, etag, err))
-					}
-				})
-			case coord.OpPutPage:
-				id, data := e.Key, e.Data
-				over := writeOver(pages[id], e.IfMatch)
-				r.async(func() func() {
-					etag, _, err := p.calls.Put(lctx, p.pageKey(id), data, over, time.Time{})
-					return func() {
-						if err == nil {
-							pages[id] = lease.Sight(data, etag)
-						}
-						do(c.PagePut(p.clock.Now(), id, etag, err))
-					}
-				})
-			case coord.OpGetRoster:
-				r.async(func() func() {
-					data, etag, err := p.calls.Get(lctx, p.rosterKey())
-					return func() {
-						if err == nil {
-							roster = lease.Sight(data, etag)
-						}
-						do(c.RosterRead(p.clock.Now(), data, etag, err))
-					}
-				})
-			case coord.OpPutRoster:
-				data, over := e.Data, writeOver(roster, e.IfMatch)
-				r.async(func() func() {
-					etag, _, err := p.calls.Put(lctx, p.rosterKey(), data, over, time.Time{})
-					return func() {
-						if err == nil {
-							roster = lease.Sight(data, etag)
-						}
-						do(c.RosterPut(p.clock.Now(), etag, err))
-					}
-				})
-			case coord.OpStepDown:
-				p.log.Warn("the coordinator steps down", "term", term, "err", e.Err)
-				down = true
-				if e.Term > 0 {
-					p.el.NoteTerm(e.Term) // the next election starts above the later era (4.6)
-				}
-			}
-		}
-	}
-	do(c.Tick(p.clock.Now()))
-	var grace <-chan time.Time
-	parked := map[string]parkedReq{} // reports waiting for their page to change (4.8)
-	var wake *time.Timer
-	var woken <-chan time.Time
-	defer func() {
-		if wake != nil {
-			wake.Stop()
-		}
-		for _, rq := range parked {
-			rq.reply <- reportAnswer{} // not answered: the worker reads its page
-		}
-	}()
-	for !down {
-		if next := flush(c, p.clock.Now(), parked); next.IsZero() {
-			woken = nil
-		} else {
-			if wake == nil {
-				wake = time.NewTimer(0)
-			}
-			wake.Reset(max(p.clock.RealUntil(next), 0))
-			woken = wake.C
-		}
-		select {
-		case <-woken:
-		case f := <-r.ev:
-			f()
-		case <-r.timer.C:
-			do(c.Tick(p.clock.Now()))
-		case rq := <-p.reports:
-			do(answer(c, p.clock.Now(), rq, parked))
-		case <-p.reshard:
-			c.SetShards(p.shardList())
-			do(c.Tick(p.clock.Now()))
-		case <-lctx.Done():
-			return false
-		case <-wdone:
-			// This worker has closed its session: coordinate two more
-			// intervals, so that its shards go to the others before the
-			// election starts a new era (which waits a lease).
-			wdone, grace = nil, time.After(2*p.cfg.FrequentInterval)
-		case <-grace:
-			return false
-		}
-	}
-	return true
-}
-
-// writeOver is what a write with If-Match ifMatch goes over: last, the object
-// as this process last wrote or read it, if it is at that ETag.
-func writeOver(last lease.Sighting, ifMatch string) lease.Sighting {
-	if last.ETag != ifMatch {
-		return lease.Sighting{ETag: ifMatch}
-	}
-	return last
-}
-
-// cutKey returns the worker ID of a key dir/<ID>.json.
-func cutKey(rel, dir string) (string, bool) {
-	id, ok := strings.CutPrefix(rel, dir)
-	if !ok {
-		return "", false
-	}
-	id, ok = strings.CutSuffix(id, ".json")
-	return id, ok && id != "" && !strings.Contains(id, "/")
 }

@@ -158,26 +158,6 @@ type Effect struct {
 	Err     error
 }
 
-func (e Effect) String() string {
-	s := e.Op.String()
-	if e.Key != "" {
-		s += " " + e.Key
-	}
-	if e.Shard != "" {
-		s += fmt.Sprintf(" %s@%d", e.Shard, e.Term)
-	}
-	if e.Op == OpPutPage {
-		s += fmt.Sprintf(" v%d.%d %s", e.Ver.Era, e.Ver.N, e.Data)
-	}
-	if e.Op == OpPutSession || e.Op == OpPutRoster {
-		s += " " + string(e.Data)
-	}
-	if e.Err != nil {
-		s += " err=" + e.Err.Error()
-	}
-	return s
-}
-
 var (
 	// ErrDuplicateID is a worker whose session another process of the
 	// same ID displaced twice.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -188,13 +189,8 @@ func (w *Worker) content(closed bool) Session {
 		s.Nonce = hex.EncodeToString(sum[:8])
 	}
 	if !closed {
-		s.Leads = map[string]uint64{}
-		for sh, t := range w.running {
-			s.Leads[sh] = t
-		}
-		for sh, t := range w.starting {
-			s.Leads[sh] = t
-		}
+		s.Leads = maps.Clone(w.running)
+		maps.Copy(s.Leads, w.starting)
 	}
 	return s
 }
@@ -208,10 +204,7 @@ func (w *Worker) put(now time.Time, fx *[]Effect) {
 	w.wantPut = false
 	closed := w.leaving && len(w.running) == 0
 	s := w.content(closed)
-	wr := &write{opening: w.st == wOpen, seq: s.Seq, nonce: s.Nonce, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
-	for sh, t := range w.starting {
-		wr.listed[sh] = t
-	}
+	wr := &write{opening: w.st == wOpen, seq: s.Seq, nonce: s.Nonce, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: maps.Clone(w.starting)}
 	w.wantNews = false
 	w.inflight = wr
 	e := Effect{Op: OpPutSession, Key: w.cfg.ID, Data: Marshal(s), IfMatch: w.etag}
@@ -351,6 +344,17 @@ func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
 	if displaced {
 		cause = ErrSessionLost
 	}
+	w.stopAll(cause, fx)
+	w.sess = ""
+	w.st = wEnding
+	w.checkDup = w.checkDup || displaced
+	w.wantPut, w.readPage, w.wantNews = false, false, false
+	w.reopen(fx)
+}
+
+// stopAll ends every leadership that has not ended, for cause, and drops
+// the shards waiting to start.
+func (w *Worker) stopAll(cause error, fx *[]Effect) {
 	for _, sh := range sortedKeys(w.running) {
 		if !w.stopping[sh] {
 			w.stopping[sh] = true
@@ -358,11 +362,6 @@ func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
 		}
 	}
 	clear(w.starting)
-	w.sess = ""
-	w.st = wEnding
-	w.checkDup = w.checkDup || displaced
-	w.wantPut, w.readPage, w.wantNews = false, false, false
-	w.reopen(fx)
 }
 
 func (w *Worker) reopen(fx *[]Effect) {
@@ -449,13 +448,7 @@ func (w *Worker) Leave(now time.Time) []Effect {
 		return fx
 	}
 	w.leaving = true
-	for _, sh := range sortedKeys(w.running) {
-		if !w.stopping[sh] {
-			w.stopping[sh] = true
-			fx = append(fx, Effect{Op: OpStop, Shard: sh})
-		}
-	}
-	clear(w.starting)
+	w.stopAll(nil, &fx)
 	switch {
 	case w.st == wLive && len(w.running) == 0:
 		w.put(now, &fx)

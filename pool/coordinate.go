@@ -71,7 +71,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 		// down).
 		cc.ListEvery = p.cfg.LeaderTimeout / 2
 	}
-	e := &era{p: p, c: coord.NewCoordinator(cc, term), r: newRunner(lead.Context(), &p.calls), parked: map[string]parkedReq{}}
+	e := &era{p: p, c: coord.NewCoordinator(cc, term), r: newRunner(lead.Context(), &p.calls), parked: map[string]reportReq{}}
 	defer e.r.stop()
 	defer e.unpark()
 	e.do(e.c.Tick(p.clock.Now()))
@@ -86,7 +86,7 @@ type era struct {
 	c      *coord.Coordinator
 	r      *runner // its ctx is the leadership's
 	down   bool
-	parked map[string]parkedReq // reports waiting for their page to change (4.8)
+	parked map[string]reportReq // reports waiting for their page to change (4.8)
 	wake   *time.Timer          // when the first parked report's wait is over
 }
 

@@ -22,7 +22,8 @@ func (p *Pool) refuseOldPool(ctx context.Context) error {
 			return p.oldPoolError(e.Key)
 		}
 	}
-	// An old worker may have written its member list since the listing.
+	// A listing may miss a recent key; a read does not. Every old worker
+	// writes the member list.
 	key := p.cfg.Prefix + "members.json"
 	if _, etag, err := p.calls.Get(ctx, key); err != nil {
 		return fmt.Errorf("pool: read %q: %w", key, err)

@@ -36,25 +36,23 @@ const PeerPath = "/s3lect/pool"
 // no pool, so beside a second one they are answered 404 and those
 // workers read the store instead (storage mode's cost).
 func PeerHandler(pools ...*Pool) http.Handler {
-	byPrefix := map[string]http.Handler{}
+	byPrefix := map[string]*Pool{}
 	for _, p := range pools {
-		if p == nil {
+		if p == nil || !p.cfg.PeerMode {
 			continue
 		}
-		if h := p.peerHandler(); h != nil {
-			if byPrefix[p.cfg.Prefix] != nil {
-				panic(fmt.Sprintf("pool: PeerHandler given two pools with Prefix %q; serve them from two handlers (two servers)", p.cfg.Prefix))
-			}
-			byPrefix[p.cfg.Prefix] = h
+		if byPrefix[p.cfg.Prefix] != nil {
+			panic(fmt.Sprintf("pool: PeerHandler given two pools with Prefix %q; serve them from two handlers (two servers)", p.cfg.Prefix))
 		}
+		byPrefix[p.cfg.Prefix] = p
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h, why := route(byPrefix, r)
-		if h == nil {
+		p, why := route(byPrefix, r)
+		if p == nil {
 			http.Error(w, why, http.StatusNotFound)
 			return
 		}
-		h.ServeHTTP(w, r)
+		p.servePeer(w, r)
 	})
 }
 
@@ -62,23 +60,23 @@ func PeerHandler(pools ...*Pool) http.Handler {
 // Prefix (?prefix=), the election's requests its lockfile (?lockfile=,
 // the Prefix followed by coordinator.json); a request that names neither
 // goes to the only pool served, if there is one.
-func route(byPrefix map[string]http.Handler, r *http.Request) (http.Handler, string) {
+func route(byPrefix map[string]*Pool, r *http.Request) (*Pool, string) {
 	q := r.URL.Query()
 	switch {
 	case q.Has("prefix"):
-		if h := byPrefix[q.Get("prefix")]; h != nil {
-			return h, ""
+		if p := byPrefix[q.Get("prefix")]; p != nil {
+			return p, ""
 		}
 		return nil, fmt.Sprintf("no pool in peer mode with prefix %q is served here", q.Get("prefix"))
 	case q.Has("lockfile"):
 		prefix, ok := strings.CutSuffix(q.Get("lockfile"), coordinatorKey)
-		if h := byPrefix[prefix]; ok && h != nil {
-			return h, ""
+		if p := byPrefix[prefix]; ok && p != nil {
+			return p, ""
 		}
 		return nil, fmt.Sprintf("no pool in peer mode coordinates with lockfile %q here", q.Get("lockfile"))
 	case len(byPrefix) == 1:
-		for _, h := range byPrefix {
-			return h, ""
+		for _, p := range byPrefix {
+			return p, ""
 		}
 	}
 	return nil, "no pool in peer mode is served here, or the request names none (?prefix= or ?lockfile=)"
@@ -116,30 +114,25 @@ type reportAnswer struct {
 type reportReq struct {
 	r     report
 	reply chan reportAnswer // buffered: the loop never waits on it
+	until time.Time         // parked: answered once the page changed, or then
 }
 
 // errPageUnchanged is the page read a report made unnecessary.
 var errPageUnchanged = errors.New("page unchanged, by the coordinator's answer")
 
-// peerHandler serves, with Config.PeerMode, the coordinator's election
-// (s3lect.PeerHandler) and the workers' reports; nil without PeerMode.
-// Until Run has started, and on a worker that does not coordinate,
-// reports are answered 503.
-func (p *Pool) peerHandler() http.Handler {
-	if !p.cfg.PeerMode {
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc(reportPath, p.serveReport)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		h := p.electorHandler.Load()
-		if h == nil {
-			http.Error(w, "this worker's pool is not running", http.StatusServiceUnavailable)
-			return
-		}
+// servePeer serves a worker's report, or a request of the coordinator's
+// election (s3lect.PeerHandler). Until Run has started, and on a worker
+// that does not coordinate, reports are answered 503.
+func (p *Pool) servePeer(w http.ResponseWriter, r *http.Request) {
+	h := p.electorHandler.Load()
+	switch {
+	case r.URL.Path == reportPath:
+		p.serveReport(w, r)
+	case h == nil:
+		http.Error(w, "this worker's pool is not running", http.StatusServiceUnavailable)
+	default:
 		(*h).ServeHTTP(w, r)
-	})
-	return mux
+	}
 }
 
 func (p *Pool) serveReport(w http.ResponseWriter, r *http.Request) {
@@ -185,29 +178,24 @@ func (p *Pool) toCoordinator(ctx context.Context, rep report) (reportAnswer, boo
 // answer is the coordinator loop's side of a report. A report that may
 // wait, whose page is as the worker last read it (or being written), is
 // parked: answered once the page is another, or when its wait is over.
-func answer(c *coord.Coordinator, now time.Time, rq reportReq, parked map[string]parkedReq) []coord.Effect {
+func answer(c *coord.Coordinator, now time.Time, rq reportReq, parked map[string]reportReq) []coord.Effect {
 	fx := c.Reported(now, rq.r.ID, coord.Entry{Session: rq.r.Session, News: rq.r.News, Nonce: rq.r.Nonce})
 	if old, ok := parked[rq.r.ID]; ok {
 		old.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
 		delete(parked, rq.r.ID)
 	}
 	if tag := c.PageTag(rq.r.ID); rq.r.Wait > 0 && (tag == "" || tag == rq.r.Page) {
-		parked[rq.r.ID] = parkedReq{reportReq: rq, until: now.Add(time.Duration(rq.r.Wait) * time.Millisecond)}
+		rq.until = now.Add(time.Duration(rq.r.Wait) * time.Millisecond)
+		parked[rq.r.ID] = rq
 		return fx
 	}
 	rq.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
 	return fx
 }
 
-// parkedReq is a report whose answer waits for the worker's page to change.
-type parkedReq struct {
-	reportReq
-	until time.Time
-}
-
 // flush answers the parked reports whose page changed or whose wait is
 // over, and returns the earliest wait left (zero if none).
-func flush(c *coord.Coordinator, now time.Time, parked map[string]parkedReq) time.Time {
+func flush(c *coord.Coordinator, now time.Time, parked map[string]reportReq) time.Time {
 	var next time.Time
 	for id, rq := range parked {
 		tag := c.PageTag(id)
@@ -302,13 +290,6 @@ func (c *pinnedClient) close() {
 	if c.client != nil {
 		c.client.CloseIdleConnections()
 	}
-}
-
-func newPeerClient(cfg Config) *http.Client {
-	if cfg.PeerClient != nil {
-		return cfg.PeerClient
-	}
-	return peerHTTPClient(cfg.PeerTLS.Clone())
 }
 
 // peerHTTPClient is a client for the reports, with tc (nil: the system's

@@ -243,8 +243,6 @@ func New(cfg Config) (*Pool, error) {
 		return nil, bad("Store is nil; give the store that holds the pool's objects")
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case len(cfg.Shards) == 0:
-		return nil, bad("Shards is empty; name at least one shard")
 	case cfg.Work == nil:
 		return nil, bad("Work is nil; give the function that runs a shard while this worker leads it")
 	case cfg.FrequentInterval < 0:
@@ -276,8 +274,9 @@ func New(cfg Config) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), leading: map[string]bool{},
 		reports: make(chan reportReq), shards: slices.Clone(cfg.Shards), reshard: make(chan struct{}, 1)}
-	if cfg.PeerMode {
-		p.peerClient = newPeerClient(cfg)
+	p.peerClient = cfg.PeerClient
+	if cfg.PeerMode && p.peerClient == nil {
+		p.peerClient = peerHTTPClient(cfg.PeerTLS.Clone())
 	}
 	p.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &p.clock, Count: p.count, Log: p.log}
 	// The coordinator's election: its followers read the lockfile every
@@ -362,10 +361,10 @@ func (p *Pool) Run(ctx context.Context) error {
 	}
 	defer p.el.Close()
 	defer p.pinned.close()
-	if p.cfg.PeerMode && p.cfg.PeerClient == nil {
-		defer p.peerClient.CloseIdleConnections()
-	}
 	if p.cfg.PeerMode {
+		if p.cfg.PeerClient == nil {
+			defer p.peerClient.CloseIdleConnections()
+		}
 		h := s3lect.PeerHandler(p.el)
 		p.electorHandler.Store(&h)
 		defer p.electorHandler.Store(nil)

@@ -397,7 +397,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"NoPrefix", with(func(c *Config) { c.Prefix = "" }), "Prefix is empty"},
 		{"NoID", with(func(c *Config) { c.ID = "" }), "ID is empty"},
 		{"SlashID", with(func(c *Config) { c.ID = "a/b" }), "contains a slash"},
-		{"NoShards", with(func(c *Config) { c.Shards = nil }), "Shards is empty"},
+		{"NoShards", with(func(c *Config) { c.Shards = nil }), "Shards: no shard named"},
 		{"NoWork", with(func(c *Config) { c.Work = nil }), "Work is nil"},
 		{"Duplicate", with(func(c *Config) { c.Shards = []string{"a", "a"} }), `shard "a" named twice`},
 		{"EmptyShard", with(func(c *Config) { c.Shards = []string{""} }), "empty shard name"},

@@ -16,9 +16,6 @@ import (
 // that starts later the same Config.Shards. The names follow
 // Config.Shards' rules.
 func (p *Pool) SetShards(shards []string) error {
-	if len(shards) == 0 {
-		return fmt.Errorf("pool: SetShards: no shard named; name at least one")
-	}
 	if err := checkShards(shards); err != nil {
 		return fmt.Errorf("pool: SetShards: %w", err)
 	}
@@ -34,6 +31,9 @@ func (p *Pool) SetShards(shards []string) error {
 
 // checkShards returns why shards cannot be a pool's shard names, or nil.
 func checkShards(shards []string) error {
+	if len(shards) == 0 {
+		return errors.New("no shard named; name at least one")
+	}
 	seen := map[string]bool{}
 	for _, name := range shards {
 		switch {

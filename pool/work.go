@@ -79,7 +79,10 @@ func (r *runner) getSeen(key string, then func(data []byte, etag string, err err
 // notAfter on if it is not zero, and hands the result to then, in the
 // loop.
 func (r *runner) put(key string, data []byte, ifMatch string, notAfter time.Time, then func(etag string, err error)) {
-	over := writeOver(r.seen[key], ifMatch)
+	over := r.seen[key]
+	if over.ETag != ifMatch {
+		over = lease.Sighting{ETag: ifMatch} // not as this loop saw it: go over the ETag alone
+	}
 	r.async(func() func() {
 		etag, _, err := r.store.Put(r.ctx, key, data, over, notAfter)
 		return func() {
@@ -89,15 +92,6 @@ func (r *runner) put(key string, data []byte, ifMatch string, notAfter time.Time
 			then(etag, err)
 		}
 	})
-}
-
-// writeOver is what a write with If-Match ifMatch goes over: last, the object
-// as this process last wrote or read it, if it is at that ETag.
-func writeOver(last lease.Sighting, ifMatch string) lease.Sighting {
-	if last.ETag != ifMatch {
-		return lease.Sighting{ETag: ifMatch}
-	}
-	return last
 }
 
 // workLoop is this worker's side while Run runs: its core, and what the

@@ -246,19 +246,15 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 
 // SetShards changes the shards the pool runs.
 func (c *Coordinator) SetShards(shards []string) {
-	c.shards = map[string]bool{}
-	for _, s := range shards {
-		c.shards[s] = true
-	}
 	c.order = slices.Clone(shards)
 	slices.SortFunc(c.order, func(a, b string) int {
 		return cmp.Or(cmp.Compare(shardHash(a), shardHash(b)), strings.Compare(a, b))
 	})
-	c.rank = map[string]int{}
+	c.shards, c.rank = map[string]bool{}, map[string]int{}
 	c.idx = planIndex{home: c.idx.home} // rebuilt on the next plan, with the new ranks
 	longest := 0
 	for i, s := range c.order {
-		c.rank[s] = i
+		c.shards[s], c.rank[s] = true, i
 		longest = max(longest, len(Marshal(s)))
 	}
 	c.capacity = PageCapacity(longest)

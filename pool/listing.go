@@ -22,9 +22,10 @@ func (p *Pool) listWorkers(ctx context.Context) (map[string]coord.Entry, error) 
 			return nil, err
 		}
 		for _, en := range es {
-			id, ok := cutKey(strings.TrimPrefix(en.Key, p.cfg.Prefix), dir)
-			if !ok {
-				continue
+			id, ok := strings.CutPrefix(en.Key, p.cfg.Prefix+dir)
+			id, json := strings.CutSuffix(id, ".json")
+			if !ok || !json || id == "" || strings.Contains(id, "/") {
+				continue // not dir/<ID>.json
 			}
 			x := m[id]
 			if dir == "workers/" {
@@ -50,14 +51,4 @@ func (p *Pool) warnETagForms(c *coord.Coordinator) {
 	}
 	p.log.Warn("the store lists ETags in another form than it returns them on GET (store.Lister asks for one form); the pool compares them in one form",
 		"listed", listed, "read", read)
-}
-
-// cutKey returns the worker ID of a key dir/<ID>.json.
-func cutKey(rel, dir string) (string, bool) {
-	id, ok := strings.CutPrefix(rel, dir)
-	if !ok {
-		return "", false
-	}
-	id, ok = strings.CutSuffix(id, ".json")
-	return id, ok && id != "" && !strings.Contains(id, "/")
 }

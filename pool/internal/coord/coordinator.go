@@ -238,10 +238,8 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 			// deleted or put back. Read it, and write it again.
 			k.page.read, k.page.dirty, k.page.wrote = false, true, time.Time{}
 		}
-		if s.Closed {
-			c.over(k)
-		} else if !k.getAt.Before(k.seen.Add(v.wait)) {
-			c.over(k) // unchanged for its lease, by a read sent after it: over
+		if s.Closed || !k.getAt.Before(k.seen.Add(v.wait)) {
+			c.over(k) // closed, or unchanged for its lease by a read sent after it
 		}
 	default:
 		if k.cur != nil {

@@ -222,7 +222,7 @@ func (w *Worker) Tick(now time.Time) []Effect {
 		w.open(&fx)
 	case wLive:
 		if !now.Before(w.deadline) {
-			w.end(now, false, &fx)
+			w.end(ErrLeaseOver, &fx)
 			break
 		}
 		if !now.Before(w.nextTick) {
@@ -269,7 +269,7 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 			// The lease in force ran out before this reply came (a
 			// paused process, a reply that took long): the coordinator
 			// may have given the shards away; a later lease is no use.
-			w.end(now, false, &fx)
+			w.end(ErrLeaseOver, &fx)
 			break
 		}
 		w.etag, w.seq, w.nonce = etag, wr.seq, wr.nonce
@@ -283,7 +283,7 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		}
 		w.deadline = sent.Add(w.cfg.LeaderTimeout - w.margin)
 		if !now.Before(w.deadline) {
-			w.end(now, false, &fx) // the reply came after the lease it gave
+			w.end(ErrLeaseOver, &fx) // the reply came after the lease it gave
 			break
 		}
 		if wr.closed {
@@ -315,15 +315,13 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 	case errors.Is(err, store.ErrPreconditionFailed):
 		// Another write took the object: this session is over.
 		if w.st == wLive {
-			w.end(now, true, &fx)
+			w.end(ErrSessionLost, &fx)
 		} else if w.st == wOpen {
 			w.open(&fx)
 		}
 	default:
 		// Unknown outcome: the lease runs on; the next tick writes again.
-		if wr.news {
-			w.wantNews = true
-		}
+		w.wantNews = w.wantNews || wr.news
 	}
 	return w.timer(now, fx)
 }
@@ -337,17 +335,14 @@ func (w *Worker) NewsPut(now time.Time, err error) []Effect {
 	return nil
 }
 
-// end ends the session: every leadership ends now, and a new session
-// opens once their Work has returned.
-func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
-	cause := ErrLeaseOver
-	if displaced {
-		cause = ErrSessionLost
-	}
+// end ends the session, its lease over (ErrLeaseOver) or its object
+// taken by another write (ErrSessionLost): every leadership ends now,
+// and a new session opens once their Work has returned.
+func (w *Worker) end(cause error, fx *[]Effect) {
 	w.stopAll(cause, fx)
 	w.sess = ""
 	w.st = wEnding
-	w.checkDup = w.checkDup || displaced
+	w.checkDup = w.checkDup || cause == ErrSessionLost
 	w.wantPut, w.readPage, w.wantNews = false, false, false
 	w.reopen(fx)
 }

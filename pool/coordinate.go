@@ -104,7 +104,7 @@ func (e *era) loop(wdone <-chan struct{}) (stepped bool) {
 		case <-e.r.timer.C:
 			e.do(c.Tick(p.clock.Now()))
 		case rq := <-p.reports:
-			e.do(answer(c, p.clock.Now(), rq, e.parked))
+			e.do(e.answer(rq))
 		case <-p.reshard:
 			c.SetShards(p.shardList())
 			e.do(c.Tick(p.clock.Now()))
@@ -157,31 +157,5 @@ func (e *era) do(fx []coord.Effect) {
 				p.el.NoteTerm(ef.Term) // the next election starts above the later era (4.6)
 			}
 		}
-	}
-}
-
-// flush answers the parked reports whose page changed or whose wait is
-// over, and returns a channel that fires when the next wait is over (nil
-// if none).
-func (e *era) flush() <-chan time.Time {
-	next := flush(e.c, e.p.clock.Now(), e.parked)
-	if next.IsZero() {
-		return nil
-	}
-	if e.wake == nil {
-		e.wake = time.NewTimer(0)
-	}
-	e.wake.Reset(max(e.p.clock.RealUntil(next), 0))
-	return e.wake.C
-}
-
-// unpark ends the era's long polls unanswered: their workers read their
-// pages.
-func (e *era) unpark() {
-	if e.wake != nil {
-		e.wake.Stop()
-	}
-	for _, rq := range e.parked {
-		rq.reply <- reportAnswer{}
 	}
 }

@@ -175,40 +175,62 @@ func (p *Pool) toCoordinator(ctx context.Context, rep report) (reportAnswer, boo
 	}
 }
 
-// answer is the coordinator loop's side of a report. A report that may
-// wait, whose page is as the worker last read it (or being written), is
-// parked: answered once the page is another, or when its wait is over.
-func answer(c *coord.Coordinator, now time.Time, rq reportReq, parked map[string]reportReq) []coord.Effect {
-	fx := c.Reported(now, rq.r.ID, coord.Entry{Session: rq.r.Session, News: rq.r.News, Nonce: rq.r.Nonce})
-	if old, ok := parked[rq.r.ID]; ok {
-		old.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
-		delete(parked, rq.r.ID)
+// answer is the era's side of a report. A report that may wait, whose
+// page is as the worker last read it (or being written), is parked:
+// answered once the page is another, or when its wait is over.
+func (e *era) answer(rq reportReq) []coord.Effect {
+	now, id := e.p.clock.Now(), rq.r.ID
+	fx := e.c.Reported(now, id, coord.Entry{Session: rq.r.Session, News: rq.r.News, Nonce: rq.r.Nonce})
+	ans := reportAnswer{Term: e.c.Term(), Page: e.c.PageTag(id)}
+	if old, ok := e.parked[id]; ok {
+		old.reply <- ans
+		delete(e.parked, id)
 	}
-	if tag := c.PageTag(rq.r.ID); rq.r.Wait > 0 && (tag == "" || tag == rq.r.Page) {
+	if rq.r.Wait > 0 && (ans.Page == "" || ans.Page == rq.r.Page) {
 		rq.until = now.Add(time.Duration(rq.r.Wait) * time.Millisecond)
-		parked[rq.r.ID] = rq
-		return fx
+		e.parked[id] = rq
+	} else {
+		rq.reply <- ans
 	}
-	rq.reply <- reportAnswer{Term: c.Term(), Page: c.PageTag(rq.r.ID)}
 	return fx
 }
 
 // flush answers the parked reports whose page changed or whose wait is
-// over, and returns the earliest wait left (zero if none).
-func flush(c *coord.Coordinator, now time.Time, parked map[string]reportReq) time.Time {
+// over, and returns a channel that fires when the next wait is over (nil
+// if none).
+func (e *era) flush() <-chan time.Time {
+	now := e.p.clock.Now()
 	var next time.Time
-	for id, rq := range parked {
-		tag := c.PageTag(id)
+	for id, rq := range e.parked {
+		tag := e.c.PageTag(id)
 		if tag != "" && tag != rq.r.Page || !now.Before(rq.until) {
-			rq.reply <- reportAnswer{Term: c.Term(), Page: tag}
-			delete(parked, id)
+			rq.reply <- reportAnswer{Term: e.c.Term(), Page: tag}
+			delete(e.parked, id)
 			continue
 		}
 		if next.IsZero() || rq.until.Before(next) {
 			next = rq.until
 		}
 	}
-	return next
+	if next.IsZero() {
+		return nil
+	}
+	if e.wake == nil {
+		e.wake = time.NewTimer(0)
+	}
+	e.wake.Reset(max(e.p.clock.RealUntil(next), 0))
+	return e.wake.C
+}
+
+// unpark ends the era's long polls unanswered: their workers read their
+// pages.
+func (e *era) unpark() {
+	if e.wake != nil {
+		e.wake.Stop()
+	}
+	for _, rq := range e.parked {
+		rq.reply <- reportAnswer{}
+	}
 }
 
 // sendReport reports this worker's objects to the coordinator that the

@@ -238,11 +238,15 @@ func New(cfg Config) (*Pool, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("pool: invalid config: "+format, args...)
 	}
-	switch {
+	switch _, lists := cfg.Store.(store.Lister); {
 	case cfg.Store == nil:
 		return nil, bad("Store is nil; give the store that holds the pool's objects")
+	case !lists:
+		return nil, bad("Store %T cannot list keys (store.Lister); the coordinator lists the workers' sessions: use a store of this module or add List", cfg.Store)
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
+	case !utf8.ValidString(cfg.Prefix) || strings.ContainsRune(cfg.Prefix, 0):
+		return nil, bad("Prefix %q must be UTF-8 without NUL bytes, as object keys are", cfg.Prefix)
 	case cfg.Work == nil:
 		return nil, bad("Work is nil; give the function that runs a shard while this worker leads it")
 	case cfg.FrequentInterval < 0:
@@ -254,12 +258,6 @@ func New(cfg Config) (*Pool, error) {
 	}
 	if err := checkID(cfg.Prefix, cfg.ID); err != nil {
 		return nil, bad("%v", err) // as the peer handler checks a reported ID
-	}
-	if _, ok := cfg.Store.(store.Lister); !ok {
-		return nil, bad("Store %T cannot list keys (store.Lister); the coordinator lists the workers' sessions: use a store of this module or add List", cfg.Store)
-	}
-	if !utf8.ValidString(cfg.Prefix) || strings.ContainsRune(cfg.Prefix, 0) {
-		return nil, bad("Prefix %q must be UTF-8 without NUL bytes, as object keys are", cfg.Prefix)
 	}
 	if err := checkShards(cfg.Shards); err != nil {
 		return nil, bad("Shards: %v", err)

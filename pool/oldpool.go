@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-
-	"github.com/s3lect/s3lect/internal/lease"
 )
 
 // refuseOldPool lists the Prefix once and returns an error matching
@@ -15,9 +13,7 @@ import (
 // worker would lead its shards beside the new pool's owners: the
 // upgrade is a stop of every old worker first.
 func (p *Pool) refuseOldPool(ctx context.Context) error {
-	calls := lease.Calls{Store: p.cfg.Store, Timeout: p.cfg.FrequentInterval, Log: p.log,
-		Count: func(string, error) { p.lists.Add(1) }}
-	entries, err := calls.List(ctx, p.cfg.Prefix)
+	entries, err := p.calls.List(ctx, p.cfg.Prefix)
 	if err != nil {
 		return fmt.Errorf("pool: list %q for the old pool's objects: %w", p.cfg.Prefix, err)
 	}
@@ -25,6 +21,14 @@ func (p *Pool) refuseOldPool(ctx context.Context) error {
 		if rel := strings.TrimPrefix(e.Key, p.cfg.Prefix); oldKey(rel) {
 			return p.oldPoolError(e.Key)
 		}
+	}
+	// A listing may miss a recent key; a read does not. Every old worker
+	// writes the member list.
+	key := p.cfg.Prefix + "members.json"
+	if _, etag, err := p.calls.Get(ctx, key); err != nil {
+		return fmt.Errorf("pool: read %q: %w", key, err)
+	} else if etag != "" {
+		return p.oldPoolError(key)
 	}
 	return nil
 }

@@ -77,14 +77,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/s3lect/s3lect"
-	"github.com/s3lect/s3lect/pool/internal/next"
+	"github.com/s3lect/s3lect/internal/lease"
+	"github.com/s3lect/s3lect/internal/shardlead"
 	"github.com/s3lect/s3lect/store"
 )
 
@@ -184,7 +188,7 @@ type Config struct {
 var (
 	// ErrDuplicateID is returned by Run when another process runs as the
 	// same worker: two workers were given one ID.
-	ErrDuplicateID = next.ErrDuplicateID
+	ErrDuplicateID = errors.New("pool: duplicate worker ID")
 
 	// ErrOldPool is returned by Run when the Prefix holds the objects of
 	// the pool of s3lect before the coordinator ("members.json",
@@ -196,10 +200,28 @@ var (
 // Pool is one worker of a pool of shards.
 type Pool struct {
 	cfg   Config
-	eng   *next.Pool
 	log   *slog.Logger
+	clock lease.Clock
+	calls lease.Calls
 	ran   atomic.Bool
-	lists atomic.Uint64 // Run's listing for the old pool's objects
+	el    *s3lect.Elector // the coordinator's election; started by Run
+
+	coordinating atomic.Bool // an era of this worker's runs
+	etagForms    atomic.Bool // warned that the store lists ETags in another form (listing.go)
+
+	owned                                                atomic.Int64
+	starts, stops, sessions, gets, puts, lists, coordEra atomic.Uint64
+
+	mu      sync.Mutex
+	leading map[string]bool
+	shards  []string      // under mu: Config.Shards, then as SetShards last set them
+	reshard chan struct{} // a SetShards for the coordinator's loop
+
+	// Peer mode (peer.go).
+	peerClient     *http.Client
+	pinned         pinnedClient
+	reports        chan reportReq // to the coordinator's loop
+	electorHandler atomic.Pointer[http.Handler]
 }
 
 // New checks cfg. It starts nothing.
@@ -216,13 +238,15 @@ func New(cfg Config) (*Pool, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("pool: invalid config: "+format, args...)
 	}
-	switch {
+	switch _, lists := cfg.Store.(store.Lister); {
 	case cfg.Store == nil:
 		return nil, bad("Store is nil; give the store that holds the pool's objects")
+	case !lists:
+		return nil, bad("Store %T cannot list keys (store.Lister); the coordinator lists the workers' sessions: use a store of this module or add List", cfg.Store)
 	case cfg.Prefix == "":
 		return nil, bad("Prefix is empty; give a key prefix of the pool's own, such as %q", "pools/ingest/")
-	case len(cfg.Shards) == 0:
-		return nil, bad("Shards is empty; name at least one shard")
+	case !utf8.ValidString(cfg.Prefix) || strings.ContainsRune(cfg.Prefix, 0):
+		return nil, bad("Prefix %q must be UTF-8 without NUL bytes, as object keys are", cfg.Prefix)
 	case cfg.Work == nil:
 		return nil, bad("Work is nil; give the function that runs a shard while this worker leads it")
 	case cfg.FrequentInterval < 0:
@@ -232,26 +256,11 @@ func New(cfg Config) (*Pool, error) {
 	case cfg.LeaderTimeout <= 2*cfg.FrequentInterval:
 		return nil, bad("LeaderTimeout %v must exceed two FrequentIntervals (2 × %v)", cfg.LeaderTimeout, cfg.FrequentInterval)
 	}
-	if err := next.CheckID(cfg.Prefix, cfg.ID); err != nil {
+	if err := checkID(cfg.Prefix, cfg.ID); err != nil {
 		return nil, bad("%v", err) // as the peer handler checks a reported ID
 	}
-	if _, ok := cfg.Store.(store.Lister); !ok {
-		return nil, bad("Store %T cannot list keys (store.Lister); the coordinator lists the workers' sessions: use a store of this module or add List", cfg.Store)
-	}
-	if !utf8.ValidString(cfg.Prefix) || strings.ContainsRune(cfg.Prefix, 0) {
-		return nil, bad("Prefix %q must be UTF-8 without NUL bytes, as object keys are", cfg.Prefix)
-	}
-	seen := map[string]bool{}
-	for _, name := range cfg.Shards {
-		switch {
-		case name == "":
-			return nil, bad("Shards holds an empty name")
-		case seen[name]:
-			return nil, bad("Shards names shard %q twice", name)
-		case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
-			return nil, bad("shard name %q must be UTF-8 without NUL bytes", name)
-		}
-		seen[name] = true
+	if err := checkShards(cfg.Shards); err != nil {
+		return nil, bad("Shards: %v", err)
 	}
 	switch {
 	case cfg.PeerMode && cfg.ServerAddr == "":
@@ -261,21 +270,74 @@ func New(cfg Config) (*Pool, error) {
 	case cfg.PeerPinned && (cfg.PeerTLS != nil || cfg.PeerClient != nil):
 		return nil, bad("PeerPinned checks the coordinator's key itself; leave PeerTLS and PeerClient unset")
 	}
-	log := cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID)
-	eng, err := next.New(engineConfig(cfg))
-	if err != nil {
-		return nil, err
+	p := &Pool{cfg: cfg, log: cfg.Logger.With("pool", cfg.Prefix, "worker", cfg.ID), clock: lease.NewClock(), leading: map[string]bool{},
+		reports: make(chan reportReq), shards: slices.Clone(cfg.Shards), reshard: make(chan struct{}, 1)}
+	p.peerClient = cfg.PeerClient
+	if cfg.PeerMode && p.peerClient == nil {
+		p.peerClient = peerHTTPClient(cfg.PeerTLS.Clone())
 	}
-	return &Pool{cfg: cfg, eng: eng, log: log}, nil
+	p.calls = lease.Calls{Store: cfg.Store, Timeout: cfg.FrequentInterval, Clock: &p.clock, Count: p.count, Log: p.log}
+	// The coordinator's election: its followers read the lockfile every
+	// third interval (section 3.3 of docs/protocol.md times the reads
+	// just after the leader's renewals, and a renewal missing puts them
+	// back to every interval), which keeps 100 workers within $300 a
+	// month on S3 and leaves the coordinator's failover as it was with
+	// every interval (docs/pool-evidence.md).
+	el, err := s3lect.New(s3lect.ElectorConfig{Store: cfg.Store, LockfilePath: cfg.Prefix + coordinatorKey, ServerID: cfg.ID,
+		FrequentInterval: cfg.FrequentInterval, LeaderTimeout: cfg.LeaderTimeout,
+		InfrequentInterval: 3 * cfg.FrequentInterval, Logger: p.log,
+		PeerMode: cfg.PeerMode, ServerAddr: cfg.ServerAddr, PeerTLS: cfg.PeerTLS, PeerClient: cfg.PeerClient,
+		PeerPinned: cfg.PeerPinned, PeerCertificate: cfg.PeerCertificate})
+	if err != nil {
+		return nil, fmt.Errorf("pool: coordinator election: %w", err) // it starts nothing: no Close needed
+	}
+	p.el = el
+	return p, nil
 }
 
-// engineConfig is cfg as the coordinator-decided engine takes it.
-func engineConfig(cfg Config) next.Config {
-	return next.Config{Store: cfg.Store, Prefix: cfg.Prefix, ID: cfg.ID, Shards: cfg.Shards, Work: cfg.Work,
-		FrequentInterval: cfg.FrequentInterval, LeaderTimeout: cfg.LeaderTimeout, Logger: cfg.Logger,
-		PeerMode: cfg.PeerMode, ServerAddr: cfg.ServerAddr, PeerTLS: cfg.PeerTLS, PeerClient: cfg.PeerClient,
-		PeerPinned: cfg.PeerPinned, PeerCertificate: cfg.PeerCertificate}
+// maxKeyLen is the longest object key the stores accept, in bytes.
+const maxKeyLen = 1024
+
+// checkID returns why id cannot name a worker of the pool under prefix,
+// or nil. New checks the worker's own ID with it, and the peer handler
+// every ID a report names: a report must never make the coordinator read
+// a key the store refuses (MinIO answers every GET of a key with a NUL
+// byte with 400).
+func checkID(prefix, id string) error {
+	switch {
+	case id == "":
+		return errors.New("ID is empty; give this worker's unique name, such as its host name")
+	case !utf8.ValidString(id) || strings.ContainsRune(id, 0):
+		return fmt.Errorf("ID %q must be UTF-8 without NUL bytes, as object keys are", id)
+	case strings.Contains(id, "/"):
+		return fmt.Errorf("ID %q contains a slash; worker IDs name one object each", id)
+	case len(prefix)+len("coordinator.json.term")+len(id) > maxKeyLen:
+		return fmt.Errorf("Prefix or ID is too long: keys would exceed %d bytes", maxKeyLen)
+	case len(id) > 255:
+		return fmt.Errorf("ID %q is longer than 255 bytes", id)
+	}
+	return nil
 }
+
+func (p *Pool) count(op string, _ error) {
+	switch op {
+	case "get":
+		p.gets.Add(1)
+	case "list":
+		p.lists.Add(1)
+	default:
+		p.puts.Add(1)
+	}
+}
+
+func (p *Pool) sessionKey(id string) string { return p.cfg.Prefix + "workers/" + id + ".json" }
+func (p *Pool) newsKey(id string) string    { return p.cfg.Prefix + "news/" + id + ".json" }
+func (p *Pool) pageKey(id string) string    { return p.cfg.Prefix + "assign/" + id + ".json" }
+func (p *Pool) rosterKey() string           { return p.cfg.Prefix + "departed.json" }
+
+// newLeaderships builds the shards' Leaderships (package s3lect registers
+// it; see internal/shardlead).
+var newLeaderships = shardlead.Registered[*s3lect.Leadership]()
 
 // Run keeps this worker's session, runs Work for the shards the
 // coordinator assigns it, and campaigns to be the coordinator, until ctx
@@ -295,15 +357,33 @@ func (p *Pool) Run(ctx context.Context) error {
 	if err := p.refuseOldPool(ctx); err != nil {
 		return err
 	}
-	err := p.eng.Run(ctx)
-	switch {
-	case errors.Is(err, ErrDuplicateID):
-		return fmt.Errorf("%w; give every worker of the pool a unique ID (Config.ID)", err)
-	case errors.Is(err, next.ErrOldPool): // an old worker wrote its member list since the listing
-		return p.oldPoolError(p.cfg.Prefix + "members.json")
+	defer p.el.Close()
+	defer p.pinned.close()
+	if p.cfg.PeerMode {
+		if p.cfg.PeerClient == nil {
+			defer p.peerClient.CloseIdleConnections()
+		}
+		h := s3lect.PeerHandler(p.el)
+		p.electorHandler.Store(&h)
+		defer p.electorHandler.Store(nil)
 	}
+	wdone := make(chan struct{})
+	cctx, stopCoord := context.WithCancel(context.WithoutCancel(ctx))
+	var coordDone sync.WaitGroup
+	coordDone.Go(func() { p.coordinate(cctx, wdone) })
+	err := p.work(ctx)
+	close(wdone)
+	if !p.coordinating.Load() {
+		stopCoord() // campaigning: give up
+	}
+	coordDone.Wait() // coordinating: it ends after handing this worker's shards over
+	stopCoord()
 	return err
 }
 
 // Leading returns the shards this worker leads, sorted.
-func (p *Pool) Leading() []string { return p.eng.Leading() }
+func (p *Pool) Leading() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.leading))
+}

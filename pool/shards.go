@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,21 +16,42 @@ import (
 // that starts later the same Config.Shards. The names follow
 // Config.Shards' rules.
 func (p *Pool) SetShards(shards []string) error {
+	if err := checkShards(shards); err != nil {
+		return fmt.Errorf("pool: SetShards: %w", err)
+	}
+	p.mu.Lock()
+	p.shards = slices.Clone(shards)
+	p.mu.Unlock()
+	select {
+	case p.reshard <- struct{}{}:
+	default: // one is pending: it reads the list when it runs
+	}
+	return nil
+}
+
+// checkShards returns why shards cannot be a pool's shard names, or nil.
+func checkShards(shards []string) error {
 	if len(shards) == 0 {
-		return fmt.Errorf("pool: SetShards: no shard named; name at least one")
+		return errors.New("no shard named; name at least one")
 	}
 	seen := map[string]bool{}
 	for _, name := range shards {
 		switch {
 		case name == "":
-			return fmt.Errorf("pool: SetShards: an empty shard name")
+			return errors.New("an empty shard name")
 		case seen[name]:
-			return fmt.Errorf("pool: SetShards: shard %q named twice", name)
+			return fmt.Errorf("shard %q named twice", name)
 		case !utf8.ValidString(name) || strings.ContainsRune(name, 0):
-			return fmt.Errorf("pool: SetShards: shard name %q must be UTF-8 without NUL bytes", name)
+			return fmt.Errorf("shard name %q must be UTF-8 without NUL bytes", name)
 		}
 		seen[name] = true
 	}
-	p.eng.SetShards(slices.Clone(shards))
 	return nil
+}
+
+// shardList is the shards as last set.
+func (p *Pool) shardList() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.shards
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // TestSetShardsNamesWhatIsWrong: SetShards refuses what New refuses in
-// Config.Shards, naming it (the change itself is tested in
-// internal/next, TestShardsAddedAndRemovedWhileThePoolRuns).
+// Config.Shards, naming it (the change itself is tested by
+// TestShardsAddedAndRemovedWhileThePoolRuns).
 func TestSetShardsNamesWhatIsWrong(t *testing.T) {
 	p, err := New(Config{Store: memstore.New(), Prefix: "pools/s/", ID: "w1", Shards: []string{"a"},
 		Work: func(ctx context.Context, shard string, lead *s3lect.Leadership) { <-ctx.Done() }})

@@ -34,7 +34,7 @@ type Stats struct {
 
 // Stats returns the worker's figures. It waits for nothing.
 func (p *Pool) Stats() Stats {
-	s := p.eng.Stats()
-	return Stats{Pool: s.Pool, Worker: s.Worker, Owned: s.Owned, Claims: s.Claims, Releases: s.Releases,
-		Sessions: s.Sessions, Coordinating: p.eng.Coordinating(), Coordinator: s.Coordinator, Gets: s.Gets, Puts: s.Puts, Lists: s.Lists + p.lists.Load()}
+	return Stats{Pool: p.cfg.Prefix, Worker: p.cfg.ID, Owned: int(p.owned.Load()), Claims: p.starts.Load(), Releases: p.stops.Load(),
+		Sessions: p.sessions.Load(), Coordinating: p.coordinating.Load(), Coordinator: p.coordEra.Load(),
+		Gets: p.gets.Load(), Puts: p.puts.Load(), Lists: p.lists.Load()}
 }

@@ -3,6 +3,7 @@ package coord
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -160,13 +161,8 @@ func (c *Coordinator) Term() uint64 { return c.term }
 // its start has taken one of its pages or is over, and a lease has passed
 // since it read them.
 func (c *Coordinator) Ready(now time.Time) bool {
-	if !c.gated {
+	if !c.gated || slices.ContainsFunc(c.ghosts, func(g ghost) bool { return g.all }) {
 		return false
-	}
-	for _, g := range c.ghosts {
-		if g.all {
-			return false
-		}
 	}
 	for _, k := range c.keys {
 		if k.cur != nil && k.cur.took.Less(k.cur.need) {
@@ -235,23 +231,15 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		v.applied = maxVer(v.applied, s.Applied)
 		if took := maxVer(s.Applied, s.Took); v.took.Less(took) {
 			v.took = took
-			h := k.page.hist[:0]
-			for _, e := range k.page.hist {
-				if v.took.Less(e.ver) {
-					h = append(h, e)
-				}
-			}
-			k.page.hist = h
+			k.page.hist = slices.DeleteFunc(k.page.hist, func(e histEntry) bool { return !took.Less(e.ver) })
 		}
 		if len(k.page.hist) > 0 && !k.page.writing && !k.page.wrote.IsZero() && now.Sub(k.page.wrote) > 2*c.cfg.FrequentInterval {
 			// Renewing, but not applying its page: the page may have been
 			// deleted or put back. Read it, and write it again.
 			k.page.read, k.page.dirty, k.page.wrote = false, true, time.Time{}
 		}
-		if s.Closed {
-			c.over(k)
-		} else if !k.getAt.Before(k.seen.Add(v.wait)) {
-			c.over(k) // unchanged for its lease, by a read sent after it: over
+		if s.Closed || !k.getAt.Before(k.seen.Add(v.wait)) {
+			c.over(k) // closed, or unchanged for its lease by a read sent after it
 		}
 	default:
 		if k.cur != nil {
@@ -488,16 +476,12 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		}
 		fx = append(fx, Effect{Op: OpList})
 	}
-	g := c.ghosts[:0]
-	for _, gh := range c.ghosts {
-		if !gh.done {
-			g = append(g, gh)
-			if k := c.keys[gh.id]; !now.Before(gh.until) && !k.getting {
-				k.wantGet = true // its wait is over: a fresh read decides
-			}
+	c.ghosts = slices.DeleteFunc(c.ghosts, func(g ghost) bool { return g.done })
+	for _, g := range c.ghosts {
+		if k := c.keys[g.id]; !now.Before(g.until) && !k.getting {
+			k.wantGet = true // its wait is over: a fresh read decides
 		}
 	}
-	c.ghosts = g
 	if c.listed && c.allRead.IsZero() {
 		done := true
 		for _, k := range c.keys {

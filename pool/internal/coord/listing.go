@@ -1,6 +1,9 @@
 package coord
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Listed is the result of OpList: the workers' objects by worker ID.
 func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error) []Effect {
@@ -35,12 +38,7 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 			}
 		}
 	}
-	var ids []string
-	for _, id := range sortedKeys(c.keys) {
-		if !c.keys[id].departed {
-			ids = append(ids, id)
-		}
-	}
+	ids := slices.DeleteFunc(sortedKeys(c.keys), func(id string) bool { return c.keys[id].departed })
 	if len(ids) > 0 {
 		c.sweep++
 		c.keys[ids[c.sweep%len(ids)]].wantGet = true // one session a listing, in turn: news that got lost

@@ -259,19 +259,15 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 
 // SetShards changes the shards the pool runs.
 func (c *Coordinator) SetShards(shards []string) {
-	c.shards = map[string]bool{}
-	for _, s := range shards {
-		c.shards[s] = true
-	}
 	c.order = slices.Clone(shards)
 	slices.SortFunc(c.order, func(a, b string) int {
 		return cmp.Or(cmp.Compare(shardHash(a), shardHash(b)), strings.Compare(a, b))
 	})
-	c.rank = map[string]int{}
+	c.shards, c.rank = map[string]bool{}, map[string]int{}
 	c.idx = planIndex{home: c.idx.home} // rebuilt on the next plan, with the new ranks
 	longest := 0
 	for i, s := range c.order {
-		c.rank[s] = i
+		c.shards[s], c.rank[s] = true, i
 		longest = max(longest, len(Marshal(s)))
 	}
 	c.capacity = PageCapacity(longest)
@@ -368,6 +364,21 @@ func (c *Coordinator) hold(s string, d int) {
 	}
 }
 
+// rehold counts the shards in was and not in now as held once less, and
+// those in now and not in was once more.
+func (c *Coordinator) rehold(was, now map[string]bool) {
+	for s := range was {
+		if !now[s] {
+			c.hold(s, -1)
+		}
+	}
+	for s := range now {
+		if !was[s] {
+			c.hold(s, 1)
+		}
+	}
+}
+
 // syncHolds brings the index up to date: work for each key whose
 // session, leads, page or unacknowledged pages changed since, and for
 // each ghost made or gone.
@@ -398,16 +409,7 @@ func (c *Coordinator) syncHolds() {
 		if k.cur != nil {
 			c.holds(k, holds)
 		}
-		for s := range e.holds {
-			if !holds[s] {
-				c.hold(s, -1)
-			}
-		}
-		for s := range holds {
-			if !e.holds[s] {
-				c.hold(s, 1)
-			}
-		}
+		c.rehold(e.holds, holds)
 		e.invalid = 0
 		for s := range k.page.shards {
 			if !c.shards[s] {
@@ -418,9 +420,7 @@ func (c *Coordinator) syncHolds() {
 	}
 	for id, e := range x.keys {
 		if c.keys[id] == nil {
-			for s := range e.holds {
-				c.hold(s, -1)
-			}
+			c.rehold(e.holds, nil)
 			delete(x.keys, id)
 		}
 	}
@@ -430,16 +430,12 @@ func (c *Coordinator) syncHolds() {
 		seen[id] = true
 		if _, ok := x.ghosts[id]; !ok {
 			x.ghosts[id] = g.holds
-			for s := range g.holds {
-				c.hold(s, 1)
-			}
+			c.rehold(nil, g.holds)
 		}
 	}
 	for id, h := range x.ghosts {
 		if !seen[id] {
-			for s := range h {
-				c.hold(s, -1)
-			}
+			c.rehold(h, nil)
 			delete(x.ghosts, id)
 		}
 	}

@@ -1,9 +1,7 @@
 package coord
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -24,14 +22,7 @@ type Roster struct {
 
 // ParseRoster decodes a roster.
 func ParseRoster(data []byte) (Roster, error) {
-	var r Roster
-	if err := json.Unmarshal(data, &r); err != nil {
-		return Roster{}, fmt.Errorf("roster: %w", err)
-	}
-	if r.V != wireVersion {
-		return Roster{}, fmt.Errorf("roster: not a version %d roster", wireVersion)
-	}
-	return r, nil
+	return parse(data, "roster", "departed.json", func(r Roster) bool { return r.V == wireVersion })
 }
 
 type rosterState struct {

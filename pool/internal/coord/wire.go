@@ -101,26 +101,25 @@ func Marshal(v any) []byte {
 // ParseSession decodes a session object. A nil error needs the right
 // version and an ID that matches id.
 func ParseSession(data []byte, id string) (Session, error) {
-	var s Session
-	if err := json.Unmarshal(data, &s); err != nil {
-		return Session{}, fmt.Errorf("session %q: %w", id, err)
-	}
-	if s.V != wireVersion || s.ID != id || s.TTL < 0 {
-		return Session{}, fmt.Errorf("session %q: not a version %d session of this worker", id, wireVersion)
-	}
-	return s, nil
+	return parse(data, "session", id, func(s Session) bool { return s.V == wireVersion && s.ID == id && s.TTL >= 0 })
 }
 
 // ParsePage decodes a page.
 func ParsePage(data []byte, id string) (Page, error) {
-	var p Page
-	if err := json.Unmarshal(data, &p); err != nil {
-		return Page{}, fmt.Errorf("page %q: %w", id, err)
+	return parse(data, "page", id, func(p Page) bool { return p.V == wireVersion && p.ID == id })
+}
+
+// parse decodes the object of kind on key, or returns the zero T and an
+// error if it is not JSON or ok refuses it (another version, another key).
+func parse[T any](data []byte, kind, key string, ok func(T) bool) (T, error) {
+	var v, zero T
+	if err := json.Unmarshal(data, &v); err != nil {
+		return zero, fmt.Errorf("%s %q: %w", kind, key, err)
 	}
-	if p.V != wireVersion || p.ID != id {
-		return Page{}, fmt.Errorf("page %q: not a version %d page of this worker", id, wireVersion)
+	if !ok(v) {
+		return zero, fmt.Errorf("%s %q: not a version %d %s of this key", kind, key, wireVersion, kind)
 	}
-	return p, nil
+	return v, nil
 }
 
 // Op names an effect.
@@ -160,26 +159,6 @@ type Effect struct {
 	Term    uint64
 	At      time.Time
 	Err     error
-}
-
-func (e Effect) String() string {
-	s := e.Op.String()
-	if e.Key != "" {
-		s += " " + e.Key
-	}
-	if e.Shard != "" {
-		s += fmt.Sprintf(" %s@%d", e.Shard, e.Term)
-	}
-	if e.Op == OpPutPage {
-		s += fmt.Sprintf(" v%d.%d %s", e.Ver.Era, e.Ver.N, e.Data)
-	}
-	if e.Op == OpPutSession || e.Op == OpPutRoster {
-		s += " " + string(e.Data)
-	}
-	if e.Err != nil {
-		s += " err=" + e.Err.Error()
-	}
-	return s
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/s3lect/s3lect/store"
@@ -188,13 +189,8 @@ func (w *Worker) content(closed bool) Session {
 		s.Nonce = hex.EncodeToString(sum[:8])
 	}
 	if !closed {
-		s.Leads = map[string]uint64{}
-		for sh, t := range w.running {
-			s.Leads[sh] = t
-		}
-		for sh, t := range w.starting {
-			s.Leads[sh] = t
-		}
+		s.Leads = maps.Clone(w.running)
+		maps.Copy(s.Leads, w.starting)
 	}
 	return s
 }
@@ -208,10 +204,7 @@ func (w *Worker) put(now time.Time, fx *[]Effect) {
 	w.wantPut = false
 	closed := w.leaving && len(w.running) == 0
 	s := w.content(closed)
-	wr := &write{opening: w.st == wOpen, seq: s.Seq, nonce: s.Nonce, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: map[string]uint64{}}
-	for sh, t := range w.starting {
-		wr.listed[sh] = t
-	}
+	wr := &write{opening: w.st == wOpen, seq: s.Seq, nonce: s.Nonce, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: maps.Clone(w.starting)}
 	w.wantNews = false
 	w.inflight = wr
 	e := Effect{Op: OpPutSession, Key: w.cfg.ID, Data: Marshal(s), IfMatch: w.etag}
@@ -229,7 +222,7 @@ func (w *Worker) Tick(now time.Time) []Effect {
 		w.open(&fx)
 	case wLive:
 		if !now.Before(w.deadline) {
-			w.end(now, false, &fx)
+			w.end(ErrLeaseOver, &fx)
 			break
 		}
 		if !now.Before(w.nextTick) {
@@ -276,7 +269,7 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 			// The lease in force ran out before this reply came (a
 			// paused process, a reply that took long): the coordinator
 			// may have given the shards away; a later lease is no use.
-			w.end(now, false, &fx)
+			w.end(ErrLeaseOver, &fx)
 			break
 		}
 		w.etag, w.seq, w.nonce = etag, wr.seq, wr.nonce
@@ -290,7 +283,7 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		}
 		w.deadline = sent.Add(w.cfg.LeaderTimeout - w.margin)
 		if !now.Before(w.deadline) {
-			w.end(now, false, &fx) // the reply came after the lease it gave
+			w.end(ErrLeaseOver, &fx) // the reply came after the lease it gave
 			break
 		}
 		if wr.closed {
@@ -322,15 +315,13 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 	case errors.Is(err, store.ErrPreconditionFailed):
 		// Another write took the object: this session is over.
 		if w.st == wLive {
-			w.end(now, true, &fx)
+			w.end(ErrSessionLost, &fx)
 		} else if w.st == wOpen {
 			w.open(&fx)
 		}
 	default:
 		// Unknown outcome: the lease runs on; the next tick writes again.
-		if wr.news {
-			w.wantNews = true
-		}
+		w.wantNews = w.wantNews || wr.news
 	}
 	return w.timer(now, fx)
 }
@@ -344,13 +335,21 @@ func (w *Worker) NewsPut(now time.Time, err error) []Effect {
 	return nil
 }
 
-// end ends the session: every leadership ends now, and a new session
-// opens once their Work has returned.
-func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
-	cause := ErrLeaseOver
-	if displaced {
-		cause = ErrSessionLost
-	}
+// end ends the session, its lease over (ErrLeaseOver) or its object
+// taken by another write (ErrSessionLost): every leadership ends now,
+// and a new session opens once their Work has returned.
+func (w *Worker) end(cause error, fx *[]Effect) {
+	w.stopAll(cause, fx)
+	w.sess = ""
+	w.st = wEnding
+	w.checkDup = w.checkDup || cause == ErrSessionLost
+	w.wantPut, w.readPage, w.wantNews = false, false, false
+	w.reopen(fx)
+}
+
+// stopAll ends every leadership that has not ended, for cause, and drops
+// the shards waiting to start.
+func (w *Worker) stopAll(cause error, fx *[]Effect) {
 	for _, sh := range sortedKeys(w.running) {
 		if !w.stopping[sh] {
 			w.stopping[sh] = true
@@ -358,11 +357,6 @@ func (w *Worker) end(now time.Time, displaced bool, fx *[]Effect) {
 		}
 	}
 	clear(w.starting)
-	w.sess = ""
-	w.st = wEnding
-	w.checkDup = w.checkDup || displaced
-	w.wantPut, w.readPage, w.wantNews = false, false, false
-	w.reopen(fx)
 }
 
 func (w *Worker) reopen(fx *[]Effect) {
@@ -449,13 +443,7 @@ func (w *Worker) Leave(now time.Time) []Effect {
 		return fx
 	}
 	w.leaving = true
-	for _, sh := range sortedKeys(w.running) {
-		if !w.stopping[sh] {
-			w.stopping[sh] = true
-			fx = append(fx, Effect{Op: OpStop, Shard: sh})
-		}
-	}
-	clear(w.starting)
+	w.stopAll(nil, &fx)
 	switch {
 	case w.st == wLive && len(w.running) == 0:
 		w.put(now, &fx)

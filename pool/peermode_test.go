@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func peerMode(t *testing.T, pinned bool) {
 		if err != nil {
 			t.Fatalf("New() = %v", err)
 		}
-		srv.Config.Handler = p.PeerHandler()
+		srv.Config.Handler = PeerHandler(p)
 		srv.TLS = p.PeerServerTLS() // nil unless pinned: httptest's certificate
 		srv.StartTLS()
 		defer srv.Close()

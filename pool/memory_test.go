@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-var memPool = flag.Int("next.memshards", 1000, "TestMemoryPerLedShard's larger pool: this many shards, 1,000 per worker (10000: 10 workers)")
+var memPool = flag.Int("pool.memshards", 1000, "TestMemoryPerLedShard's larger pool: this many shards, 1,000 per worker (10000: 10 workers)")
 
 // footprint is what a settled pool holds, over what the process held
 // before it started: the live heap (after a GC) and the goroutines.
@@ -82,7 +82,7 @@ func settle(t *testing.T, workers, shards int) (f footprint) {
 // pool at 100 and at 1,000 shards per worker (the store's copies of the
 // session and page objects, and the coordinator's state, which one of
 // the workers holds, included) and divides the difference by the shards
-// it adds: the per-worker constant cancels out. -next.memshards 10000
+// it adds: the per-worker constant cancels out. -pool.memshards 10000
 // measures 10 workers over 10,000 shards against 10 over 1,000.
 func TestMemoryPerLedShard(t *testing.T) {
 	workers := max(1, *memPool/1000)

@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -22,9 +22,10 @@ func (p *Pool) listWorkers(ctx context.Context) (map[string]coord.Entry, error) 
 			return nil, err
 		}
 		for _, en := range es {
-			id, ok := cutKey(strings.TrimPrefix(en.Key, p.cfg.Prefix), dir)
-			if !ok {
-				continue
+			id, ok := strings.CutPrefix(en.Key, p.cfg.Prefix+dir)
+			id, json := strings.CutSuffix(id, ".json")
+			if !ok || !json || id == "" || strings.Contains(id, "/") {
+				continue // not dir/<ID>.json
 			}
 			x := m[id]
 			if dir == "workers/" {
@@ -36,4 +37,18 @@ func (p *Pool) listWorkers(ctx context.Context) (map[string]coord.Entry, error) 
 		}
 	}
 	return m, nil
+}
+
+// warnETagForms logs, once per worker, that the store listed an ETag in
+// another form than a read returned it (quotes, case, a W/ prefix). The
+// coordinator compares them in one form (coord's sameForm), so the pool
+// is not slowed; the warning names the store's departure from
+// store.Lister's contract, which other tools may not survive.
+func (p *Pool) warnETagForms(c *coord.Coordinator) {
+	listed, read := c.ETagForms()
+	if listed == "" && read == "" || p.etagForms.Swap(true) {
+		return
+	}
+	p.log.Warn("the store lists ETags in another form than it returns them on GET (store.Lister asks for one form); the pool compares them in one form",
+		"listed", listed, "read", read)
 }

@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 )
 
 // TestPeerHandlerRefusesAReportOfAnIDNewRefuses: the peer handler checks
-// a reported ID as package pool's New checks a worker's own (CheckID),
+// a reported ID as New checks a worker's own (checkID),
 // so a report never names a key the store may refuse to read (MinIO
 // refuses NUL bytes in keys). A valid ID gets past the check: this
 // worker does not coordinate, so it answers 503.
@@ -27,7 +27,7 @@ func TestPeerHandlerRefusesAReportOfAnIDNewRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := p.PeerHandler()
+	h := PeerHandler(p)
 	for _, c := range []struct {
 		id   string
 		want int

@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -15,9 +15,8 @@ import (
 	"github.com/s3lect/s3lect/store/memstore"
 )
 
-// testConfig is a worker's Config as package pool's New would hand it on:
-// FrequentInterval 1 s, LeaderTimeout 3 s, no log, and Work that runs
-// until its leadership ends.
+// testConfig is a worker's Config: FrequentInterval 1 s, LeaderTimeout
+// 3 s, no log, and Work that runs until its leadership ends.
 func testConfig(st store.Store, prefix, id string, shards []string) Config {
 	return Config{Store: st, Prefix: prefix, ID: id, Shards: shards, FrequentInterval: time.Second, LeaderTimeout: 3 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -1,4 +1,4 @@
-package next
+package pool
 
 // The sixth pool review's finding 3 at the executor (docs/findings-pool.md,
 // "Sixth review").

@@ -1,4 +1,4 @@
-package next
+package pool
 
 // The executor under a coordinator's gray failure (found passing by the
 // adversarial review of the coordinator-decided pool).

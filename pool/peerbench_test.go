@@ -1,4 +1,4 @@
-package next
+package pool
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // of the renewal cycle a fifth of a FrequentInterval apart. It reports the
 // median of the 5 crashes. A machine under load slows it.
 //
-//	go test ./pool/internal/next -run '^$' -bench BenchmarkCrashFailover -benchtime 1x
+//	go test ./pool -run '^$' -bench BenchmarkCrashFailover -benchtime 1x
 func BenchmarkCrashFailover(b *testing.B) {
 	for _, peer := range []bool{false, true} {
 		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
@@ -45,7 +45,7 @@ func BenchmarkCrashFailover(b *testing.B) {
 // its shards are led elsewhere, in FrequentIntervals (the target: within
 // its drain time, here 0, plus one FrequentInterval).
 //
-//	go test ./pool/internal/next -run '^$' -bench BenchmarkLeaveHandover -benchtime 1x
+//	go test ./pool -run '^$' -bench BenchmarkLeaveHandover -benchtime 1x
 func BenchmarkLeaveHandover(b *testing.B) {
 	for _, peer := range []bool{false, true} {
 		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
@@ -66,7 +66,7 @@ func BenchmarkLeaveHandover(b *testing.B) {
 // coordinator crashed: how long until its own shards are led elsewhere
 // (the target: within 2 × LeaderTimeout).
 //
-//	go test ./pool/internal/next -run '^$' -bench BenchmarkCoordinatorCrash -benchtime 1x
+//	go test ./pool -run '^$' -bench BenchmarkCoordinatorCrash -benchtime 1x
 func BenchmarkCoordinatorCrash(b *testing.B) {
 	for _, peer := range []bool{false, true} {
 		b.Run(fmt.Sprintf("peer=%v", peer), func(b *testing.B) {
@@ -118,7 +118,7 @@ func crashOnce(b *testing.B, peer bool, run int, leave, coordinator bool) float6
 			b.Fatal(err)
 		}
 		if srv != nil {
-			srv.Config.Handler, srv.TLS = p.PeerHandler(), p.PeerServerTLS()
+			srv.Config.Handler, srv.TLS = PeerHandler(p), p.PeerServerTLS()
 			srv.StartTLS()
 			defer srv.Close()
 			srvs = append(srvs, srv)

@@ -2,17 +2,37 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
-// refuseOldPool lists the Prefix once and returns an error matching
+// refuseOldPool lists the Prefix and returns an error matching
 // ErrOldPool if it holds an object of the pool before the coordinator:
 // its member list, a session ("sessions/<ID>.json") or a shard record
 // ("shards/<name>.json"). The two pools' keys do not collide, so an old
 // worker would lead its shards beside the new pool's owners: the
-// upgrade is a stop of every old worker first.
+// upgrade is a stop of every old worker first. A store that fails the
+// check is tried again every FrequentInterval, with a warning each time,
+// until ctx ends: a worker started while the store is slow or away
+// joins once it answers.
 func (p *Pool) refuseOldPool(ctx context.Context) error {
+	for {
+		err := p.checkOldPool(ctx)
+		if err == nil || errors.Is(err, ErrOldPool) || errors.Is(err, errors.ErrUnsupported) {
+			return err
+		}
+		p.log.Warn("cannot check the store for the old pool's objects; trying again", "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pool: Run's context ended before the store answered: %w", err)
+		case <-time.After(p.cfg.FrequentInterval):
+		}
+	}
+}
+
+func (p *Pool) checkOldPool(ctx context.Context) error {
 	entries, err := p.calls.List(ctx, p.cfg.Prefix)
 	if err != nil {
 		return fmt.Errorf("pool: list %q for the old pool's objects: %w", p.cfg.Prefix, err)

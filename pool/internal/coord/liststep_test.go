@@ -8,7 +8,7 @@ import (
 
 // TestPeerModeCoordinatorOutlivesTwoFailedListings (seventh review,
 // finding 3): in peer mode the executor lists every LeaderTimeout/2
-// (next/work.go), and 4.5's clock for listings counts from the first
+// (pool/coordinate.go), and 4.5's clock for listings counts from the first
 // failed listing's send. Two listings that fail in a row (a store outage
 // of just over LeaderTimeout/2) leave the third, sent exactly a
 // LeaderTimeout after the first, in flight when the next event comes,

@@ -77,6 +77,9 @@ type script struct {
 	pagePut func(id string) error
 	// sessionGet, likewise, answers the coordinator's session reads.
 	sessionGet func(id string) error
+	// sessionPut, if set, fails a worker's session writes (a worker cut
+	// off the store: nil lets the write through).
+	sessionPut func(id string) error
 	// steppedDown, if set, is called when the coordinator steps down
 	// (else a step-down is a failure of the test).
 	steppedDown func(err error)
@@ -204,6 +207,13 @@ func (h *script) wdo(w *scriptWorker, fx []Effect) {
 			})
 		case OpPutSession:
 			key, data, im, sent := "workers/"+w.id, e.Data, e.IfMatch, h.local()
+			if h.sessionPut != nil {
+				if err := h.sessionPut(w.id); err != nil {
+					// Cut off the store: the write times out, unsent.
+					h.at(h.now+h.fi, func() { h.wdo(w, w.w.SessionPut(h.local(), sent, "", err)) })
+					break
+				}
+			}
 			h.at(h.now+h.lat, func() {
 				if !w.up {
 					return

@@ -219,7 +219,17 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	k.departed = ok && s.Closed
 	unread := k.listed != "" && k.listed != etag // a write listed that no read returned
 	k.listed = ""
+	listedAt := k.listedAt
 	revived := c.readGhosts(id, k, s, ok, unread)
+	if unread && k.cur == nil && !revived && !(ok && !s.Closed && !k.gone[s.Session]) {
+		// A write listed that no read returned, on a key with no live
+		// session this era knows, and the read shows none: it may have
+		// been the renewal of a session the era never read (hidden from
+		// its start, its last write put back), written over since. Every
+		// shard is held for the longest lease from that listing.
+		w := max(c.lmax, time.Duration(c.maxTTL)*time.Millisecond)
+		c.ghosts = append(c.ghosts, ghost{id: id, until: listedAt.Add(w), wait: w, holds: map[string]bool{}, all: true})
+	}
 	switch {
 	case ok && k.cur != nil && s.Session == k.cur.session:
 		v := k.cur
@@ -270,7 +280,7 @@ func (c *Coordinator) readGhosts(id string, k *key, s Session, ok, unread bool) 
 			if k.cur != nil && k.cur.session == g.session {
 				k.cur = nil
 			}
-		case unread && !(ok && !s.Closed && s.Session != g.session) && g.until.Before(k.listedAt.Add(g.wait)):
+		case unread && !(ok && !s.Closed && s.Session != g.session && !k.gone[s.Session]) && g.until.Before(k.listedAt.Add(g.wait)):
 			// A write listed that no read returned, and no live session
 			// of another process on the key since: it may have been a
 			// later write of the ghost's session, written over since.

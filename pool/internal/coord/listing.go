@@ -57,10 +57,24 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	return c.after(now, nil)
 }
 
+// unreadListed applies 4.3's last rule to k's ghosts for the write its
+// last listing showed that no read returned, before a later listing
+// replaces it.
+func (c *Coordinator) unreadListed(k *key) {
+	for i := range c.ghosts {
+		if g := &c.ghosts[i]; c.keys[g.id] == k && !g.done && g.until.Before(k.listedAt.Add(g.wait)) {
+			g.until = k.listedAt.Add(g.wait)
+		}
+	}
+}
+
 // entry takes in what a listing, or a worker's report, says of a key.
 func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
 	if e.Session != k.sight {
 		k.sight, k.seen, k.departed = e.Session, now, false
+		if k.listed != "" && k.cur == nil {
+			c.unreadListed(k) // a write listed, no read returned it, and now another
+		}
 		k.listed, k.listedAt = e.Session, now
 		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
 			k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement

@@ -104,9 +104,11 @@ func ParseSession(data []byte, id string) (Session, error) {
 	return parse(data, "session", id, func(s Session) bool { return s.V == wireVersion && s.ID == id && s.TTL >= 0 })
 }
 
-// ParsePage decodes a page.
+// ParsePage decodes a page. A page of era 2^32 or above is refused: no
+// coordinator writes one (section 1), so it is garbage, to be written
+// over, not a later era to step down for.
 func ParsePage(data []byte, id string) (Page, error) {
-	return parse(data, "page", id, func(p Page) bool { return p.V == wireVersion && p.ID == id })
+	return parse(data, "page", id, func(p Page) bool { return p.V == wireVersion && p.ID == id && p.Ver.Era < 1<<32 })
 }
 
 // parse decodes the object of kind on key, or returns the zero T and an

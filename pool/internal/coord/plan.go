@@ -58,7 +58,7 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 	for _, id := range live {
 		k := c.keys[id]
 		if !k.page.writing && (k.page.dirty || owned[id] && !maps.Equal(want[id], k.page.shards)) {
-			fx = c.write(id, k, want[id], fx)
+			fx = c.write(id, k, want[id], false, fx)
 		}
 	}
 	return fx
@@ -79,7 +79,7 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 				want[s] = t
 			}
 		}
-		fx = c.write(id, k, want, fx)
+		fx = c.write(id, k, want, true, fx)
 	}
 	return fx
 }
@@ -231,7 +231,7 @@ func (c *Coordinator) grant(target map[string]int, want map[string]map[string]ui
 	return nil
 }
 
-func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Effect) []Effect {
+func (c *Coordinator) write(id string, k *key, shards map[string]uint64, soon bool, fx []Effect) []Effect {
 	if k.page.writing || !k.page.read {
 		return fx
 	}
@@ -240,7 +240,7 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, fx []Ef
 	k.page.shards = shards
 	k.page.hist = append(k.page.hist, histEntry{ver: ver, shards: shards})
 	k.page.writing, k.page.dirty = true, false
-	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, MaxTTL: c.maxTTL, By: c.cfg.Mark}
+	p := Page{V: wireVersion, Ver: ver, ID: id, Session: k.cur.session, Shards: shards, Soon: soon, MaxTTL: c.maxTTL, By: c.cfg.Mark}
 	for s := range shards {
 		if h := c.idx.home[s]; h != "" && h != id {
 			if p.Homes == nil {

@@ -79,8 +79,11 @@ type Page struct {
 	// Homes names, for a shard of this page granted away from a worker
 	// that was gone, that worker: the next era learns from it where the
 	// shard goes back to (4.4). Left out when the page would not fit.
-	Homes  map[string]string `json:"homes,omitempty"`
-	MaxTTL int64             `json:"maxTTL"` // the longest lease the coordinator has seen, ms
+	Homes map[string]string `json:"homes,omitempty"`
+	// Soon asks the worker to read its page every quarter interval for a
+	// lease: grants are near (an era's first pages, before its gate).
+	Soon   bool  `json:"soon,omitempty"`
+	MaxTTL int64 `json:"maxTTL"` // the longest lease the coordinator has seen, ms
 	// By marks the coordinator that wrote the page: random, drawn once
 	// per era (CoordConfig.Mark), so that an era whose term repeats (the
 	// election's lockfile and term object put back) is told from the

@@ -87,7 +87,10 @@ type Worker struct {
 	readPage bool
 	reading  bool // a session read in flight
 	paging   bool // a page read in flight
-	leaving  bool
+	// soonTill: a page said grants are near (Page.Soon); until then the
+	// page is read every quarter interval, next at nextSoon.
+	soonTill, nextSoon time.Time
+	leaving            bool
 }
 
 // NewWorker returns a worker that starts with Start.
@@ -229,6 +232,12 @@ func (w *Worker) Tick(now time.Time) []Effect {
 			w.nextTick = now.Add(w.cfg.FrequentInterval)
 			w.readPage = true
 			w.put(now, &fx)
+		} else if now.Before(w.soonTill) && !now.Before(w.nextSoon) && !w.paging {
+			w.paging = true
+			fx = append(fx, Effect{Op: OpGetPage, Key: w.cfg.ID})
+		}
+		if now.Before(w.soonTill) && !now.Before(w.nextSoon) {
+			w.nextSoon = now.Add(w.cfg.FrequentInterval / 4)
 		}
 	}
 	return w.timer(now, fx)
@@ -243,6 +252,9 @@ func (w *Worker) timer(now time.Time, fx []Effect) []Effect {
 		at = w.nextTick
 		if w.deadline.Before(at) {
 			at = w.deadline
+		}
+		if now.Before(w.soonTill) && w.nextSoon.Before(at) {
+			at = w.nextSoon
 		}
 	}
 	return append(fx, Effect{Op: OpTimer, At: at})
@@ -377,6 +389,9 @@ func (w *Worker) PageRead(now time.Time, data []byte, etag string, err error) []
 		return w.timer(now, fx)
 	}
 	w.target, w.page, w.tby = p.Ver, p.Shards, p.By
+	if p.Soon {
+		w.soonTill, w.nextSoon = now.Add(w.cfg.LeaderTimeout+w.cfg.FrequentInterval), now.Add(w.cfg.FrequentInterval/4)
+	}
 	clear(w.resigned)
 	for _, sh := range sortedKeys(w.running) {
 		if t, ok := w.page[sh]; (!ok || t != w.running[sh]) && !w.stopping[sh] {

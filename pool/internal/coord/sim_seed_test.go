@@ -29,7 +29,14 @@ func defaultSeeds() int {
 // TestSimulation runs seeds of the pool under faults and checks that no
 // shard has two live leaderships, that terms rise, and that every shard
 // is led within the bound after the faults stop.
-func TestSimulation(t *testing.T) {
+func TestSimulation(t *testing.T) { runSeeds(t, false) }
+
+// TestPeerSimulation is TestSimulation in peer mode (simpeer_test.go):
+// the workers report to the coordinator, polling workers among them for
+// a while (rolling changes of mode), with the peer faults on top.
+func TestPeerSimulation(t *testing.T) { runSeeds(t, true) }
+
+func runSeeds(t *testing.T, peer bool) {
 	var worst time.Duration
 	failed := 0
 	faults := map[string]int{}
@@ -37,7 +44,7 @@ func TestSimulation(t *testing.T) {
 	for i := range *simSeeds {
 		seed := *simFirst + uint64(i)
 		cfg := defaultSim
-		cfg.workers, cfg.shards, cfg.maxWorkers, cfg.contentETags = *simWorkers, *simShards, *simWorkers+3, *simContent
+		cfg.workers, cfg.shards, cfg.maxWorkers, cfg.contentETags, cfg.peer = *simWorkers, *simShards, *simWorkers+3, *simContent, peer
 		s := newSim(seed, cfg)
 		h := func() string {
 			defer func() {
@@ -83,7 +90,16 @@ func TestSimulation(t *testing.T) {
 // TestSimulationReplays runs one seed 20 times and expects one ledger
 // (3 times where S3LECT_SIM_SEEDS is set: CI's run under the race
 // detector; its full run, without it, makes the 20).
-func TestSimulationReplays(t *testing.T) {
+func TestSimulationReplays(t *testing.T) { replays(t, defaultSim) }
+
+// TestPeerSimulationReplays is TestSimulationReplays in peer mode.
+func TestPeerSimulationReplays(t *testing.T) {
+	cfg := defaultSim
+	cfg.peer = true
+	replays(t, cfg)
+}
+
+func replays(t *testing.T, cfg simConfig) {
 	const seed = 7
 	runs := 20
 	if os.Getenv("S3LECT_SIM_SEEDS") != "" {
@@ -91,7 +107,7 @@ func TestSimulationReplays(t *testing.T) {
 	}
 	first := ""
 	for i := range runs {
-		s := newSim(seed, defaultSim)
+		s := newSim(seed, cfg)
 		h := s.run()
 		if i == 0 {
 			first = h

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"time"
 )
@@ -26,8 +25,6 @@ import (
 //
 // Its randomness is drawn only with simConfig.peer, so the polling runs
 // keep their ledgers.
-
-var simPeerLeak = flag.Bool("sim.peer-leak", false, "mutation: forged reports name the next write's nonce, as if the forger held the session's secret (4.8's dating then precedes the write): seeds fail")
 
 // errPageUnchanged is next's: the page read a report made unnecessary.
 var errPageUnchanged = errors.New("page unchanged, by the coordinator's answer")
@@ -435,8 +432,9 @@ func (s *sim) liar() *proc {
 
 // forge makes up a report: for a worker's ID or one that never existed,
 // naming ETags made up, current, past or those of the worker's next
-// write, and nonces made up, past or current (with -sim.peer-leak, the
-// next write's).
+// write, and nonces made up, past or current. No forger knows a
+// session's secret, so none names a write's nonce before the write is
+// sent (4.8).
 func (s *sim) forge() simReport {
 	q := s.procs[s.rng.IntN(len(s.procs))]
 	r := simReport{ID: q.id}
@@ -445,13 +443,9 @@ func (s *sim) forge() simReport {
 	}
 	key := "workers/" + r.ID
 	o := s.store[key]
-	var next Session
 	nextTag := fmt.Sprintf("e%d", s.etags+1) // the store's next ETag
-	if r.ID == q.id && q.up && q.w.st == wLive {
-		next = q.w.content(false)
-		if s.cfg.contentETags {
-			nextTag = s.etagOf(Marshal(next))
-		}
+	if r.ID == q.id && q.up && q.w.st == wLive && s.cfg.contentETags {
+		nextTag = s.etagOf(Marshal(q.w.content(false))) // the body of its next write, hashed
 	}
 	switch s.rng.IntN(4) {
 	case 0:
@@ -480,9 +474,6 @@ func (s *sim) forge() simReport {
 				r.Nonce = old.Nonce // a past write's, or the current one's
 			}
 		}
-	}
-	if *simPeerLeak && next.Nonce != "" {
-		r.Session, r.Nonce = nextTag, next.Nonce
 	}
 	if s.rng.IntN(2) == 0 {
 		r.News = fmt.Sprintf("f%d", s.rng.IntN(1000))

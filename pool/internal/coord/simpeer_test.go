@@ -365,7 +365,7 @@ func (s *sim) peerFault() {
 		return
 	}
 	s.at(s.now+s.dur(s.cfg.faultEvery/4, 2*s.cfg.faultEvery), nil, "peer fault", s.peerFault)
-	kinds := []string{"drop", "slow", "stall", "unreachable", "stale", "replay", "forge", "forge", "remode"}
+	kinds := []string{"drop", "slow", "stall", "unreachable", "stale", "replay", "forge", "forge", "ahead", "remode"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
 	if p == nil {
@@ -402,6 +402,8 @@ func (s *sim) peerFault() {
 		rep := s.forge()
 		s.log("forged report %+v to %s", rep, s.liar().id)
 		s.arrive(nil, s.liar(), rep, nil)
+	case "ahead":
+		s.ahead(p)
 	case "remode":
 		s.remode(p)
 		if pp.mode != pp.home {
@@ -420,6 +422,39 @@ func (s *sim) remode(p *proc) {
 	p.peer.mode = !p.peer.mode
 	s.log("%s restarts with peer mode %v", p.id, p.peer.mode)
 	s.start(p)
+}
+
+// ahead: a liar names p's next write's ETag (its body hashed, under
+// -sim.content-etags) with a made-up nonce before p sends it; p's own
+// reports are lost, and p pauses once that write's reply is in, before
+// its next. Were a report's ETag enough to date a write, without its
+// nonce (4.8), p's lease would count from before its send, and its
+// shards would go elsewhere while it still leads them.
+func (s *sim) ahead(p *proc) {
+	if p.w.st != wLive || len(p.ls) == 0 || s.holder == nil {
+		return
+	}
+	rep := simReport{ID: p.id, Session: s.nextTag(p), Nonce: fmt.Sprintf("%016x", s.rng.Uint64())}
+	s.log("report %+v ahead of the write, to %s", rep, s.holder.id)
+	s.arrive(nil, s.holder, rep, nil)
+	send := max(p.realAt(p.w.nextTick), s.now)
+	p.peer.dropTill = max(p.peer.dropTill, send+p.tm.fi)
+	s.at(send+p.tm.fi/2, nil, "pause after the write", func() {
+		if p.up {
+			p.pauseTill = max(p.pauseTill, s.now+s.dur(p.tm.lt/2, 2*p.tm.lt))
+			s.log("%s paused till %.4f", p.id, p.pauseTill.Seconds())
+		}
+	})
+}
+
+// nextTag is the ETag p's next write will have, as far as a liar can
+// tell: the store's next ETag, or under -sim.content-etags the hash of
+// the body p would write now.
+func (s *sim) nextTag(p *proc) string {
+	if s.cfg.contentETags && p.up && p.w.st == wLive {
+		return s.etagOf(Marshal(p.w.content(false)))
+	}
+	return fmt.Sprintf("e%d", s.etags+1)
 }
 
 // liar is where a lying report goes: the coordinator, mostly.
@@ -444,8 +479,8 @@ func (s *sim) forge() simReport {
 	key := "workers/" + r.ID
 	o := s.store[key]
 	nextTag := fmt.Sprintf("e%d", s.etags+1) // the store's next ETag
-	if r.ID == q.id && q.up && q.w.st == wLive && s.cfg.contentETags {
-		nextTag = s.etagOf(Marshal(q.w.content(false))) // the body of its next write, hashed
+	if r.ID == q.id {
+		nextTag = s.nextTag(q)
 	}
 	switch s.rng.IntN(4) {
 	case 0:

@@ -35,8 +35,9 @@ func TestSimulation(t *testing.T) { runSeeds(t, *simSeeds, false) }
 // the workers report to the coordinator, polling workers among them for
 // a while (rolling changes of mode), with the peer faults on top. Where
 // S3LECT_SIM_SEEDS sets the count (CI's run under the race detector,
-// where a peer seed takes about half a second), it runs a quarter of
-// it; CI's full run, without the detector, names its count.
+// where 20 peer seeds take 4 s on an idle machine and 25 s on a loaded
+// one), it runs a quarter of it; CI's full run, without the detector,
+// names its count.
 func TestPeerSimulation(t *testing.T) {
 	n, named := *simSeeds, false
 	flag.Visit(func(f *flag.Flag) { named = named || f.Name == "sim.seeds" })

@@ -96,7 +96,7 @@ func measure(t testing.TB, seed uint64, workers, shards int, f *figures) {
 	planCheck = nil // a plan from scratch at every event would be what is measured
 	defer func() { planCheck = (*Coordinator).checkIndex }()
 	tm := timing{5 * time.Second, 15 * time.Second}
-	s := newSim(seed, simConfig{workers: 0, shards: shards, timing: &tm, noLog: true, maxWorkers: workers + 1})
+	s := newSim(seed, simConfig{workers: 0, shards: shards, timing: &tm, noLog: true, maxWorkers: workers + 1, peer: *simPeerFigures})
 	s.calm = true // no faults, no lost replies, no slow calls
 	for range workers {
 		s.addProc()

@@ -29,15 +29,33 @@ func defaultSeeds() int {
 // TestSimulation runs seeds of the pool under faults and checks that no
 // shard has two live leaderships, that terms rise, and that every shard
 // is led within the bound after the faults stop.
-func TestSimulation(t *testing.T) {
+func TestSimulation(t *testing.T) { runSeeds(t, *simSeeds, false) }
+
+// TestPeerSimulation is TestSimulation in peer mode (simpeer_test.go):
+// the workers report to the coordinator, polling workers among them for
+// a while (rolling changes of mode), with the peer faults on top. Where
+// S3LECT_SIM_SEEDS sets the count (CI's run under the race detector,
+// where 20 peer seeds take 4 s on an idle machine and 25 s on a loaded
+// one), it runs a quarter of it; CI's full run, without the detector,
+// names its count.
+func TestPeerSimulation(t *testing.T) {
+	n, named := *simSeeds, false
+	flag.Visit(func(f *flag.Flag) { named = named || f.Name == "sim.seeds" })
+	if os.Getenv("S3LECT_SIM_SEEDS") != "" && !named {
+		n = max(1, n/4)
+	}
+	runSeeds(t, n, true)
+}
+
+func runSeeds(t *testing.T, n int, peer bool) {
 	var worst time.Duration
 	failed := 0
 	faults := map[string]int{}
 	digest := sha256.New() // of every seed's ledger hash: a change that must not alter any decision keeps it
-	for i := range *simSeeds {
+	for i := range n {
 		seed := *simFirst + uint64(i)
 		cfg := defaultSim
-		cfg.workers, cfg.shards, cfg.maxWorkers, cfg.contentETags = *simWorkers, *simShards, *simWorkers+3, *simContent
+		cfg.workers, cfg.shards, cfg.maxWorkers, cfg.contentETags, cfg.peer = *simWorkers, *simShards, *simWorkers+3, *simContent, peer
 		s := newSim(seed, cfg)
 		h := func() string {
 			defer func() {
@@ -77,13 +95,22 @@ func TestSimulation(t *testing.T) {
 		kinds = append(kinds, fmt.Sprintf("%s %d", k, faults[k]))
 	}
 	t.Logf("%d seeds from %d: %d failed; every shard led at most %v after the faults stopped (bound %v); faults injected: %d (%s); ledgers' digest %x",
-		*simSeeds, *simFirst, failed, worst, ledBound(), total, strings.Join(kinds, ", "), digest.Sum(nil)[:8])
+		n, *simFirst, failed, worst, ledBound(), total, strings.Join(kinds, ", "), digest.Sum(nil)[:8])
 }
 
 // TestSimulationReplays runs one seed 20 times and expects one ledger
 // (3 times where S3LECT_SIM_SEEDS is set: CI's run under the race
 // detector; its full run, without it, makes the 20).
-func TestSimulationReplays(t *testing.T) {
+func TestSimulationReplays(t *testing.T) { replays(t, defaultSim) }
+
+// TestPeerSimulationReplays is TestSimulationReplays in peer mode.
+func TestPeerSimulationReplays(t *testing.T) {
+	cfg := defaultSim
+	cfg.peer = true
+	replays(t, cfg)
+}
+
+func replays(t *testing.T, cfg simConfig) {
 	const seed = 7
 	runs := 20
 	if os.Getenv("S3LECT_SIM_SEEDS") != "" {
@@ -91,7 +118,7 @@ func TestSimulationReplays(t *testing.T) {
 	}
 	first := ""
 	for i := range runs {
-		s := newSim(seed, defaultSim)
+		s := newSim(seed, cfg)
 		h := s.run()
 		if i == 0 {
 			first = h

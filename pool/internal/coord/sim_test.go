@@ -30,6 +30,7 @@ type simConfig struct {
 	timing          *timing       // every worker's, if set; else drawn
 	noLog           bool          // keep no ledger (measurements at scale)
 	contentETags    bool          // ETags hash the bytes (docs/pool-protocol.md, section 7)
+	peer            bool          // peer mode, its faults and rolling changes of mode (simpeer_test.go)
 }
 
 var defaultSim = simConfig{workers: 5, shards: 16, faultFor: 90 * time.Second, faultEvery: 2 * time.Second, calmFor: 40 * time.Second, maxWorkers: 8}
@@ -79,38 +80,7 @@ type proc struct {
 	calls     map[string]int // store requests sent, by kind
 	twin      bool           // a second process of another's ID
 	noted     uint64         // the highest era its process handed its Elector (NoteTerm)
-}
-
-type event struct {
-	at   time.Duration
-	tie  uint64
-	seq  uint64
-	p    *proc
-	inc  int
-	what string
-	fn   func()
-}
-
-type evHeap []*event
-
-func (h evHeap) Len() int { return len(h) }
-func (h evHeap) Less(i, j int) bool {
-	a, b := h[i], h[j]
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	if a.tie != b.tie {
-		return a.tie < b.tie
-	}
-	return a.seq < b.seq
-}
-func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *evHeap) Push(x any)   { *h = append(*h, x.(*event)) }
-func (h *evHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+	peer      *peerProc      // with simConfig.peer (simpeer_test.go)
 }
 
 type sim struct {
@@ -130,6 +100,7 @@ type sim struct {
 	keep   bool
 	line   []byte
 	fails  []string
+	sent   []simReport // peer mode: the workers' last reports, for replays (simpeer_test.go)
 
 	holder   *proc
 	holdInc  int
@@ -236,6 +207,7 @@ func (s *sim) start(p *proc) {
 		p.sessions++
 		return fmt.Sprintf("%s.%d.%d.%d", p.id, p.n, p.inc, p.sessions) // random in the executor: the process index keeps twins apart
 	}})
+	s.peerStart(p)
 	s.log("%s start #%d fi=%v lt=%v", p.id, p.inc, p.tm.fi, p.tm.lt)
 	s.wdo(p, p.w.Start(p.local(s.now)))
 	s.electTick(p)
@@ -246,6 +218,7 @@ func (s *sim) kill(p *proc) {
 	p.inc++
 	p.up, p.c = false, nil
 	p.ls = map[string]*lship{}
+	s.peerKill(p)
 }
 
 func (s *sim) reachable(p *proc, pool bool) bool {
@@ -348,6 +321,9 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 	for _, e := range fx {
 		if e.Op != OpTimer {
 			s.log("%s w %s", p.id, e)
+		}
+		if p.peer != nil && s.peerEffect(p, e) {
+			continue
 		}
 		switch e.Op {
 		case OpTimer:
@@ -487,7 +463,7 @@ func (s *sim) electTick(p *proc) {
 	s.holder, s.holdInc, s.renewed, s.holderLT = p, p.inc, s.now, p.tm.lt
 	p.cEnd = p.local(s.now).Add(p.tm.lt - p.tm.lt/10)
 	p.c = NewCoordinator(CoordConfig{Shards: s.shards, FrequentInterval: p.tm.fi, LeaderTimeout: p.tm.lt,
-		Mark: fmt.Sprintf("%s.%d", p.id, s.seq)}, s.term) // s.seq: unique, as the executor's random mark is
+		Mark: fmt.Sprintf("%s.%d", p.id, s.seq), ListEvery: s.listEvery(p)}, s.term) // s.seq: unique, as the executor's random mark is
 	s.log("%s elected coordinator, term %d", p.id, s.term)
 	s.cdo(p, p.c, p.c.Tick(p.local(s.now)))
 }

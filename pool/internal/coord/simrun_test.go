@@ -8,11 +8,46 @@ import (
 	"time"
 )
 
+type event struct {
+	at   time.Duration
+	tie  uint64
+	seq  uint64
+	p    *proc
+	inc  int
+	what string
+	fn   func()
+}
+
+type evHeap []*event
+
+func (h evHeap) Len() int { return len(h) }
+func (h evHeap) Less(i, j int) bool {
+	a, b := h[i], h[j]
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.tie != b.tie {
+		return a.tie < b.tie
+	}
+	return a.seq < b.seq
+}
+func (h evHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *evHeap) Push(x any)   { *h = append(*h, x.(*event)) }
+func (h *evHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
 // run plays the seed's history and returns the hash of its ledger.
 func (s *sim) run() string {
 	end := s.cfg.faultFor + s.cfg.calmFor
 	s.at(s.dur(0, 2*s.cfg.faultEvery), nil, "fault", s.fault)
 	s.at(s.cfg.faultFor, nil, "calm", s.calmDown)
+	if s.cfg.peer {
+		s.at(s.dur(0, 2*s.cfg.faultEvery), nil, "peer fault", s.peerFault)
+	}
 	for len(s.q) > 0 {
 		if s.q[0].at > end {
 			break
@@ -58,6 +93,9 @@ func (s *sim) deliver(ev *event) bool {
 		}
 	}
 	ev.fn()
+	if ev.p != nil && ev.p.peer != nil {
+		s.peerFlush(ev.p) // the coordinator's loop answers the reports due (simpeer_test.go)
+	}
 	return true
 }
 
@@ -128,6 +166,9 @@ func (s *sim) calmDown() {
 			p.pauseTill = s.now
 		}
 		s.resume(p)
+		if p.peer != nil {
+			p.peer.calm()
+		}
 		switch {
 		case p.twin && p.up:
 			s.kill(p)

@@ -122,10 +122,16 @@ func TestGhostWhoseListedRenewalIsWrittenOverByATwinIsNotLedTwice(t *testing.T) 
 		s.hold(h)
 		s.log("attack: a listing showed the renewal; %s (coordinator) paused, the twin resumes", h.id)
 		s.release(tw)
-		for sameForm(o.etag) == renewal && s.now < ghostUntil {
+		for wait := s.now + 600*time.Millisecond; sameForm(o.etag) == renewal && s.now < wait; {
 			s.step(s.now + time.Millisecond)
 		}
 		s.release(h)
+		if sameForm(o.etag) == renewal {
+			// The twin's W1 saw V's session on the key and waits to
+			// see it renew (its duplicate check) before writing over.
+			t.Logf("seed %d: the twin did not write over the renewal within 600 ms", seed)
+			continue
+		}
 		s.log("attack: the twin wrote %s; %s resumes", o.etag, h.id)
 		reached++
 		first, last := s.overlap(v, 3*tm.lt, func() {})

@@ -50,6 +50,7 @@ type ghost struct {
 	session string
 	seq     uint64 // the highest write of it the coordinator read
 	until   time.Time
+	once    bool // its wait was moved once for a write listed beside another writer's
 	wait    time.Duration
 	holds   map[string]bool
 	all     bool
@@ -280,17 +281,34 @@ func (c *Coordinator) readGhosts(id string, k *key, s Session, ok, unread bool) 
 			if k.cur != nil && k.cur.session == g.session {
 				k.cur = nil
 			}
-		case unread && !(ok && !s.Closed && s.Session != g.session && !k.gone[s.Session]) && g.until.Before(k.listedAt.Add(g.wait)):
-			// A write listed that no read returned, and no live session
-			// of another process on the key since: it may have been a
-			// later write of the ghost's session, written over since.
-			// Wait a lease from its first sight.
+		case unread && g.until.Before(k.listedAt.Add(g.wait)) && c.mayExtend(g, k, ok && !s.Closed && s.Session != g.session && !k.gone[s.Session]):
+			// A write listed that no read returned: it may have been a
+			// later write of the ghost's session, written over since
+			// (by an operator, or a twin's new session). Wait a lease
+			// from its first sight.
 			g.until = k.listedAt.Add(g.wait)
 		case !k.getAt.Before(g.until):
 			g.done = true // no later write, by a read sent after its wait
 		}
 	}
 	return revived
+}
+
+// mayExtend reports whether ghost g's wait may be moved to a lease from
+// a write a listing showed on key k that no read returned (4.3). Where
+// the key shows a live session of another writer (other), or has one in
+// view, that writer's own renewals race the reads; a lease once is then
+// enough for one put-back of the ghost's last write: more need the
+// exception in 7.
+func (c *Coordinator) mayExtend(g *ghost, k *key, other bool) bool {
+	if !other && k.cur == nil {
+		return true
+	}
+	if g.once {
+		return false
+	}
+	g.once = true
+	return true
 }
 
 // newView takes in the live session s that a read of k showed, the

@@ -62,21 +62,28 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 // replaces it.
 func (c *Coordinator) unreadListed(k *key) {
 	for i := range c.ghosts {
-		if g := &c.ghosts[i]; c.keys[g.id] == k && !g.done && g.until.Before(k.listedAt.Add(g.wait)) {
+		if g := &c.ghosts[i]; c.keys[g.id] == k && !g.done && g.until.Before(k.listedAt.Add(g.wait)) && c.mayExtend(g, k, false) {
 			g.until = k.listedAt.Add(g.wait)
 		}
 	}
+}
+
+// haunted reports whether key k has a ghost whose wait runs: each write
+// a listing shows there is read, so that only a write that lands between
+// the listing and the read extends the wait (4.3).
+func (c *Coordinator) haunted(k *key) bool {
+	return slices.ContainsFunc(c.ghosts, func(g ghost) bool { return !g.done && c.keys[g.id] == k })
 }
 
 // entry takes in what a listing, or a worker's report, says of a key.
 func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
 	if e.Session != k.sight {
 		k.sight, k.seen, k.departed = e.Session, now, false
-		if k.listed != "" && k.cur == nil {
+		if k.listed != "" {
 			c.unreadListed(k) // a write listed, no read returned it, and now another
 		}
 		k.listed, k.listedAt = e.Session, now
-		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" {
+		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" || c.haunted(k) {
 			k.wantGet = true // new, vanished (its news listed), or owing this coordinator an acknowledgement
 		}
 	}

@@ -102,9 +102,12 @@ func Marshal(v any) []byte {
 }
 
 // ParseSession decodes a session object. A nil error needs the right
-// version and an ID that matches id.
+// version, an ID that matches id, and pages below era 2^32 (see
+// ParsePage).
 func ParseSession(data []byte, id string) (Session, error) {
-	return parse(data, "session", id, func(s Session) bool { return s.V == wireVersion && s.ID == id && s.TTL >= 0 })
+	return parse(data, "session", id, func(s Session) bool {
+		return s.V == wireVersion && s.ID == id && s.TTL >= 0 && s.Applied.Era < 1<<32 && s.Took.Era < 1<<32
+	})
 }
 
 // ParsePage decodes a page. A page of era 2^32 or above is refused: no

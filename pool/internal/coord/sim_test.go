@@ -379,10 +379,11 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 				}
 			}
 		case OpClosed, OpFail:
-			if e.Op == OpClosed && p.c != nil && !p.closing {
+			if p.c != nil && !p.closing {
 				// As the executor does: a coordinator whose worker has
-				// closed its session coordinates two more intervals, so
-				// that its shards go to the others, then resigns.
+				// closed its session (or failed, a duplicate ID)
+				// coordinates two more intervals, so that its shards go
+				// to the others, then resigns.
 				p.closing = true
 				inc := p.inc
 				s.atInc(s.now+2*p.tm.fi, p, inc, p.id+" resigns after its leave", func() {

@@ -50,7 +50,6 @@ type ghost struct {
 	session string
 	seq     uint64 // the highest write of it the coordinator read
 	until   time.Time
-	once    bool // its wait was moved once for a write listed beside another writer's
 	wait    time.Duration
 	holds   map[string]bool
 	all     bool
@@ -93,6 +92,7 @@ type key struct {
 	// has returned yet ("" when none).
 	listed   string
 	listedAt time.Time
+	unread   int    // listed ETags a later listing replaced before a read returned them
 	readTag  string // the ETag the last read of this era returned
 	readRaw  string // the same, in the store's form (etag.go)
 	// rnonce is the Nonce the latest report named, first at rAt, for the
@@ -169,6 +169,9 @@ func (c *Coordinator) Ready(now time.Time) bool {
 		if k.cur != nil && k.cur.took.Less(k.cur.need) {
 			return false
 		}
+		if k.cur == nil && (k.listed != "" || k.unread > 0) && (k.wantGet || k.getting) {
+			return false // a write listed on a key with no session in view, its read owed (4.3)
+		}
 	}
 	return true
 }
@@ -218,11 +221,19 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	c.note(id, etag, ok && s.Closed)
 	k.departed = ok && s.Closed
-	unread := k.listed != "" && k.listed != etag // a write listed that no read returned
-	k.listed = ""
+	// The writes listings showed that no read returned, since the last
+	// read: each may have been a ghost's renewal, written over since,
+	// unless the session the key shows, read before, wrote at least as
+	// many times between the two reads (4.3).
+	n := k.unread
+	if k.listed != "" && k.listed != etag {
+		n++
+	}
+	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
+	k.listed, k.unread = "", 0
 	listedAt := k.listedAt
 	revived := c.readGhosts(id, k, s, ok, unread)
-	if unread && k.cur == nil && !revived && !(ok && !s.Closed && !k.gone[s.Session]) {
+	if unread && !revived && !(ok && !s.Closed && k.cur != nil && s.Session == k.cur.session) {
 		// A write listed that no read returned, on a key with no live
 		// session this era knows, and the read shows none: it may have
 		// been the renewal of a session the era never read (hidden from
@@ -281,34 +292,18 @@ func (c *Coordinator) readGhosts(id string, k *key, s Session, ok, unread bool) 
 			if k.cur != nil && k.cur.session == g.session {
 				k.cur = nil
 			}
-		case unread && g.until.Before(k.listedAt.Add(g.wait)) && c.mayExtend(g, k, ok && !s.Closed && s.Session != g.session && !k.gone[s.Session]):
-			// A write listed that no read returned: it may have been a
-			// later write of the ghost's session, written over since
-			// (by an operator, or a twin's new session). Wait a lease
-			// from its first sight.
+		case unread && g.until.Before(k.listedAt.Add(g.wait)):
+			// A write listed that no read returned, and that the session
+			// the key shows cannot account for: it may have been a later
+			// write of the ghost's session, written over since (by an
+			// operator, or a twin's new session). Wait a lease from its
+			// first sight.
 			g.until = k.listedAt.Add(g.wait)
 		case !k.getAt.Before(g.until):
 			g.done = true // no later write, by a read sent after its wait
 		}
 	}
 	return revived
-}
-
-// mayExtend reports whether ghost g's wait may be moved to a lease from
-// a write a listing showed on key k that no read returned (4.3). Where
-// the key shows a live session of another writer (other), or has one in
-// view, that writer's own renewals race the reads; a lease once is then
-// enough for one put-back of the ghost's last write: more need the
-// exception in 7.
-func (c *Coordinator) mayExtend(g *ghost, k *key, other bool) bool {
-	if !other && k.cur == nil {
-		return true
-	}
-	if g.once {
-		return false
-	}
-	g.once = true
-	return true
 }
 
 // newView takes in the live session s that a read of k showed, the

@@ -57,17 +57,6 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 	return c.after(now, nil)
 }
 
-// unreadListed applies 4.3's last rule to k's ghosts for the write its
-// last listing showed that no read returned, before a later listing
-// replaces it.
-func (c *Coordinator) unreadListed(k *key) {
-	for i := range c.ghosts {
-		if g := &c.ghosts[i]; c.keys[g.id] == k && !g.done && g.until.Before(k.listedAt.Add(g.wait)) && c.mayExtend(g, k, false) {
-			g.until = k.listedAt.Add(g.wait)
-		}
-	}
-}
-
 // haunted reports whether key k has a ghost whose wait runs: each write
 // a listing shows there is read, so that only a write that lands between
 // the listing and the read extends the wait (4.3).
@@ -80,7 +69,7 @@ func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
 	if e.Session != k.sight {
 		k.sight, k.seen, k.departed = e.Session, now, false
 		if k.listed != "" {
-			c.unreadListed(k) // a write listed, no read returned it, and now another
+			k.unread++ // a write listed, no read returned it, and now another
 		}
 		k.listed, k.listedAt = e.Session, now
 		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" || c.haunted(k) {

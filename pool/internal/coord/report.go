@@ -25,8 +25,8 @@ func (c *Coordinator) Reported(now time.Time, id string, e Entry) []Effect {
 		// that write, with that Nonce, makes it count (SessionRead).
 		k.rnonce, k.rtag, k.rAt = e.Nonce, e.Session, now
 	}
-	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0) {
-		k.wantGet = true // new, or owing this coordinator an acknowledgement
+	if e.Session != k.sight && (k.cur == nil || len(k.page.hist) > 0 || c.haunted(k)) {
+		k.wantGet = true // new, owing this coordinator an acknowledgement, or a ghost's key
 	}
 	if e.News != k.news {
 		k.news = e.News // news is only ever a hint to read

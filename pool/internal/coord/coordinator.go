@@ -231,16 +231,16 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	}
 	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
 	k.listed, k.unread = "", 0
-	listedAt := k.listedAt
-	revived := c.readGhosts(id, k, s, ok, unread)
+	revived := c.readGhosts(now, id, k, s, ok, unread)
 	if unread && !revived && !(ok && !s.Closed && k.cur != nil && s.Session == k.cur.session) {
-		// A write listed that no read returned, on a key with no live
-		// session this era knows, and the read shows none: it may have
-		// been the renewal of a session the era never read (hidden from
-		// its start, its last write put back), written over since. Every
-		// shard is held for the longest lease from that listing.
+		// A write listed that no read returned, and the read does not
+		// show the session in view going on: it may have been the
+		// renewal of a session the era never read (hidden from its
+		// start, its last write put back), written over since, maybe
+		// after renewing again. Every shard is held for the longest
+		// lease from this read's return.
 		w := max(c.lmax, time.Duration(c.maxTTL)*time.Millisecond)
-		c.ghosts = append(c.ghosts, ghost{id: id, until: listedAt.Add(w), wait: w, holds: map[string]bool{}, all: true})
+		c.ghosts = append(c.ghosts, ghost{id: id, until: now.Add(w), wait: w, holds: map[string]bool{}, all: true})
 	}
 	switch {
 	case ok && k.cur != nil && s.Session == k.cur.session:
@@ -277,7 +277,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 // readGhosts takes in what a read of key id showed (s, if ok) for its
 // ghosts (4.3), and reports whether it revived one: a later write of the
 // ghost's session. unread: a listing showed a write that no read returned.
-func (c *Coordinator) readGhosts(id string, k *key, s Session, ok, unread bool) (revived bool) {
+func (c *Coordinator) readGhosts(now time.Time, id string, k *key, s Session, ok, unread bool) (revived bool) {
 	for i := range c.ghosts {
 		g := &c.ghosts[i]
 		switch {
@@ -292,13 +292,14 @@ func (c *Coordinator) readGhosts(id string, k *key, s Session, ok, unread bool) 
 			if k.cur != nil && k.cur.session == g.session {
 				k.cur = nil
 			}
-		case unread && g.until.Before(k.listedAt.Add(g.wait)):
+		case unread && g.until.Before(now.Add(g.wait)):
 			// A write listed that no read returned, and that the session
 			// the key shows cannot account for: it may have been a later
 			// write of the ghost's session, written over since (by an
-			// operator, or a twin's new session). Wait a lease from its
-			// first sight.
-			g.until = k.listedAt.Add(g.wait)
+			// operator, or a twin's new session), and the ghost may have
+			// renewed again over it before this read. Wait a lease from
+			// this read's return: every such write landed before it.
+			g.until = now.Add(g.wait)
 		case !k.getAt.Before(g.until):
 			g.done = true // no later write, by a read sent after its wait
 		}

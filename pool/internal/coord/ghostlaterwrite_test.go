@@ -1,5 +1,3 @@
-//go:build pending
-
 package coord
 
 import (

@@ -230,7 +230,11 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		n++
 	}
 	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
-	k.listed, k.unread = "", 0
+	if k.getAt.Before(k.listedAt) && k.listed != etag {
+		k.wantGet = true // sent before the listing: it cannot answer for its write; read again
+	} else {
+		k.listed, k.unread = "", 0
+	}
 	revived := c.readGhosts(now, id, k, s, ok, unread)
 	if unread && !revived && !(ok && !s.Closed && k.cur != nil && s.Session == k.cur.session) {
 		// A write listed that no read returned, and the read does not

@@ -249,12 +249,18 @@ func (c *Coordinator) write(id string, k *key, shards map[string]uint64, soon bo
 			p.Homes[s] = h
 		}
 	}
+	return append(fx, Effect{Op: OpPutPage, Key: id, Data: pageData(p), IfMatch: k.page.etag, Ver: ver})
+}
+
+// pageData encodes page p, leaving its Homes out if the page would not
+// fit an object with them: a hint only, the page's shards come first.
+func pageData(p Page) []byte {
 	data := Marshal(p)
 	if len(data) > store.MaxObjectSize {
-		p.Homes = nil // a hint only: the page's shards come first
+		p.Homes = nil
 		data = Marshal(p)
 	}
-	return append(fx, Effect{Op: OpPutPage, Key: id, Data: data, IfMatch: k.page.etag, Ver: ver})
+	return data
 }
 
 // SetShards changes the shards the pool runs.

@@ -106,9 +106,7 @@ func TestSessionPutBackToItsLastWriteIsNotLedTwice(t *testing.T) {
 	o := s.store[key]
 	data, etag := o.data, o.etag
 	s.log("attack: delete %s (ETag %s), %s paused for 1.5 s", key, etag, v.id)
-	s.etags++
-	o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
-	o.hist = append(o.hist, nil)
+	s.deleteKey(key)
 	v.pauseTill = s.now + 1500*time.Millisecond
 	c := s.holder.c
 	ghosted := false
@@ -123,8 +121,7 @@ func TestSessionPutBackToItsLastWriteIsNotLedTwice(t *testing.T) {
 		t.Fatalf("the coordinator did not read the absence while %s was paused", v.id)
 	}
 	// S3: the restored version has the same body, hence the same ETag.
-	o.data, o.etag = data, etag
-	o.hist = append(o.hist, data)
+	s.restore(o, data, etag)
 	s.log("attack: put back %s with its ETag %s", key, etag)
 	n, first := s.probe(20 * time.Second)
 	reportOverlaps(t, s, n, first)

@@ -103,17 +103,9 @@ func TestLeavingWorkerDoesNotHoldBackANewErasGrants(t *testing.T) {
 	for _, slow := range []time.Duration{100 * time.Millisecond, 60 * time.Second} {
 		t.Run(fmt.Sprint("drain=", slow), func(t *testing.T) {
 			const fi, lt = time.Second, 3 * time.Second
-			shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-			h := newScript(t, fi, lt, shards)
-			drain := func(string, error) time.Duration { return 100 * time.Millisecond }
-			for i := range 3 {
-				h.addWorker(fmt.Sprintf("w%d", i), drain)
-			}
+			h := threeWorkers(t, fi, lt)
 			h.elect(1)
-			h.run(10 * time.Second)
-			if n := len(h.led()); n != 6 {
-				t.Fatalf("10 s: %d shards led; want 6 (the schedule does not hold)", n)
-			}
+			h.runUntilLed(t, 10*time.Second)
 			w0, w1 := h.ws["w0"], h.ws["w1"]
 			w1.drain = func(string, error) time.Duration { return slow }
 			h.wdo(w1, w1.w.Leave(h.local()))

@@ -1,7 +1,6 @@
 package coord
 
 import (
-	"container/heap"
 	"flag"
 	"testing"
 	"time"
@@ -43,161 +42,59 @@ var ghostHold = flag.Duration("ghost.hold", 1200*time.Millisecond, "how long Tes
 var ghostSlowLists = flag.Bool("ghost.slowlists", true, "TestGhostRenewalAfterItsListedRenewalIsNotForgotten holds the coordinator's listings in flight with the read")
 
 func TestGhostRenewalAfterItsListedRenewalIsNotForgotten(t *testing.T) {
-	maxHold := *ghostHold
-	reached, overlapped := 0, 0
+	var ta tally
 	for seed := uint64(1); seed <= 24; seed++ {
-		s := calmSim(t, seed, 3, 6)
-		tm := attackTiming
-		v := s.victim()
-		if v == nil {
-			t.Fatalf("seed %d: no victim", seed)
-		}
-		h := s.holder
-		c := h.c
-		key := "workers/" + v.id
-		o := s.store[key]
-		k := c.keys[v.id]
-		prev := o.etag
-		for s.now < 90*time.Second {
-			s.step(s.now + time.Millisecond)
-			if o.etag == prev || o.etag != v.w.etag || v.w.inflight != nil {
-				continue
-			}
-			prev = o.etag
-			if d := h.realAt(c.nextLst) - s.now; !c.listing && d >= 200*time.Millisecond && d <= 300*time.Millisecond {
-				break
-			}
-		}
-		if o.etag != v.w.etag || v.w.inflight != nil {
+		a := newAttack(t, seed, 3, 6)
+		tm, v, h, c, o, k := attackTiming, a.v, a.h, a.c, a.o, a.k
+		// 1. V paused just before a listing; a twin over its write; a
+		// ghost.
+		tw := a.twinGhost()
+		if tw == nil {
 			continue
 		}
-		s.hold(v)
-		data, etag := o.data, o.etag
-		sess := v.w.sess
-		leaseEnd := s.leaseEnd(v)
-		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
-		s.procs = append(s.procs, tw)
-		s.start(tw)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		s.hold(tw)
-		ghostOf := func() *ghost {
-			for i := range c.ghosts {
-				if g := &c.ghosts[i]; g.id == v.id && g.session == sess && !g.done {
-					return g
-				}
-			}
-			return nil
-		}
-		for ghostOf() == nil && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if ghostOf() == nil || k.cur == nil || s.now > leaseEnd-200*time.Millisecond {
+		if a.ghost(false) == nil || k.cur == nil || a.now > a.lease-200*time.Millisecond {
 			t.Logf("seed %d: no ghost early in V's lease", seed)
 			continue
 		}
 		// 2. One put-back; V renews on it.
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
-		s.log("attack: %s put back to %s; %s resumes", key, etag, v.id)
-		s.release(v)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if o.etag == etag {
+		a.restore(o, a.data, a.etag)
+		a.log("attack: %s put back to %s; %s resumes", a.key, a.etag, v.id)
+		a.release(v)
+		if !a.stepUntil(a.lease, func() bool { return o.etag != a.etag }) {
 			t.Logf("seed %d: V did not renew on its key put back", seed)
 			continue
 		}
 		e1 := sameForm(o.etag)
-		for !(k.listed == e1 && k.getting) && sameForm(o.etag) == e1 && k.readTag != e1 && s.now < leaseEnd+3*tm.lt {
-			s.step(s.now + time.Millisecond)
-		}
+		a.stepUntil(a.lease+3*tm.lt, func() bool { return k.listed == e1 && k.getting || sameForm(o.etag) != e1 || k.readTag == e1 })
 		if !(k.listed == e1 && k.getting) || sameForm(o.etag) != e1 {
 			t.Logf("seed %d: the renewal was not listed before V renewed again, or read", seed)
 			continue
 		}
-		listedAt := s.now
-		s.log("attack: E1 %s listed at %.3fs", e1, s.now.Seconds())
-		var read *event
-		for _, e := range s.q {
-			if e.what == "get "+key+" lands" && e.p == nil {
-				read = e
-			}
-		}
+		listedAt := a.now
+		a.log("attack: E1 %s listed at %.3fs", e1, a.now.Seconds())
+		read := a.inFlight("get "+a.key+" lands", nil)
 		if read == nil {
 			t.Logf("seed %d: no read of the listed renewal in flight", seed)
 			continue
 		}
-		read.at = s.now + time.Hour
-		heap.Init(&s.q)
+		a.delay(read, time.Hour)
 		// 3. V renews on, until just before the read lands; then it is cut
 		// off (its lease runs on) and the twin restarts over its last
 		// renewal.
-		var lists []*event // the coordinator's listings meanwhile, held in flight too
-		holdLists := func() {
-			for _, e := range s.q {
-				if e.what == "list lands" && e.at < s.now+time.Minute {
-					e.at = s.now + time.Hour
-					lists = append(lists, e)
-					heap.Init(&s.q)
-				}
-			}
-		}
-		for s.now < listedAt+maxHold-250*time.Millisecond {
-			s.step(s.now + time.Millisecond)
-			if *ghostSlowLists {
-				holdLists()
-			}
-		}
-		for v.w.inflight != nil && s.now < listedAt+maxHold {
-			s.step(s.now + time.Millisecond)
-		}
-		if sameForm(o.etag) == e1 || o.etag != v.w.etag {
-			t.Logf("seed %d: V did not renew again in time", seed)
+		renewedBy, short := a.renewThenTwinOver(tw, read, e1, listedAt, *ghostHold, *ghostSlowLists)
+		if short != "" {
+			t.Logf("seed %d: %s", seed, short)
 			continue
 		}
-		e2sent := s.now // an upper bound: V's last renewal had landed by now
-		v.cutTill = s.now + time.Hour
-		s.kill(tw)
-		s.release(tw)
-		s.start(tw)
-		e2 := o.etag
-		for o.etag == e2 && s.now < listedAt+maxHold {
-			s.step(s.now + time.Millisecond)
-			if *ghostSlowLists {
-				holdLists()
-			}
-		}
-		if o.etag == e2 {
-			t.Logf("seed %d: the twin did not write over V's renewal in time", seed)
-			continue
-		}
-		held := s.now - listedAt
-		read.at = s.now + time.Millisecond
-		for _, e := range lists {
-			e.at = s.now + 2*time.Millisecond
-		}
-		heap.Init(&s.q)
-		s.log("attack: read of %s held %v; V's last renewal %s landed by %v after the listing; twin wrote %s", key, held, e2, e2sent-listedAt, o.etag)
-		reached++
-		first, last := s.overlap(v, 3*tm.lt, func() {})
+		held := a.now - listedAt
+		a.log("attack: read of %s held %v; V's last renewal landed by %v after the listing; twin wrote %s", a.key, held, renewedBy-listedAt, o.etag)
+		first, last := a.overlap(v, 3*tm.lt, func() {})
 		if h.c != c {
-			reached--
 			continue
 		}
-		t.Logf("seed %d: read held %v; V's last renewal by %v after the listing; V's lease till %.3fs; first overlap %.3fs", seed, held, e2sent-listedAt, s.leaseEnd(v).Seconds(), first.Seconds())
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
-			}
-			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (one put-back; a renewal after its listed one, written over before the slow read); the simulation's own check: %v",
-				seed, v.id, first.Seconds(), last.Seconds(), s.fails)
-		}
+		ta.reached++
+		t.Logf("seed %d: read held %v; V's last renewal by %v after the listing; V's lease till %.3fs; first overlap %.3fs", seed, held, renewedBy-listedAt, a.leaseEnd(v).Seconds(), first.Seconds())
+		ta.judge(t, a.sim, seed, v, first, last, "one put-back; a renewal after its listed one, written over before the slow read")
 	}
-	if reached == 0 {
-		t.Fatalf("no seed reached the twin's write over the second renewal: the schedule does not test the rule")
-	}
-	t.Logf("%d seeds reached it; %d led a shard twice", reached, overlapped)
+	ta.end(t, "the twin's write over the second renewal")
 }

@@ -43,111 +43,66 @@ import (
 // renewals); a seed whose coordinator reads the renewal (reviving the
 // ghost) before a listing shows it does not reach step 4.
 func TestGhostWhoseListedRenewalIsWrittenOverByAnOldSessionIsNotLedTwice(t *testing.T) {
-	reached, overlapped := 0, 0
+	var ta tally
 	for seed := uint64(1); seed <= 12; seed++ {
-		s := calmSim(t, seed, 3, 6)
-		tm := attackTiming
-		v := s.victim()
-		if v == nil {
-			t.Fatalf("seed %d: no victim", seed)
-		}
-		key := "workers/" + v.id
-		o := s.store[key]
+		a := newAttack(t, seed, 3, 6)
+		tm, v, o := attackTiming, a.v, a.o
 		// 1. A first session of V, over, its last write kept.
 		s1Data, s1Tag := o.data, o.etag
-		s.log("attack: %s killed and started again (S1's last write %s)", v.id, s1Tag)
-		s.kill(v)
-		s.start(v)
-		if _, ok := s.waitFor(10*tm.lt, s.balanced); !ok {
+		a.log("attack: %s killed and started again (S1's last write %s)", v.id, s1Tag)
+		a.kill(v)
+		a.start(v)
+		if _, ok := a.waitFor(10*tm.lt, a.balanced); !ok {
 			t.Fatalf("seed %d: not balanced after %s restarted", seed, v.id)
 		}
-		s.step(s.now + 2*tm.lt)
-		h := s.holder
-		if h == nil || h == v || h.c == nil || len(v.ls) == 0 {
+		a.step(a.now + 2*tm.lt)
+		a.h = a.holder
+		if a.h == nil || a.h == v || a.h.c == nil || len(v.ls) == 0 {
 			t.Logf("seed %d: %s coordinates or leads nothing", seed, v.id)
 			continue
 		}
-		c := h.c
+		a.c = a.h.c
+		a.k = a.c.keys[v.id]
 		s1, _ := ParseSession(s1Data, v.id)
-		if !c.keys[v.id].gone[s1.Session] {
+		if !a.k.gone[s1.Session] {
 			t.Logf("seed %d: the era did not see S1 end", seed)
 			continue
 		}
 		// 2. V paused right after a write; its key deleted; the
 		// coordinator reads the absence: a ghost.
-		k := c.keys[v.id]
-		for !(k.cur != nil && k.cur.session == v.w.sess && k.cur.seq == v.w.seq && k.readTag == o.etag && o.etag == v.w.etag && v.w.inflight == nil) {
-			s.step(s.now + time.Millisecond)
-		}
-		s.hold(v)
-		data, etag := o.data, o.etag
-		leaseEnd := s.leaseEnd(v)
-		s.etags++
-		o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
-		o.hist = append(o.hist, nil)
-		s.log("attack: %s paused, %s deleted (was %s)", v.id, key, etag)
-		ghostOf := func() *ghost {
-			for i := range c.ghosts {
-				if g := &c.ghosts[i]; g.id == v.id && !g.done {
-					return g
-				}
-			}
-			return nil
-		}
-		for ghostOf() == nil && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		g := ghostOf()
-		if g == nil || s.now > leaseEnd-400*time.Millisecond {
+		a.keepOnceRead()
+		a.deleteKey(a.key)
+		a.log("attack: %s paused, %s deleted (was %s)", v.id, a.key, a.etag)
+		if !a.stepUntil(a.lease, func() bool { return a.ghost(true) != nil }) || a.now > a.lease-400*time.Millisecond {
 			t.Logf("seed %d: no ghost early enough in V's lease", seed)
-			s.release(v)
+			a.release(v)
 			continue
 		}
-		ghostUntil := h.realAt(g.until)
+		ghostUntil := a.h.realAt(a.ghost(true).until)
 		// 3. S2's last write put back; V resumes shortly before its lease
 		// ends and renews; once that lands, V is cut off the store.
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
-		s.log("attack: %s put back to %s (ghost waits till %.3fs)", key, etag, ghostUntil.Seconds())
-		s.step(leaseEnd - 60*time.Millisecond)
-		s.release(v)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if o.etag == etag {
+		a.restore(o, a.data, a.etag)
+		a.log("attack: %s put back to %s (ghost waits till %.3fs)", a.key, a.etag, ghostUntil.Seconds())
+		renewal := a.renewOnPutBack(a.lease - 60*time.Millisecond)
+		if renewal == "" {
 			t.Fatalf("seed %d: %s did not renew on its key put back", seed, v.id)
 		}
-		renewal := sameForm(o.etag)
-		v.cutTill = s.now + time.Hour
-		s.log("attack: %s renewed (%s); cut off the store", v.id, o.etag)
 		// 4. Once a listing shows the renewal, before the read it asks
 		// for lands, S1's last write is restored.
-		for k.listed != renewal && ghostOf() != nil && k.readTag != renewal && s.now < ghostUntil {
-			s.step(s.now + time.Millisecond)
-		}
+		k := a.k
+		a.stepUntil(ghostUntil, func() bool { return k.listed == renewal || a.ghost(true) == nil || k.readTag == renewal })
 		if k.listed != renewal || k.readTag == renewal {
 			t.Logf("seed %d: the renewal was read, or not listed, before the ghost's wait ended", seed)
 			continue
 		}
-		o.data, o.etag = s1Data, s1Tag
-		o.hist = append(o.hist, s1Data)
-		s.log("attack: %s restored to S1's last write (%s)", key, s1Tag)
-		reached++
-		first, last := s.overlap(v, 3*tm.lt, func() {})
-		if h.c != c {
+		a.restore(o, s1Data, s1Tag)
+		a.log("attack: %s restored to S1's last write (%s)", a.key, s1Tag)
+		ta.reached++
+		first, last := a.overlap(v, 3*tm.lt, func() {})
+		if a.h.c != a.c {
 			t.Fatalf("seed %d: the coordinator lost its election: the schedule does not test the rule", seed)
 		}
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
-			}
-			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (ghost's wait till %.3fs, the renewal listed, then S1 restored); the simulation's own check: %v",
-				seed, v.id, first.Seconds(), last.Seconds(), ghostUntil.Seconds(), s.fails)
-		}
+		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("ghost's wait till %.3fs, the renewal listed, then S1 restored", ghostUntil.Seconds()))
 	}
-	if reached == 0 {
-		t.Fatalf("no seed reached the restore: the schedule does not test the rule")
-	}
-	t.Logf("%d seeds reached the restore; %d led a shard twice", reached, overlapped)
+	ta.end(t, "the restore")
 }

@@ -1,7 +1,7 @@
 package coord
 
 import (
-	"container/heap"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -42,188 +42,89 @@ import (
 // ghost ended at the race's wait and V's shards were granted (to A2)
 // while V led them: 2 of 6 seeds reaching step 4 overlapped.
 func TestGhostWaitMovedByItsTwinsRacingRenewalStillCountsItsListedRenewal(t *testing.T) {
-	reached, overlapped := 0, 0
+	var ta tally
 	for seed := uint64(1); seed <= 24; seed++ {
-		s := calmSim(t, seed, 3, 6)
-		tm := attackTiming
-		v := s.victim()
-		if v == nil {
-			t.Fatalf("seed %d: no victim", seed)
-		}
-		h := s.holder
-		c := h.c
-		key := "workers/" + v.id
-		o := s.store[key]
-		k := c.keys[v.id]
+		a := newAttack(t, seed, 3, 6)
+		tm, v, h, c, o, k := attackTiming, a.v, a.h, a.c, a.o, a.k
 		// 1. V paused right after a write lands, 200-300 ms before the
 		// coordinator's next listing, so that the ghost is made early in
-		// V's lease.
-		prev := o.etag
-		for s.now < 90*time.Second {
-			s.step(s.now + time.Millisecond)
-			if o.etag == prev || o.etag != v.w.etag || v.w.inflight != nil {
-				continue
-			}
-			prev = o.etag
-			if d := h.realAt(c.nextLst) - s.now; !c.listing && d >= 200*time.Millisecond && d <= 300*time.Millisecond {
-				break
-			}
-		}
-		if o.etag != v.w.etag || v.w.inflight != nil {
+		// V's lease; a twin opens a session over it.
+		tw := a.twinGhost()
+		if tw == nil {
 			t.Logf("seed %d: V's writes never fell just before a listing", seed)
 			continue
 		}
-		s.hold(v)
-		data, etag := o.data, o.etag
-		sess := v.w.sess
-		leaseEnd := s.leaseEnd(v)
-		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
-		s.procs = append(s.procs, tw)
-		s.log("attack: %s paused after %s (lease till %.3fs); a twin of its ID starts", v.id, etag, leaseEnd.Seconds())
-		s.start(tw)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		s.hold(tw) // its renewals wait for the race below
-		ghostOf := func() *ghost {
-			for i := range c.ghosts {
-				if g := &c.ghosts[i]; g.id == v.id && g.session == sess && !g.done {
-					return g
-				}
-			}
-			return nil
-		}
-		for ghostOf() == nil && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		g := ghostOf()
-		if g == nil || k.cur == nil {
+		if a.ghost(false) == nil || k.cur == nil {
 			t.Logf("seed %d: no ghost in V's lease", seed)
 			continue
 		}
-		listLanded := func() bool {
-			if !c.listing {
-				return false
-			}
-			for _, e := range s.q {
-				if e.what == "list lands" {
-					return false
-				}
-			}
-			return true
-		}
 		// 2. The innocent race: T's own renewal lands between a listing
 		// and the read it asks for.
-		var slow time.Duration
-		raced := false
-		if !raced {
-			// T renews; the next listing shows that write, and the read
-			// it asks for is slow (as one call in 30 is in the
-			// simulation, 100-1,200 ms): T's next renewal lands first.
-			s.release(tw)
-			for sameForm(o.etag) == k.readTag && s.now < leaseEnd {
-				s.step(s.now + time.Millisecond)
-			}
-			s.hold(tw)
-			listedTag := sameForm(o.etag)
-			for !(k.listed == listedTag && k.getting) && s.now < leaseEnd {
-				s.step(s.now + time.Millisecond)
-			}
-			var read *event
-			for _, e := range s.q {
-				if e.what == "get "+key+" lands" && e.p == nil {
-					read = e
-				}
-			}
-			if read == nil {
-				t.Logf("seed %d: no read of the listed write in flight", seed)
-				continue
-			}
-			sent := s.now
-			read.at = s.now + time.Hour
-			heap.Init(&s.q)
-			s.release(tw)
-			for sameForm(o.etag) == listedTag && s.now < leaseEnd {
-				s.step(s.now + time.Millisecond)
-			}
-			s.hold(tw)
-			read.at = s.now + time.Millisecond
-			heap.Init(&s.q)
-			s.log("attack: a listing showed the twin's %s; its read landed %v later, after the twin's renewal %s", listedTag, s.now-sent, o.etag)
-			slow = s.now - sent
-			if s.now-sent > 1200*time.Millisecond {
-				t.Logf("seed %d: the read would have to be slower than the simulation's slowest call (%v)", seed, s.now-sent)
-				continue
-			}
-			for k.readTag != sameForm(o.etag) && s.now < leaseEnd {
-				s.step(s.now + time.Millisecond)
-			}
-			raced = k.readTag == sameForm(o.etag) && k.readTag != listedTag
+		a.release(tw)
+		a.stepUntil(a.lease, func() bool { return sameForm(o.etag) != k.readTag })
+		a.hold(tw)
+		listedTag := sameForm(o.etag)
+		a.stepUntil(a.lease, func() bool { return k.listed == listedTag && k.getting })
+		read := a.inFlight("get "+a.key+" lands", nil)
+		if read == nil {
+			t.Logf("seed %d: no read of the listed write in flight", seed)
+			continue
 		}
-		g = ghostOf()
-		if g == nil || !raced || s.now > leaseEnd-300*time.Millisecond {
+		sent := a.now
+		a.delay(read, time.Hour)
+		a.release(tw)
+		a.stepUntil(a.lease, func() bool { return sameForm(o.etag) != listedTag })
+		a.hold(tw)
+		a.delay(read, time.Millisecond)
+		slow := a.now - sent
+		a.log("attack: a listing showed the twin's %s; its read landed %v later, after the twin's renewal %s", listedTag, slow, o.etag)
+		if slow > 1200*time.Millisecond {
+			t.Logf("seed %d: the read would have to be slower than the simulation's slowest call (%v)", seed, slow)
+			continue
+		}
+		a.stepUntil(a.lease, func() bool { return k.readTag == sameForm(o.etag) })
+		raced := k.readTag == sameForm(o.etag) && k.readTag != listedTag
+		g := a.ghost(false)
+		if g == nil || !raced || a.now > a.lease-300*time.Millisecond {
 			t.Logf("seed %d: no race early enough in V's lease", seed)
 			continue
 		}
 		ghostUntil := h.realAt(g.until)
 		twinSess := k.cur.session
 		// 3. One put-back of S's last write; V renews on it.
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
-		s.log("attack: twin paused (its session %s); %s put back to %s (ghost waits till %.3fs)", twinSess, key, etag, ghostUntil.Seconds())
-		s.step(leaseEnd - 60*time.Millisecond)
-		s.release(v)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if o.etag == etag {
+		a.restore(o, a.data, a.etag)
+		a.log("attack: twin paused (its session %s); %s put back to %s (ghost waits till %.3fs)", twinSess, a.key, a.etag, ghostUntil.Seconds())
+		renewal := a.renewOnPutBack(a.lease - 60*time.Millisecond)
+		if renewal == "" {
 			t.Fatalf("seed %d: %s did not renew on its key put back", seed, v.id)
 		}
-		renewal := sameForm(o.etag)
-		v.cutTill = s.now + time.Hour
-		s.log("attack: %s renewed (%s); cut off the store", v.id, o.etag)
 		// 4. A listing shows the renewal; the twin writes over it before
 		// the coordinator reads.
-		for !listLanded() && k.readTag != renewal && ghostOf() != nil && s.now < ghostUntil+3*tm.lt {
-			s.step(s.now + time.Millisecond)
-		}
-		if !listLanded() || k.readTag == renewal || sameForm(o.etag) != renewal {
+		a.stepUntil(ghostUntil+3*tm.lt, func() bool { return a.listLanded(c) || k.readTag == renewal || a.ghost(false) == nil })
+		if !a.listLanded(c) || k.readTag == renewal || sameForm(o.etag) != renewal {
 			t.Logf("seed %d: the renewal was read, or not listed, before the ghost's wait ended", seed)
 			continue
 		}
-		s.hold(h)
-		s.log("attack: a listing showed the renewal; %s (coordinator) paused, the twin restarts", h.id)
-		s.kill(tw) // the twin's process restarts (its supervisor): W1 writes over what the key holds
-		s.release(tw)
-		s.start(tw)
-		for wait := s.now + 600*time.Millisecond; sameForm(o.etag) == renewal && s.now < wait; {
-			s.step(s.now + time.Millisecond)
-		}
-		s.release(h)
+		a.hold(h)
+		a.log("attack: a listing showed the renewal; %s (coordinator) paused, the twin restarts", h.id)
+		a.kill(tw) // the twin's process restarts (its supervisor): W1 writes over what the key holds
+		a.release(tw)
+		a.start(tw)
+		a.stepUntil(a.now+600*time.Millisecond, func() bool { return sameForm(o.etag) != renewal })
+		a.release(h)
 		if sameForm(o.etag) == renewal {
 			t.Logf("seed %d: the twin did not write over the renewal within 600 ms", seed)
 			continue
 		}
-		s.log("attack: the twin wrote %s; %s resumes", o.etag, h.id)
-		reached++
-		first, last := s.overlap(v, 3*tm.lt, func() {})
-		t.Logf("seed %d: the read raced for %v; V's renewal gives it a lease till %.3fs; the ghost's wait ends %.3fs", seed, slow, s.leaseEnd(v).Seconds(), ghostUntil.Seconds())
+		a.log("attack: the twin wrote %s; %s resumes", o.etag, h.id)
+		first, last := a.overlap(v, 3*tm.lt, func() {})
+		t.Logf("seed %d: the read raced for %v; V's renewal gives it a lease till %.3fs; the ghost's wait ends %.3fs", seed, slow, a.leaseEnd(v).Seconds(), ghostUntil.Seconds())
 		if h.c != c {
 			t.Logf("seed %d: the coordinator lost its election", seed)
-			reached--
 			continue
 		}
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
-			}
-			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (one put-back after its twin's racing renewal; the ghost's wait till %.3fs); the simulation's own check: %v",
-				seed, v.id, first.Seconds(), last.Seconds(), ghostUntil.Seconds(), s.fails)
-		}
+		ta.reached++
+		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("one put-back after its twin's racing renewal; the ghost's wait till %.3fs", ghostUntil.Seconds()))
 	}
-	if reached == 0 {
-		t.Fatalf("no seed reached the twin's new session after the race: the schedule does not test the rule")
-	}
-	t.Logf("%d seeds reached the twin's new session after the race; %d led a shard twice", reached, overlapped)
+	ta.end(t, "the twin's new session after the race")
 }

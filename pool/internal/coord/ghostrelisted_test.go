@@ -2,7 +2,6 @@ package coord
 
 import (
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -35,17 +34,9 @@ import (
 //     the session above seq n, and no listed ETag left unread.
 func TestGhostWhoseListedRenewalIsListedOverBeforeAReadIsNotLedTwice(t *testing.T) {
 	const fi, lt = time.Second, 3 * time.Second
-	shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-	h := newScript(t, fi, lt, shards)
-	drain := func(string, error) time.Duration { return 100 * time.Millisecond }
-	for i := range 3 {
-		h.addWorker(fmt.Sprintf("w%d", i), drain)
-	}
+	h := threeWorkers(t, fi, lt)
 	h.elect(1)
-	h.run(15 * time.Second)
-	if n := len(h.led()); n != 6 {
-		t.Fatalf("15 s: %d shards led; want 6 (the schedule does not hold)", n)
-	}
+	h.runUntilLed(t, 15*time.Second)
 	c, v, key := h.c, h.ws["w1"], "workers/w1"
 	writes := map[uint64]r6obj{} // v's writes by seq, as they land
 	step := func() {

@@ -1,7 +1,6 @@
 package coord
 
 import (
-	"container/heap"
 	"testing"
 	"time"
 )
@@ -31,184 +30,78 @@ import (
 //     cut off (lease runs on); T restarts: A2 over V's last renewal;
 //  6. the read and the listings land: all show A2.
 func TestGhostRenewalAfterAStaleReadOfItsListedRenewalIsNotForgotten(t *testing.T) {
-	maxHold := *ghostHold
-	reached, overlapped := 0, 0
+	var ta tally
 	for seed := uint64(1); seed <= 40; seed++ {
-		s := calmSim(t, seed, 3, 6)
-		tm := attackTiming
-		v := s.victim()
-		if v == nil {
-			t.Fatalf("seed %d: no victim", seed)
-		}
-		h := s.holder
-		c := h.c
-		key := "workers/" + v.id
-		o := s.store[key]
-		k := c.keys[v.id]
-		prev := o.etag
-		for s.now < 90*time.Second {
-			s.step(s.now + time.Millisecond)
-			if o.etag == prev || o.etag != v.w.etag || v.w.inflight != nil {
-				continue
-			}
-			prev = o.etag
-			if d := h.realAt(c.nextLst) - s.now; !c.listing && d >= 200*time.Millisecond && d <= 300*time.Millisecond {
-				break
-			}
-		}
-		if o.etag != v.w.etag || v.w.inflight != nil {
+		a := newAttack(t, seed, 3, 6)
+		tm, v, h, c, o, k := attackTiming, a.v, a.h, a.c, a.o, a.k
+		// 1.
+		tw := a.twinGhost()
+		if tw == nil {
 			continue
 		}
-		s.hold(v)
-		data, etag := o.data, o.etag
-		sess := v.w.sess
-		leaseEnd := s.leaseEnd(v)
-		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
-		s.procs = append(s.procs, tw)
-		s.start(tw)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		s.hold(tw)
-		ghostOf := func() *ghost {
-			for i := range c.ghosts {
-				if g := &c.ghosts[i]; g.id == v.id && g.session == sess && !g.done {
-					return g
-				}
-			}
-			return nil
-		}
-		for ghostOf() == nil && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if ghostOf() == nil || k.cur == nil || s.now > leaseEnd-400*time.Millisecond {
+		if a.ghost(false) == nil || k.cur == nil || a.now > a.lease-400*time.Millisecond {
 			t.Logf("seed %d: no ghost early in V's lease", seed)
 			continue
 		}
 		// 2. A read of the key lands (A), its reply held.
-		for k.getting && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
+		a.stepUntil(a.lease, func() bool { return !k.getting })
 		k.wantGet = true // as the listing's read-in-turn would
 		var stale *event
-		for stale == nil && s.now < leaseEnd-200*time.Millisecond {
-			s.step(s.now + time.Millisecond)
-			for _, e := range s.q {
-				if e.what == "get "+key+" reply" && e.p == h {
-					stale = e
-				}
-			}
+		for stale == nil && a.now < a.lease-200*time.Millisecond {
+			a.step(a.now + time.Millisecond)
+			stale = a.inFlight("get "+a.key+" reply", h)
 		}
-		if stale == nil || o.etag == etag {
+		if stale == nil || o.etag == a.etag {
 			t.Logf("seed %d: no read landed in time", seed)
 			continue
 		}
-		staleLanded := s.now
-		stale.at = s.now + time.Hour
-		heap.Init(&s.q)
+		staleLanded := a.now
+		a.delay(stale, time.Hour)
 		// 3. One put-back; V renews on it; a listing shows E1.
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
-		s.log("attack: %s put back to %s; %s resumes; stale read reply held", key, etag, v.id)
-		s.release(v)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if o.etag == etag {
+		a.restore(o, a.data, a.etag)
+		a.log("attack: %s put back to %s; %s resumes; stale read reply held", a.key, a.etag, v.id)
+		a.release(v)
+		if !a.stepUntil(a.lease, func() bool { return o.etag != a.etag }) {
 			t.Logf("seed %d: V did not renew on its key put back", seed)
 			continue
 		}
 		e1 := sameForm(o.etag)
-		for k.listed != e1 && sameForm(o.etag) == e1 && s.now < leaseEnd+3*tm.lt {
-			s.step(s.now + time.Millisecond)
-		}
+		a.stepUntil(a.lease+3*tm.lt, func() bool { return k.listed == e1 || sameForm(o.etag) != e1 })
 		if k.listed != e1 || sameForm(o.etag) != e1 {
 			t.Logf("seed %d: E1 not listed before V renewed again", seed)
 			continue
 		}
-		listedAt := s.now
+		listedAt := a.now
 		// 4. The stale reply returns; the next read is held in flight.
-		stale.at = s.now + time.Millisecond
-		heap.Init(&s.q)
+		a.delay(stale, time.Millisecond)
 		var read *event
-		for read == nil && s.now < listedAt+300*time.Millisecond {
-			s.step(s.now + time.Millisecond)
-			for _, e := range s.q {
-				if e.what == "get "+key+" lands" && e.p == nil {
-					read = e
-				}
-			}
+		for read == nil && a.now < listedAt+300*time.Millisecond {
+			a.step(a.now + time.Millisecond)
+			read = a.inFlight("get "+a.key+" lands", nil)
 		}
 		if read == nil {
 			t.Logf("seed %d: no read after the stale one (listed %q)", seed, k.listed)
 			continue
 		}
-		staleBack := s.now
-		read.at = s.now + time.Hour
-		heap.Init(&s.q)
-		var lists []*event
-		holdLists := func() {
-			for _, e := range s.q {
-				if e.what == "list lands" && e.at < s.now+time.Minute {
-					e.at = s.now + time.Hour
-					lists = append(lists, e)
-					heap.Init(&s.q)
-				}
-			}
-		}
-		// 5.
-		for s.now < listedAt+maxHold-250*time.Millisecond {
-			s.step(s.now + time.Millisecond)
-			holdLists()
-		}
-		for v.w.inflight != nil && s.now < listedAt+maxHold {
-			s.step(s.now + time.Millisecond)
-		}
-		if sameForm(o.etag) == e1 || o.etag != v.w.etag {
-			t.Logf("seed %d: V did not renew again in time", seed)
+		staleBack := a.now
+		a.delay(read, time.Hour)
+		// 5. and 6.
+		if _, short := a.renewThenTwinOver(tw, read, e1, listedAt, *ghostHold, true); short != "" {
+			t.Logf("seed %d: %s", seed, short)
 			continue
 		}
-		v.cutTill = s.now + time.Hour
-		s.kill(tw)
-		s.release(tw)
-		s.start(tw)
-		e2 := o.etag
-		for o.etag == e2 && s.now < listedAt+maxHold {
-			s.step(s.now + time.Millisecond)
-			holdLists()
-		}
-		if o.etag == e2 {
-			t.Logf("seed %d: the twin did not write over V's renewal in time", seed)
-			continue
-		}
-		read.at = s.now + time.Millisecond
-		for _, e := range lists {
-			e.at = s.now + 2*time.Millisecond
-		}
-		heap.Init(&s.q)
-		reached++
-		vLease := s.leaseEnd(v)
-		s.step(s.now + 100*time.Millisecond)
-		if g := ghostOf(); g != nil {
+		vLease := a.leaseEnd(v)
+		a.step(a.now + 100*time.Millisecond)
+		if g := a.ghost(false); g != nil {
 			t.Logf("seed %d: after the slow read: ghost S waits till %.3fs (stale read landed %.3fs, back %.3fs), V's last lease till %.3fs", seed, h.realAt(g.until).Seconds(), staleLanded.Seconds(), staleBack.Seconds(), vLease.Seconds())
 		}
-		first, last := s.overlap(v, 3*tm.lt, func() {})
+		first, last := a.overlap(v, 3*tm.lt, func() {})
 		if h.c != c {
-			reached--
 			continue
 		}
-		t.Logf("seed %d: stale read back %.3fs after the listing; V's lease till %.3fs; first overlap %.3fs", seed, (staleBack - listedAt).Seconds(), s.leaseEnd(v).Seconds(), first.Seconds())
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
-			}
-			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (one put-back; a stale read cleared the listed renewal); the simulation's own check: %v",
-				seed, v.id, first.Seconds(), last.Seconds(), s.fails)
-		}
+		ta.reached++
+		t.Logf("seed %d: stale read back %.3fs after the listing; V's lease till %.3fs; first overlap %.3fs", seed, (staleBack - listedAt).Seconds(), a.leaseEnd(v).Seconds(), first.Seconds())
+		ta.judge(t, a.sim, seed, v, first, last, "one put-back; a stale read cleared the listed renewal")
 	}
-	if reached == 0 {
-		t.Fatalf("no seed reached the twin's write: the schedule does not test the rule")
-	}
-	t.Logf("%d seeds reached it; %d led a shard twice", reached, overlapped)
+	ta.end(t, "the twin's write")
 }

@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -35,120 +36,57 @@ import (
 //     ghost keeps its wait and ends at the read after it, and V's shards
 //     are granted while V leads them under the renewal of step 2.
 func TestGhostWhoseListedRenewalIsWrittenOverByATwinIsNotLedTwice(t *testing.T) {
-	reached, overlapped := 0, 0
+	var ta tally
 	for seed := uint64(1); seed <= 12; seed++ {
-		s := calmSim(t, seed, 3, 6)
-		tm := attackTiming
-		v := s.victim()
-		if v == nil {
-			t.Fatalf("seed %d: no victim", seed)
-		}
-		h := s.holder
-		c := h.c
-		key := "workers/" + v.id
-		o := s.store[key]
-		k := c.keys[v.id]
+		a := newAttack(t, seed, 3, 6)
+		tm, v, h, c, o, k := attackTiming, a.v, a.h, a.c, a.o, a.k
 		// 1. V paused right after a write the coordinator has read.
-		for !(k.cur != nil && k.cur.session == v.w.sess && k.cur.seq == v.w.seq && k.readTag == o.etag && o.etag == v.w.etag && v.w.inflight == nil) {
-			s.step(s.now + time.Millisecond)
-		}
-		s.hold(v)
-		data, etag := o.data, o.etag
-		sess := v.w.sess
-		leaseEnd := s.leaseEnd(v)
-		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
-		s.procs = append(s.procs, tw)
-		s.log("attack: %s paused after %s; a twin of its ID starts", v.id, etag)
-		s.start(tw)
-		ghostOf := func() *ghost {
-			for i := range c.ghosts {
-				if g := &c.ghosts[i]; g.id == v.id && g.session == sess && !g.done {
-					return g
-				}
-			}
-			return nil
-		}
-		for ghostOf() == nil && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		g := ghostOf()
-		if g == nil || s.now > leaseEnd-400*time.Millisecond || k.cur == nil {
+		a.keepOnceRead()
+		a.log("attack: %s paused after %s; a twin of its ID starts", v.id, a.etag)
+		tw := a.startTwin(v)
+		if !a.stepUntil(a.lease, func() bool { return a.ghost(false) != nil }) || a.now > a.lease-400*time.Millisecond || k.cur == nil {
 			t.Logf("seed %d: no ghost early enough in V's lease", seed)
 			continue
 		}
-		ghostUntil := h.realAt(g.until)
+		ghostUntil := h.realAt(a.ghost(false).until)
 		twinSess := k.cur.session
 		// 2. T paused; S's last write put back; V renews on it, then is
 		// cut off the store.
-		s.hold(tw)
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
-		s.log("attack: twin paused (its session %s); %s put back to %s (ghost waits till %.3fs)", twinSess, key, etag, ghostUntil.Seconds())
-		s.step(leaseEnd - 60*time.Millisecond)
-		s.release(v)
-		for o.etag == etag && s.now < leaseEnd {
-			s.step(s.now + time.Millisecond)
-		}
-		if o.etag == etag {
+		a.hold(tw)
+		a.restore(o, a.data, a.etag)
+		a.log("attack: twin paused (its session %s); %s put back to %s (ghost waits till %.3fs)", twinSess, a.key, a.etag, ghostUntil.Seconds())
+		renewal := a.renewOnPutBack(a.lease - 60*time.Millisecond)
+		if renewal == "" {
 			t.Fatalf("seed %d: %s did not renew on its key put back", seed, v.id)
 		}
-		renewal := sameForm(o.etag)
-		v.cutTill = s.now + time.Hour
-		s.log("attack: %s renewed (%s); cut off the store", v.id, o.etag)
 		// 3. Once a listing has landed at the store showing the renewal,
 		// the coordinator's process is paused (its reply waits) and the
 		// twin resumes: its renewal is refused, it opens A2 over V's
 		// renewal; then the coordinator resumes.
-		listLanded := func() bool {
-			if !c.listing {
-				return false
-			}
-			for _, e := range s.q {
-				if e.what == "list lands" {
-					return false
-				}
-			}
-			return true
-		}
-		for !listLanded() && k.readTag != renewal && ghostOf() != nil && s.now < ghostUntil {
-			s.step(s.now + time.Millisecond)
-		}
-		if !listLanded() || k.readTag == renewal || o.etag != etag && sameForm(o.etag) != renewal {
+		a.stepUntil(ghostUntil, func() bool { return a.listLanded(c) || k.readTag == renewal || a.ghost(false) == nil })
+		if !a.listLanded(c) || k.readTag == renewal || o.etag != a.etag && sameForm(o.etag) != renewal {
 			t.Logf("seed %d: the renewal was read, or not listed, before the ghost's wait ended", seed)
 			continue
 		}
-		s.hold(h)
-		s.log("attack: a listing showed the renewal; %s (coordinator) paused, the twin resumes", h.id)
-		s.release(tw)
-		for wait := s.now + 600*time.Millisecond; sameForm(o.etag) == renewal && s.now < wait; {
-			s.step(s.now + time.Millisecond)
-		}
-		s.release(h)
+		a.hold(h)
+		a.log("attack: a listing showed the renewal; %s (coordinator) paused, the twin resumes", h.id)
+		a.release(tw)
+		a.stepUntil(a.now+600*time.Millisecond, func() bool { return sameForm(o.etag) != renewal })
+		a.release(h)
 		if sameForm(o.etag) == renewal {
 			// The twin's W1 saw V's session on the key and waits to
 			// see it renew (its duplicate check) before writing over.
 			t.Logf("seed %d: the twin did not write over the renewal within 600 ms", seed)
 			continue
 		}
-		s.log("attack: the twin wrote %s; %s resumes", o.etag, h.id)
-		reached++
-		first, last := s.overlap(v, 3*tm.lt, func() {})
+		a.log("attack: the twin wrote %s; %s resumes", o.etag, h.id)
+		first, last := a.overlap(v, 3*tm.lt, func() {})
 		if h.c != c {
 			t.Logf("seed %d: the coordinator lost its election", seed)
-			reached--
 			continue
 		}
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
-			}
-			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (ghost's wait till %.3fs, its renewal listed, then a twin's new session over it); the simulation's own check: %v",
-				seed, v.id, first.Seconds(), last.Seconds(), ghostUntil.Seconds(), s.fails)
-		}
+		ta.reached++
+		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("ghost's wait till %.3fs, its renewal listed, then a twin's new session over it", ghostUntil.Seconds()))
 	}
-	if reached == 0 {
-		t.Fatalf("no seed reached the twin's new session: the schedule does not test the rule")
-	}
-	t.Logf("%d seeds reached the twin's new session; %d led a shard twice", reached, overlapped)
+	ta.end(t, "the twin's new session")
 }

@@ -1,8 +1,6 @@
 package coord
 
 import (
-	"container/heap"
-	"fmt"
 	"testing"
 	"time"
 )
@@ -32,123 +30,37 @@ import (
 // in flight; the twin's W1 writes its session over the renewal before the
 // read lands.
 func TestHiddenSessionRenewalWrittenOverByANewSessionIsNotForgotten(t *testing.T) {
-	tm := timing{fi: 1500 * time.Millisecond, lt: 4 * time.Second}
-	reached, overlapped := 0, 0
+	tm := hiddenTiming
+	var ta tally
 	for seed := uint64(1); seed <= 12; seed++ {
-		s := newSim(seed, simConfig{workers: 3, shards: 6, timing: &tm, maxWorkers: 3, calmFor: time.Minute})
-		s.calm, s.keep = true, true
-		if _, ok := s.waitFor(10*tm.lt, s.balanced); !ok {
-			t.Fatalf("seed %d: not balanced after a cold start", seed)
-		}
-		s.step(s.now + 2*tm.lt)
-		v := s.victim()
-		key := "workers/" + v.id
-		o := s.store[key]
-		// 1.
-		data, etag := s.holdAfterWrite(v, o)
-		del := func(k string) {
-			if ob := s.store[k]; ob != nil && ob.data != nil {
-				s.etags++
-				ob.data, ob.etag = nil, fmt.Sprintf("e%d", s.etags)
-				ob.hist = append(ob.hist, nil)
-			}
-		}
-		del(key)
-		del("assign/" + v.id)
-		h := s.holder
-		s.holder, h.c, h.noRunTill = nil, nil, s.now+h.tm.lt
-		s.log("attack: %s paused; %s and assign/%s deleted; coordinator %s resigns", v.id, key, v.id, h.id)
-		// 2.
-		var c *Coordinator
-		for s.now < s.leaseEnd(v)-150*time.Millisecond {
-			s.step(s.now + time.Millisecond)
-			if s.holder != nil && s.holder.c != nil && !s.holder.c.allRead.IsZero() {
-				c = s.holder.c
-				break
-			}
-		}
-		if c == nil {
-			t.Logf("seed %d: V's lease ran out before the next era had read its first listing's keys", seed)
-			s.release(v)
+		hd, ok := hiddenByDeletion(t, seed) // 1. and 2.
+		if !ok {
 			continue
 		}
-		cp := s.holder
-		s.step(s.leaseEnd(v) - 100*time.Millisecond)
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
-		s.release(v)
-		for o.etag == etag && s.now < s.leaseEnd(v) {
-			s.step(s.now + time.Millisecond)
-		}
-		if o.etag == etag || c.gated {
-			t.Logf("seed %d: V did not renew before the era's gate", seed)
-			continue
-		}
-		v.cutTill = s.now + time.Hour
-		renewal := sameForm(o.etag)
-		renewedAt := s.now
-		s.step(s.now + 100*time.Millisecond) // its reply
-		leaseTo := s.leaseEnd(v)
-		s.log("attack: %s put back; %s renewed (%s), cut off the store", key, v.id, o.etag)
-		// 3.
-		listed := func() bool { k := c.keys[v.id]; return k != nil && (k.listed == renewal || k.readTag == renewal) }
-		for !listed() && s.holder == cp && !c.gated && s.now < leaseTo {
-			s.step(s.now + time.Millisecond)
-		}
-		if !listed() || c.keys[v.id].readTag == renewal {
-			t.Logf("seed %d: no listing showed V's renewal before a read or the gate", seed)
-			continue
-		}
-		// The read the listing asked for is slow; a twin of V's ID (a
-		// second process with the same ID) starts meanwhile, and its W1
-		// writes a new session over V's renewal.
-		var read *event
-		for _, e := range s.q {
-			if e.what == "get "+key+" lands" && e.p == nil {
-				read = e
-			}
-		}
-		if read == nil {
-			t.Logf("seed %d: no read of the listed renewal in flight", seed)
-			continue
-		}
+		s, v := hd.sim, hd.v
 		sent := s.now
-		read.at = s.now + time.Hour
-		heap.Init(&s.q)
-		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
-		s.procs = append(s.procs, tw)
-		s.start(tw)
-		for sameForm(o.etag) == renewal && s.now < sent+time.Second {
-			s.step(s.now + time.Millisecond)
+		read := hd.heldRead()
+		if read == nil {
+			continue
 		}
-		read.at = s.now + time.Millisecond
-		heap.Init(&s.q)
-		if sameForm(o.etag) == renewal {
+		s.startTwin(v)
+		s.stepUntil(sent+time.Second, func() bool { return sameForm(hd.o.etag) != hd.renewal })
+		s.delay(read, time.Millisecond)
+		slow := s.now - sent
+		if sameForm(hd.o.etag) == hd.renewal {
 			t.Logf("seed %d: the twin did not write over the renewal within 1 s", seed)
 			continue
 		}
-		slow := s.now - sent
-		s.log("attack: a twin of %s wrote %s over the renewal; the read the listing asked for lands %v after it was sent", v.id, o.etag, slow)
+		s.log("attack: a twin of %s wrote %s over the renewal; the read the listing asked for lands %v after it was sent", v.id, hd.o.etag, slow)
 		s.step(s.now + 50*time.Millisecond)
-		if k := c.keys[v.id]; k.cur == nil || k.readTag != sameForm(o.etag) {
+		if k := hd.c.keys[v.id]; k.cur == nil || k.readTag != sameForm(hd.o.etag) {
 			t.Logf("seed %d: the read did not show the twin's session", seed)
 			continue
 		}
 		t.Logf("seed %d: the read landed %v after it was sent (the simulation's calls take 2-40 ms, slow ones 100-1,200 ms)", seed, slow)
-		reached++
-
+		ta.reached++
 		first, last := s.overlap(v, 3*tm.lt, func() {})
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
-			}
-			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (renewal landed %.3fs, lease to %.3fs; the era's gate at %.3fs); the simulation's own check: %v",
-				seed, v.id, first.Seconds(), last.Seconds(), renewedAt.Seconds(), leaseTo.Seconds(), cp.realAt(c.allRead.Add(c.lmax)).Seconds(), s.fails)
-		}
+		hd.judge(&ta, first, last)
 	}
-	if reached == 0 {
-		t.Fatalf("no seed had V's renewal listed before the era's gate: the schedule does not test the rule")
-	}
-	t.Logf("%d seeds had V's renewal listed and written over by a twin; %d led a shard twice", reached, overlapped)
+	ta.end(t, "the renewal written over by a twin")
 }

@@ -1,7 +1,6 @@
 package coord
 
 import (
-	"fmt"
 	"testing"
 	"time"
 )
@@ -23,19 +22,11 @@ import (
 // (3 × LeaderTimeout + 3 × FrequentInterval) of the kill.
 func TestPageOfAnEraNoElectionReachesDoesNotStopEveryEra(t *testing.T) {
 	const fi, lt = time.Second, 3 * time.Second
-	shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-	h := newScript(t, fi, lt, shards)
-	drain := func(string, error) time.Duration { return 100 * time.Millisecond }
-	for i := range 3 {
-		h.addWorker(fmt.Sprintf("w%d", i), drain)
-	}
+	h := threeWorkers(t, fi, lt)
 	var downs []string
 	h.steppedDown = func(err error) { downs = append(downs, err.Error()) }
 	h.elect(1)
-	h.run(10 * time.Second)
-	if n := len(h.led()); n != 6 {
-		t.Fatalf("10 s: %d shards led; want 6 (the schedule does not hold)", n)
-	}
+	h.runUntilLed(t, 10*time.Second)
 	lost := h.ws["w1"].running()
 	h.store["assign/w2"] = &r6obj{data: Marshal(Page{V: wireVersion, Ver: Ver{Era: 1 << 32, N: 1}, ID: "w2", Session: "x", By: "x"}), etag: "hostile"}
 	h.kill(h.ws["w1"])

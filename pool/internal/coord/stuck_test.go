@@ -44,17 +44,9 @@ func TestCoordinatorThatCannotReadSessionsStepsDown(t *testing.T) {
 
 func grayCalls(t *testing.T, control, reads bool) {
 	const fi, lt = time.Second, 3 * time.Second
-	shards := []string{"s0", "s1", "s2", "s3", "s4", "s5"}
-	h := newScript(t, fi, lt, shards)
-	drain := func(string, error) time.Duration { return 100 * time.Millisecond }
-	for i := range 3 {
-		h.addWorker(fmt.Sprintf("w%d", i), drain)
-	}
+	h := threeWorkers(t, fi, lt)
 	h.elect(1)
-	h.run(10 * time.Second)
-	if n := len(h.led()); n != 6 {
-		t.Fatalf("10 s: %d shards led; want 6 (the schedule does not hold)", n)
-	}
+	h.runUntilLed(t, 10*time.Second)
 	era1 := h.c
 	writes := 0
 	var firstFail time.Duration = -1

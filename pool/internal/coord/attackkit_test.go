@@ -1,0 +1,521 @@
+package coord
+
+// The steps the scripted attacks share (ghost*_test.go, hidden*_test.go,
+// hostile*_test.go): an operator's deletes and put-backs, a twin of a
+// worker's ID, a coordinator that resigns, calls held in flight, and the
+// verdict over a test's seeds.
+
+import (
+	"container/heap"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// stepUntil runs the simulation a millisecond at a time until done holds
+// or the simulated clock reaches limit, and reports done.
+func (s *sim) stepUntil(limit time.Duration, done func() bool) bool {
+	for !done() && s.now < limit {
+		s.step(s.now + time.Millisecond)
+	}
+	return done()
+}
+
+// deleteKey is the operator deleting key: it then holds nothing, under an
+// ETag no write had (a delete marker's).
+func (s *sim) deleteKey(key string) {
+	if o := s.store[key]; o != nil && o.data != nil {
+		s.etags++
+		o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
+		o.hist = append(o.hist, nil)
+	}
+}
+
+// restore is the operator putting o back to data at etag: on S3 the same
+// bytes have the same ETag, so a write If-Match etag succeeds again.
+func (s *sim) restore(o *obj, data []byte, etag string) {
+	o.data, o.etag = data, etag
+	o.hist = append(o.hist, data)
+}
+
+// resign makes the coordinator's process give up its election (its next
+// run waits a lease), and returns that process.
+func (s *sim) resign() *proc {
+	h := s.holder
+	s.holder, h.c, h.noRunTill = nil, nil, s.now+h.tm.lt
+	return h
+}
+
+// startTwin starts a second process with v's worker ID, its clock a
+// minute off v's.
+func (s *sim) startTwin(v *proc) *proc {
+	tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
+	s.procs = append(s.procs, tw)
+	s.start(tw)
+	return tw
+}
+
+// inFlight returns the queued event named what whose process is p (nil:
+// a call's landing at the store), or nil.
+func (s *sim) inFlight(what string, p *proc) *event {
+	var found *event
+	for _, e := range s.q {
+		if e.what == what && e.p == p {
+			found = e
+		}
+	}
+	return found
+}
+
+// delay moves e to happen d from now.
+func (s *sim) delay(e *event, d time.Duration) {
+	e.at = s.now + d
+	heap.Init(&s.q)
+}
+
+// listLanded reports whether c's listing has landed at the store and its
+// reply is on the way.
+func (s *sim) listLanded(c *Coordinator) bool {
+	return c.listing && s.inFlight("list lands", nil) == nil
+}
+
+// listHolder keeps the coordinator's listings that land from now on in
+// flight until free.
+type listHolder struct {
+	s    *sim
+	held []*event
+}
+
+// hold holds every listing about to land.
+func (lh *listHolder) hold() {
+	for _, e := range lh.s.q {
+		if e.what == "list lands" && e.at < lh.s.now+time.Minute {
+			e.at = lh.s.now + time.Hour
+			lh.held = append(lh.held, e)
+			heap.Init(&lh.s.q)
+		}
+	}
+}
+
+// free lets the held listings land 2 ms from now.
+func (lh *listHolder) free() {
+	for _, e := range lh.held {
+		e.at = lh.s.now + 2*time.Millisecond
+	}
+	heap.Init(&lh.s.q)
+}
+
+// attack is one seed's scripted attack on a victim v's session key, with
+// the coordinator's process h and its era c.
+type attack struct {
+	*sim
+	t     *testing.T
+	seed  uint64
+	v, h  *proc
+	c     *Coordinator
+	key   string
+	o     *obj
+	k     *key
+	data  []byte        // v's write the attack kept, for a put-back
+	etag  string        // its ETag
+	sess  string        // v's session when kept
+	lease time.Duration // when v's lease ended when kept
+}
+
+// newAttack is a calm pool of n workers over m shards (calmSim) and a
+// victim that leads a shard and does not coordinate.
+func newAttack(t *testing.T, seed uint64, n, m int) *attack {
+	t.Helper()
+	s := calmSim(t, seed, n, m)
+	v := s.victim()
+	if v == nil {
+		t.Fatalf("seed %d: no victim", seed)
+	}
+	a := &attack{sim: s, t: t, seed: seed, v: v, h: s.holder, key: "workers/" + v.id, o: s.store["workers/"+v.id]}
+	a.c = a.h.c
+	a.k = a.c.keys[v.id]
+	return a
+}
+
+// keep pauses v and keeps its write on the key, its session and the end
+// of its lease.
+func (a *attack) keep() {
+	a.hold(a.v)
+	a.data, a.etag, a.sess, a.lease = a.o.data, a.o.etag, a.v.w.sess, a.leaseEnd(a.v)
+}
+
+// keepOnceRead runs until the era has read v's latest write, with nothing
+// of v's in flight, and then keeps it.
+func (a *attack) keepOnceRead() {
+	k, o, v := a.k, a.o, a.v
+	a.stepUntil(a.now+time.Hour, func() bool {
+		return k.cur != nil && k.cur.session == v.w.sess && k.cur.seq == v.w.seq && k.readTag == o.etag && o.etag == v.w.etag && v.w.inflight == nil
+	})
+	a.keep()
+}
+
+// keepBeforeListing runs (for at most 90 s of the simulation) until a
+// write of v's lands 200 to 300 ms before the era's next listing, and
+// then keeps it; false if none did.
+func (a *attack) keepBeforeListing() bool {
+	o, v, c := a.o, a.v, a.c
+	prev := o.etag
+	for a.now < 90*time.Second {
+		a.step(a.now + time.Millisecond)
+		if o.etag == prev || o.etag != v.w.etag || v.w.inflight != nil {
+			continue
+		}
+		prev = o.etag
+		if d := a.h.realAt(c.nextLst) - a.now; !c.listing && d >= 200*time.Millisecond && d <= 300*time.Millisecond {
+			break
+		}
+	}
+	if o.etag != v.w.etag || v.w.inflight != nil {
+		return false
+	}
+	a.keep()
+	return true
+}
+
+// twinOver starts a twin of v and runs until it has written over the
+// kept write (or v's lease ended), then pauses the twin.
+func (a *attack) twinOver() *proc {
+	tw := a.startTwin(a.v)
+	a.stepUntil(a.lease, func() bool { return a.o.etag != a.etag })
+	a.hold(tw)
+	return tw
+}
+
+// ghost returns the era's ghost of v's kept session, or of any session
+// of v's when any, that still holds shards.
+func (a *attack) ghost(any bool) *ghost {
+	for i := range a.c.ghosts {
+		if g := &a.c.ghosts[i]; g.id == a.v.id && (any || g.session == a.sess) && !g.done {
+			return g
+		}
+	}
+	return nil
+}
+
+// renewOnPutBack lets v go on at the simulated instant at and runs until
+// its renewal over the kept write lands (or its lease ends); then v is
+// cut off the store, its lease running on. It returns the renewal's ETag,
+// in the form a read returns, or "" when v did not renew.
+func (a *attack) renewOnPutBack(at time.Duration) string {
+	if at > a.now {
+		a.step(at)
+	}
+	a.release(a.v)
+	if !a.stepUntil(a.leaseEnd(a.v), func() bool { return a.o.etag != a.etag }) {
+		return ""
+	}
+	a.v.cutTill = a.now + time.Hour
+	a.log("attack: %s renewed (%s) on %s put back; cut off the store", a.v.id, a.o.etag, a.key)
+	return sameForm(a.o.etag)
+}
+
+// tally counts the seeds of one test that reached its attack's last step,
+// and those among them that led a shard twice.
+type tally struct{ reached, overlapped int }
+
+// judge runs s for three leases and fails t if v's shards had two live
+// owners in that time; why says what the attack did.
+func (ta *tally) judge(t *testing.T, s *sim, seed uint64, v *proc, first, last time.Duration, why string) {
+	t.Helper()
+	if first <= 0 && len(s.fails) == 0 {
+		return
+	}
+	if ta.overlapped == 0 {
+		t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
+	}
+	ta.overlapped++
+	t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (%s); the simulation's own check: %v",
+		seed, v.id, first.Seconds(), last.Seconds(), why, s.fails)
+}
+
+// end fails t when no seed reached the attack's last step, and logs the
+// counts.
+func (ta *tally) end(t *testing.T, what string) {
+	t.Helper()
+	if ta.reached == 0 {
+		t.Fatalf("no seed reached %s: the schedule does not test the rule", what)
+	}
+	t.Logf("%d seeds reached %s; %d led a shard twice", ta.reached, what, ta.overlapped)
+}
+
+// hiddenTiming is the timing of the attacks on an era's start: a
+// FrequentInterval long enough for the era to read its first listing's
+// keys within a victim's lease.
+var hiddenTiming = timing{fi: 1500 * time.Millisecond, lt: 4 * time.Second}
+
+// hiddenSim is a calm pool of three workers over six shards at
+// hiddenTiming, balanced.
+func hiddenSim(t *testing.T, seed uint64) *sim {
+	t.Helper()
+	tm := hiddenTiming
+	s := newSim(seed, simConfig{workers: 3, shards: 6, timing: &tm, maxWorkers: 3, calmFor: time.Minute})
+	s.calm, s.keep = true, true
+	if _, ok := s.waitFor(10*tm.lt, s.balanced); !ok {
+		t.Fatalf("seed %d: not balanced after a cold start", seed)
+	}
+	return s
+}
+
+// hidden is an attack on an era's start: the victim's session hidden
+// from it, then put back and renewed before the era's gate.
+type hidden struct {
+	*attack
+	cp      *proc // the new era's process
+	renewal string
+	renewed time.Duration // when the renewal landed
+	leaseTo time.Duration // the lease it gives
+}
+
+// nextEra resigns the coordinator and runs (v paused since keep) until
+// the next era has read every key of its first listing, 150 ms before
+// v's lease ends at the latest; it returns that era, or nil (v released).
+func (a *attack) nextEra(what string) *Coordinator {
+	old := a.resign()
+	a.log("attack: %s paused; %s; coordinator %s resigns", a.v.id, what, old.id)
+	var c *Coordinator
+	for a.now < a.leaseEnd(a.v)-150*time.Millisecond {
+		a.step(a.now + time.Millisecond)
+		if a.holder != nil && a.holder.c != nil && !a.holder.c.allRead.IsZero() {
+			c = a.holder.c
+			break
+		}
+	}
+	if c == nil {
+		a.release(a.v)
+	}
+	return c
+}
+
+// hideAndRenew is the hidden attacks' common start on a pool at
+// hiddenTiming: right after v's write lands, v is paused, hide runs (the
+// operator's act) and the coordinator resigns; once the next era has
+// read its first listing's keys, 100 ms before v's lease ends, the kept
+// write is put back and v renews on it (then is cut off the store); it
+// runs until a listing of the era shows the renewal before any read
+// returns it. It reports false, having said why, when the seed does not
+// get that far.
+func hideAndRenew(t *testing.T, s *sim, seed uint64, v *proc, what string, hide func(*attack), skipped bool) (*hidden, bool) {
+	t.Helper()
+	a := &attack{sim: s, t: t, seed: seed, v: v, key: "workers/" + v.id, o: s.store["workers/"+v.id]}
+	a.data, a.etag = s.holdAfterWrite(v, a.o)
+	hide(a)
+	c := a.nextEra(what)
+	if c == nil || skipped && (c.keys[v.id] == nil || !c.keys[v.id].skipped) {
+		t.Logf("seed %d: V's lease ran out before the next era read its first listing's keys, or the era did not skip V's key", seed)
+		if c != nil {
+			s.release(v)
+		}
+		return nil, false
+	}
+	hd := &hidden{attack: a, cp: s.holder}
+	a.h, a.c = s.holder, c
+	s.step(s.leaseEnd(v) - 100*time.Millisecond)
+	s.restore(a.o, a.data, a.etag)
+	s.release(v)
+	if !s.stepUntil(s.leaseEnd(v), func() bool { return a.o.etag != a.etag }) || c.gated {
+		t.Logf("seed %d: V did not renew before the era's gate", seed)
+		return nil, false
+	}
+	v.cutTill = s.now + time.Hour
+	hd.renewal, hd.renewed = sameForm(a.o.etag), s.now
+	s.step(s.now + 100*time.Millisecond) // its reply
+	hd.leaseTo = s.leaseEnd(v)
+	s.log("attack: %s put back; %s renewed (%s), cut off the store", a.key, v.id, a.o.etag)
+	listed := func() bool {
+		k := c.keys[v.id]
+		return k != nil && (k.listed == hd.renewal || k.readTag == hd.renewal)
+	}
+	s.stepUntil(hd.leaseTo, func() bool { return listed() || s.holder != hd.cp || c.gated })
+	if !listed() || c.keys[v.id].readTag == hd.renewal {
+		t.Logf("seed %d: no listing showed V's renewal before a read or the gate", seed)
+		return nil, false
+	}
+	a.k = c.keys[v.id]
+	return hd, true
+}
+
+// judge is tally.judge for a hidden attack, naming the renewal, its lease
+// and the era's gate.
+func (hd *hidden) judge(ta *tally, first, last time.Duration) {
+	hd.t.Helper()
+	ta.judge(hd.t, hd.sim, hd.seed, hd.v, first, last, fmt.Sprintf("renewal landed %.3fs, lease to %.3fs; the era's gate at %.3fs",
+		hd.renewed.Seconds(), hd.leaseTo.Seconds(), hd.cp.realAt(hd.c.allRead.Add(hd.c.lmax)).Seconds()))
+}
+
+// threeWorkers is a script of three workers, w0 to w2, over six shards,
+// each draining in 100 ms; no coordinator is elected yet.
+func threeWorkers(t *testing.T, fi, lt time.Duration) *script {
+	t.Helper()
+	h := newScript(t, fi, lt, []string{"s0", "s1", "s2", "s3", "s4", "s5"})
+	drain := func(string, error) time.Duration { return 100 * time.Millisecond }
+	for i := range 3 {
+		h.addWorker(fmt.Sprintf("w%d", i), drain)
+	}
+	return h
+}
+
+// runUntilLed runs h until the instant until and fails t unless all six
+// shards are then led.
+func (h *script) runUntilLed(t *testing.T, until time.Duration) {
+	t.Helper()
+	h.run(until)
+	if n := len(h.led()); n != 6 {
+		t.Fatalf("%v: %d shards led; want 6 (the schedule does not hold)", until, n)
+	}
+}
+
+// twinGhost is the start of the attacks on a ghost beside a twin: v is
+// paused right after a write lands 200-300 ms before the era's next
+// listing, a twin of its ID opens a session over that write (and is
+// paused), and the run goes on until the era has made v's session a
+// ghost or v's lease has ended. It returns the twin, or nil when v's
+// writes never fell just before a listing.
+func (a *attack) twinGhost() *proc {
+	if !a.keepBeforeListing() {
+		return nil
+	}
+	a.log("attack: %s paused after %s (lease till %.3fs); a twin of its ID starts", a.v.id, a.etag, a.lease.Seconds())
+	tw := a.twinOver()
+	a.stepUntil(a.lease, func() bool { return a.ghost(false) != nil })
+	return tw
+}
+
+// renewThenTwinOver is the end of the attacks on a slow read of a
+// ghost's listed renewal e1 (ghostlaterwrite_test.go,
+// ghoststaleread_test.go): with the read held in flight since listedAt
+// (and the era's listings too, when holdLists), v renews on until about
+// maxHold after listedAt, is cut off the store, and its twin's process
+// restarts and writes over v's last renewal; then the read and the
+// listings land. It returns when v's last renewal had landed by, or why
+// the seed stopped short.
+func (a *attack) renewThenTwinOver(tw *proc, read *event, e1 string, listedAt, maxHold time.Duration, holdLists bool) (renewedBy time.Duration, short string) {
+	lh := listHolder{s: a.sim}
+	step := func() {
+		a.step(a.now + time.Millisecond)
+		if holdLists {
+			lh.hold()
+		}
+	}
+	for a.now < listedAt+maxHold-250*time.Millisecond {
+		step()
+	}
+	a.stepUntil(listedAt+maxHold, func() bool { return a.v.w.inflight == nil })
+	if sameForm(a.o.etag) == e1 || a.o.etag != a.v.w.etag {
+		return 0, "V did not renew again in time"
+	}
+	renewedBy = a.now
+	a.v.cutTill = a.now + time.Hour
+	a.kill(tw)
+	a.release(tw)
+	a.start(tw)
+	e2 := a.o.etag
+	for a.o.etag == e2 && a.now < listedAt+maxHold {
+		step()
+	}
+	if a.o.etag == e2 {
+		return 0, "the twin did not write over V's renewal in time"
+	}
+	read.at = a.now + time.Millisecond
+	lh.free()
+	return renewedBy, ""
+}
+
+// closedWrite is v's closed session write, as the roster named it.
+type closedWrite struct {
+	s            *sim
+	key          string
+	data, roster []byte
+	tag, rtag    string
+}
+
+// putBackKey puts v's key back to the closed write.
+func (cw closedWrite) putBackKey() { cw.s.restore(cw.s.store[cw.key], cw.data, cw.tag) }
+
+// putBack puts v's key and the roster back to when the roster named the
+// closed write.
+func (cw closedWrite) putBack(*attack) {
+	cw.putBackKey()
+	cw.s.restore(cw.s.store["departed"], cw.roster, cw.rtag)
+}
+
+// leaveAndReturn has v leave (its closed write goes to the roster) and
+// start again with its ID; it runs until the pool is balanced again with
+// v off the roster, and two leases more. It reports false, having said
+// why, when v then leads nothing or coordinates.
+func (s *sim) leaveAndReturn(t *testing.T, seed uint64, v *proc) (closedWrite, bool) {
+	t.Helper()
+	tm := v.tm
+	cw := closedWrite{s: s, key: "workers/" + v.id}
+	s.log("attack: %s leaves", v.id)
+	s.wdo(v, v.w.Leave(v.local(s.now)))
+	if _, ok := s.waitFor(5*tm.lt, func() bool {
+		r := s.store["departed"]
+		if r == nil || r.data == nil || !v.closed {
+			return false
+		}
+		ro, err := ParseRoster(r.data)
+		if err != nil || ro.Closed[v.id] != s.store[cw.key].etag {
+			return false
+		}
+		cw.data, cw.tag, cw.roster, cw.rtag = s.store[cw.key].data, s.store[cw.key].etag, r.data, r.etag
+		return true
+	}); !ok {
+		t.Fatalf("seed %d: %s's closed session did not reach the roster", seed, v.id)
+	}
+	s.log("attack: %s starts again with its ID", v.id)
+	s.start(v)
+	if _, ok := s.waitFor(10*tm.lt, func() bool {
+		ro, err := ParseRoster(s.store["departed"].data)
+		return err == nil && ro.Closed[v.id] == "" && s.balanced()
+	}); !ok {
+		t.Fatalf("seed %d: not balanced again, or %s still on the roster", seed, v.id)
+	}
+	s.step(s.now + 2*tm.lt)
+	if len(v.ls) == 0 || v == s.holder {
+		t.Logf("seed %d: %s leads nothing or coordinates", seed, v.id)
+		return cw, false
+	}
+	return cw, true
+}
+
+// probeFor probes s for d (probe) and fails t, with the ledger's tail, if
+// any shard had two live leaderships meanwhile.
+func (s *sim) probeFor(t *testing.T, seed uint64, d time.Duration) {
+	t.Helper()
+	n, first := s.probe(d)
+	if n > 0 || len(s.fails) > 0 {
+		t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 80))
+		t.Fatalf("seed %d: %d shard-instants (10 ms apart) with two live leaderships, first %s; the simulation's own check: %v", seed, n, first, s.fails)
+	}
+}
+
+// hiddenByDeletion is hideAndRenew on a fresh pool at hiddenTiming, two
+// leases after its balance, where the operator deletes the victim's
+// session object and its page.
+func hiddenByDeletion(t *testing.T, seed uint64) (*hidden, bool) {
+	t.Helper()
+	s := hiddenSim(t, seed)
+	s.step(s.now + 2*hiddenTiming.lt)
+	v := s.victim()
+	return hideAndRenew(t, s, seed, v, "workers/"+v.id+" and assign/"+v.id+" deleted", func(a *attack) {
+		a.deleteKey(a.key)
+		a.deleteKey("assign/" + v.id)
+	}, false)
+}
+
+// heldRead returns the read of hd's key in flight at the store, held
+// there until delay moves it, or nil (having said so) when none is.
+func (hd *hidden) heldRead() *event {
+	read := hd.inFlight("get "+hd.key+" lands", nil)
+	if read == nil {
+		hd.t.Logf("seed %d: no read of the listed renewal in flight", hd.seed)
+		return nil
+	}
+	hd.delay(read, time.Hour)
+	return read
+}

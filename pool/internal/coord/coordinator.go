@@ -204,7 +204,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		delete(c.gateKeys, id)
 	}
 	s, perr := ParseSession(data, id)
-	ok := etag != "" && perr == nil && s.Session != "" && s.Fenced == 0
+	ok := etag != "" && perr == nil && s.Session != ""
 	if ok && s.Nonce != "" && s.Nonce == k.rnonce && etag == k.rtag && etag == k.sight && k.rAt.Before(k.seen) && !c.listing {
 		// A report named this write's Nonce at rAt, so the write had
 		// been sent by then; not while a listing is out, which may show

@@ -64,8 +64,7 @@ type Session struct {
 	Leaving bool              `json:"leaving,omitempty"` // Run's context ended: it starts nothing more
 	// Nonce is random per write (peer mode): a report that names it was
 	// sent after the write was (4.8).
-	Nonce  string `json:"nonce,omitempty"`
-	Fenced uint64 `json:"fenced,omitempty"` // written by the coordinator of this era to end a session
+	Nonce string `json:"nonce,omitempty"`
 }
 
 // Page is one worker's page of the assignment, assign/<ID>.json, written

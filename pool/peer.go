@@ -175,6 +175,16 @@ func (p *Pool) toCoordinator(ctx context.Context, rep report) (reportAnswer, boo
 	}
 }
 
+// maxReportWait caps how long a report waits for its answer: below the
+// write timeout of s3lect.ServePeers (a minute and ten seconds), which
+// would otherwise cut every answer off at FrequentInterval above 93 s and
+// leave peer mode reading every page.
+const maxReportWait = 50 * time.Second
+
+// reportWait is how long a worker's report waits for its answer while its
+// page is unchanged: 3/4 FrequentInterval, at most maxReportWait.
+func reportWait(fi time.Duration) time.Duration { return min(fi*3/4, maxReportWait) }
+
 // answer is the era's side of a report. A report that may wait, whose
 // page is as the worker last read it (or being written), is parked:
 // answered once the page is another, or when its wait is over.
@@ -187,7 +197,8 @@ func (e *era) answer(rq reportReq) []coord.Effect {
 		delete(e.parked, id)
 	}
 	if rq.r.Wait > 0 && (ans.Page == "" || ans.Page == rq.r.Page) {
-		rq.until = now.Add(time.Duration(rq.r.Wait) * time.Millisecond)
+		// A wait above the worker's own asks is a peer's lie: capped.
+		rq.until = now.Add(min(time.Duration(rq.r.Wait)*time.Millisecond, reportWait(e.p.cfg.FrequentInterval)))
 		e.parked[id] = rq
 	} else {
 		rq.reply <- ans

@@ -226,7 +226,7 @@ func (p *Pool) writeNews(ctx context.Context, data []byte, tag string) (string, 
 // page it last read.
 func (l *workLoop) getPage() {
 	p, w := l.p, l.w
-	rep := report{ID: p.cfg.ID, Session: l.r.seen[l.key].ETag, News: l.newsTag, Nonce: w.Nonce(), Page: l.pageTag, Wait: (p.cfg.FrequentInterval * 3 / 4).Milliseconds()}
+	rep := report{ID: p.cfg.ID, Session: l.r.seen[l.key].ETag, News: l.newsTag, Nonce: w.Nonce(), Page: l.pageTag, Wait: reportWait(p.cfg.FrequentInterval).Milliseconds()}
 	l.r.async(func() func() {
 		if p.cfg.PeerMode {
 			if tag, ok := p.sendReport(l.r.ctx, rep); ok && tag == rep.Page && tag != "" {

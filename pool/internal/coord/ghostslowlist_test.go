@@ -125,7 +125,7 @@ func slowListingSchedule(t *testing.T, deleted bool) {
 		// (slow reads): before, it would show V's renewal (S live again).
 		var reads []*event
 		heldAt := map[*event]time.Duration{} // when each held read would have landed
-		var twinRead *event // the twin's own read of its key, not held
+		var twinRead *event                  // the twin's own read of its key, not held
 		holdReads := func() {
 			for _, e := range s.q {
 				if e.what == "get "+key+" lands" && e.p == nil && e != twinRead && e.at < s.now+time.Minute {

@@ -46,19 +46,21 @@ var (
 //  5. the held reads land (A2); the read sent at the ghost's wait returns
 //     A2 and ends the ghost; then the listing's reply returns.
 func TestGhostReleasedBeforeASlowListingOfItsRenewalReturnsIsNotLedTwice(t *testing.T) {
-	for _, deleted := range []bool{false, true} {
-		name := "twin's new session"
-		if deleted {
-			name = "deleted again"
-		}
-		t.Run(name, func(t *testing.T) { slowListingSchedule(t, deleted) })
+	for _, m := range []struct {
+		name            string
+		noTwin, deleted bool
+	}{{"twin's new session", false, false}, {"twin, then deleted again", false, true}, {"no twin: deleted, put back, deleted again", true, true}} {
+		t.Run(m.name, func(t *testing.T) { slowListingSchedule(t, m.noTwin, m.deleted) })
 	}
 }
 
-// slowListingSchedule runs the schedule above; deleted: in step 4 the
+// slowListingSchedule runs the schedule above. deleted: in step 4 the
 // operator deletes the key again (the twin stays held) instead of the
-// twin's new session writing over it: no twin is needed after step 1.
-func slowListingSchedule(t *testing.T, deleted bool) {
+// twin's new session writing over it. noTwin: in step 1 the operator
+// deletes the key instead of a twin writing over it (then deleted must
+// be set): no second process at all, an operator's delete, put-back and
+// delete within a lease.
+func slowListingSchedule(t *testing.T, noTwin, deleted bool) {
 	reached, overlapped := 0, 0
 	for seed := uint64(1); seed <= 30; seed++ {
 		s := calmSim(t, seed, 3, 6)
@@ -88,8 +90,15 @@ func slowListingSchedule(t *testing.T, deleted bool) {
 		sess := v.w.sess
 		leaseEnd := s.leaseEnd(v)
 		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
-		s.procs = append(s.procs, tw)
-		s.start(tw)
+		if noTwin {
+			s.etags++
+			o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
+			o.hist = append(o.hist, nil)
+			s.log("attack: operator deletes %s", key)
+		} else {
+			s.procs = append(s.procs, tw)
+			s.start(tw)
+		}
 		ghostOf := func() *ghost {
 			for i := range c.ghosts {
 				if g := &c.ghosts[i]; g.id == v.id && g.session == sess && !g.done {
@@ -115,7 +124,9 @@ func slowListingSchedule(t *testing.T, deleted bool) {
 			t.Logf("seed %d: the ghost ended before the put-back", seed)
 			continue
 		}
-		s.hold(tw)
+		if !noTwin {
+			s.hold(tw)
+		}
 		o.data, o.etag = data, etag
 		o.hist = append(o.hist, data)
 		s.log("attack: %s put back to %s; %s resumes; %s (twin) held; the ghost waits till %.3fs", key, etag, v.id, tw.id, until.Seconds())

@@ -27,11 +27,19 @@ var (
 // listing then comes back with the renewal; the next read shows the
 // twin's new session (in view since the last read), which counts as
 // "the session in view" for the rule that holds every shard, so nothing
-// is held. The listing did show the write, so this is not section 7's
-// fourth exception ("no listing or read in between showing the write").
-// One put-back, a twin (two processes of one ID), a slow listing reply
-// and slow reads (each under 1.2 s, as the simulation's own slow calls),
-// then the ghost's worker cut off the store (its lease runs on).
+// is held. (With the key deleted instead, the next read holds every
+// shard for a lease, but the grants went out at the read before.) The
+// listing did show the write, so this is not section 7's fourth exception
+// ("no listing or read in between showing the write"). One put-back, a
+// twin (two processes of one ID) or an operator's deletes, a slow listing
+// reply and slow reads (each under 1.2 s, as the simulation's own slow
+// calls), then the ghost's worker cut off the store (its lease runs on).
+// The executor's listing is two LISTs in a row (workers/, then news/), so
+// what it shows of workers/ always reaches the core a LIST later.
+//
+// Subtests: "twin's new session" as below; "twin, then deleted again":
+// step 4 deletes the key instead (T stays held); "no twin": step 1
+// deletes the key instead of T's write, and step 4 deletes it again.
 //
 // Schedule (3 workers, 6 shards, FrequentInterval 1 s, LeaderTimeout 3 s,
 // calm, exact-bytes put-back keeps its ETag):

@@ -304,6 +304,10 @@ func (c *Coordinator) readGhosts(now time.Time, id string, k *key, s Session, ok
 			// renewed again over it before this read. Wait a lease from
 			// this read's return: every such write landed before it.
 			g.until = now.Add(g.wait)
+		case !k.getAt.Before(g.until) && c.listing:
+			// A listing is out: it may show a write of the ghost's that
+			// landed before this read and was written over since. The
+			// key is read again once it is in (after, 4.3).
 		case !k.getAt.Before(g.until):
 			g.done = true // no later write, by a read sent after its wait
 		}
@@ -506,8 +510,8 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	}
 	c.ghosts = slices.DeleteFunc(c.ghosts, func(g ghost) bool { return g.done })
 	for _, g := range c.ghosts {
-		if k := c.keys[g.id]; !now.Before(g.until) && !k.getting {
-			k.wantGet = true // its wait is over: a fresh read decides
+		if k := c.keys[g.id]; !now.Before(g.until) && !k.getting && !c.listing {
+			k.wantGet = true // its wait is over: a fresh read decides, with no listing out
 		}
 	}
 	if c.listed && c.allRead.IsZero() {

@@ -7,28 +7,28 @@ import (
 	"time"
 )
 
-// TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags
-// (thirteenth review): section 2 says listings "may lag for liveness;
-// safety relies on an era's first listing showing every key written
-// before it began ... for two things only" (the workers at the era's
-// start, and which hold a closed session). Section 5, case 3, relies on a
-// third: the gate listing (4.1) must show a hidden session's renewal that
-// landed before the listing was sent ("so it landed before the gate
-// listing, which shows the key at an ETag no read of the era returned").
-// Here the gate listing lags the store by one write (it shows the key as
-// the era's first reads did: absent), as section 2 allows: no gate read
-// is owed, the era grants, and the hidden session, its last write put
-// back, leads on beside the new owners. No schedule here breaks a store
-// the pool supports (docs/stores.md: every backend's listing is strongly
-// consistent); it shows that section 2's "for two things only" is too
-// narrow, and what a lagging listing would cost.
+// TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage
+// (thirteenth review): section 5, case 3, needs the gate listing (4.1) to
+// show a hidden session's renewal that landed before it was sent. A
+// listing that lags by one write is outside the protocol's assumptions
+// (section 2; every supported store lists consistently, docs/stores.md),
+// and here it costs two owners for a while: the gate listing shows the
+// victim's key as the era's first reads did (absent), no gate read is
+// owed, the era grants, and the hidden session, its last write put back,
+// leads on beside the new owners. Before the mend it did so for good: once
+// the era read the session, its first page named the shards it listed,
+// at their old terms, beside this era's pages that gave them away, and
+// nothing revoked either. An early session's first page now leaves out
+// what this era granted to another live session (firstPages), so the
+// victim drops those shards at its next page read: the overlap ends
+// within two FrequentIntervals of the last lagging listing (section 7).
 //
 // Schedule: TestUnseenSessionPutBackIsNotLedTwice's (V paused right after
-// a write, its key deleted, the coordinator resigns; the next era reads
-// the key absent; V's last write put back before the era's gate, V
-// renews), with every listing that lands within gateLagWindow (2 s) of the
-// put-back shown the key as absent.
-func TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags(t *testing.T) {
+// a write, its key and its page deleted, the coordinator resigns; the next
+// era reads the key absent; V's last write put back before the era's
+// gate, V renews), with every listing that lands within gateLagWindow
+// (2 s) of the put-back shown the key as absent.
+func TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage(t *testing.T) {
 	tm := timing{fi: 1500 * time.Millisecond, lt: 4 * time.Second}
 	reached, overlapped := 0, 0
 	for off := range *gateLagSeeds {
@@ -94,31 +94,31 @@ func TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags(t *testing.T) {
 		if *gateLagLedger {
 			t.Logf("seed %d: ledger:\n%s", off+1, from(s.ledger.String(), "attack: put back", 200))
 		}
-		t.Logf("seed %d: %d listings lagged; era %d; overlap %.3fs-%.3fs", off+1, lagged, c.term, first.Seconds(), last.Seconds())
-		if first > 0 || len(s.fails) > 0 {
-			if overlapped == 0 {
-				t.Logf("seed %d: ledger from the put-back:\n%s", off+1, from(s.ledger.String(), "attack: put back", 120))
-			}
+		t.Logf("seed %d: %d listings lagged, the last by %.3fs; era %d; overlap %.3fs-%.3fs", off+1, lagged, until.Seconds(), c.term, first.Seconds(), last.Seconds())
+		if first > 0 {
 			overlapped++
-			t.Errorf("seed %d: two live owners of %s's shards from %.3fs to %.3fs (a hidden session put back; the gate listing lagged by one write); the simulation's own check: %v", off+1, v.id, first.Seconds(), last.Seconds(), s.fails)
+		}
+		if bound := until + 2*tm.fi; last > bound {
+			t.Logf("seed %d: ledger from the put-back:\n%s", off+1, from(s.ledger.String(), "attack: put back", 120))
+			t.Errorf("seed %d: two live owners of %s's shards until %.3fs, past %.3fs (two FrequentIntervals after the listings stopped lagging)", off+1, v.id, last.Seconds(), bound.Seconds())
 		}
 	}
 	if reached == 0 {
 		t.Fatalf("no seed reached a lagging listing after the put-back")
 	}
-	t.Logf("%d seeds reached it; %d led a shard twice", reached, overlapped)
+	t.Logf("%d seeds reached it; %d led a shard twice for a while", reached, overlapped)
 }
 
 // gateLagWindow: how long after the put-back every listing lags.
 const gateLagWindow = 2 * time.Second
 
-var gateLagLedger = flag.Bool("gatelag.ledger", false, "TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags logs each ledger")
+var gateLagLedger = flag.Bool("gatelag.ledger", false, "TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage logs each ledger")
 
-var gateLagPage = flag.Bool("gatelag.page", true, "TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags deletes the victim's page with its session")
+var gateLagPage = flag.Bool("gatelag.page", true, "TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage deletes the victim's page with its session")
 
 var (
-	gateLagWorkers = flag.Int("gatelag.workers", 6, "TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags's workers (shards: twice as many)")
-	gateLagSeeds   = flag.Int("gatelag.seeds", 30, "TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags's seeds")
+	gateLagWorkers = flag.Int("gatelag.workers", 6, "TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage's workers (shards: twice as many)")
+	gateLagSeeds   = flag.Int("gatelag.seeds", 30, "TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage's seeds")
 )
 
-var gateLagFor = flag.Duration("gatelag.for", 12*time.Second, "how long TestHiddenSessionPutBackIsNotLedTwiceWhenTheGateListingLags watches after the put-back")
+var gateLagFor = flag.Duration("gatelag.for", 12*time.Second, "how long TestLaggingGateListingMissesAHiddenSessionOnlyUntilItsFirstPage watches after the put-back")

@@ -75,13 +75,23 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 		}
 		want := map[string]uint64{}
 		for s, t := range k.cur.leads {
-			if c.shards[s] {
+			if c.shards[s] && !c.grantedElsewhere(id, s) {
 				want[s] = t
 			}
 		}
 		fx = c.write(id, k, want, true, fx)
 	}
 	return fx
+}
+
+// grantedElsewhere reports whether a page this era wrote for another
+// live session names shard s. An early session's first page leaves such
+// a shard out, so that a session the era should have held everything for
+// but missed (a listing that lagged, section 7) drops it.
+func (c *Coordinator) grantedElsewhere(id, s string) bool {
+	o := c.owner[s]
+	k := c.keys[o]
+	return o != "" && o != id && k != nil && k.cur != nil && k.page.session == k.cur.session && k.page.shards[s]>>32 == c.term
 }
 
 // givenUp frees the shards a session gave up: one that took its

@@ -235,6 +235,11 @@ func (s *sim) call(p *proc, what string, do func() (func(), string), failed func
 		return
 	}
 	land := s.now + s.latency()
+	if simLate != "" && !s.calm && strings.HasPrefix(what, "put ") && strings.Contains(what, simLate) && s.rng.IntN(12) == 0 {
+		// -sim.late: the write lands long after its send (a request held in
+		// the network, or an executor's retry sent after a host's resume).
+		land += s.dur(0, 2*p.tm.lt)
+	}
 	s.at(land, nil, what+" lands", func() {
 		reply, note := do()
 		s.log("store %s %s", what, note)

@@ -204,6 +204,9 @@ func (s *sim) fault() {
 	kinds := []string{"kill", "pause", "suspend", "cut", "gray", "delete", "restore", "restore", "leave", "join", "resign", "retime", "twin", "unseen", "putback", "reterm"}
 	kind := kinds[s.rng.IntN(len(kinds))]
 	p := s.pick()
+	if simNo[kind] {
+		return // -sim.no: this kind of fault is left out
+	}
 	if p == nil && kind != "delete" && kind != "restore" && kind != "join" {
 		return
 	}

@@ -71,7 +71,9 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 		// down).
 		cc.ListEvery = p.cfg.LeaderTimeout / 2
 	}
-	e := &era{p: p, c: coord.NewCoordinator(cc, term), r: newRunner(lead.Context(), &p.calls), parked: map[string]reportReq{}}
+	ctx, cancel := context.WithCancel(lead.Context())
+	defer cancel()
+	e := &era{p: p, c: coord.NewCoordinator(cc, term), r: newRunner(ctx, &p.calls), cancel: cancel, parked: map[string]reportReq{}}
 	defer e.r.stop()
 	defer e.unpark()
 	e.do(e.c.Tick(p.clock.Now()))
@@ -84,7 +86,8 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 type era struct {
 	p      *Pool
 	c      *coord.Coordinator
-	r      *runner // its ctx is the leadership's
+	r      *runner // its ctx ends with the leadership, or at a step-down
+	cancel context.CancelFunc
 	down   bool
 	parked map[string]reportReq // reports waiting for their page to change (4.8)
 	wake   *time.Timer          // when the first parked report's wait is over
@@ -153,6 +156,7 @@ func (e *era) do(fx []coord.Effect) {
 		case coord.OpStepDown:
 			p.log.Warn("the coordinator steps down", "term", c.Term(), "err", ef.Err)
 			e.down = true
+			e.cancel() // the calls in flight send no retry (4.6: no further call)
 			if ef.Term > 0 {
 				p.el.NoteTerm(ef.Term) // the next election starts above the later era (4.6)
 			}

@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"errors"
-	"os"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -27,8 +26,8 @@ func (c endedCtx) Err() error {
 	return c.Context.Err()
 }
 
-// TestPutSendsNoRetryOnceItsContextSaysItEnded (thirteenth review, pending:
-// it fails on e3fce4f; run it with S3LECT_PENDING=1). The coordinator's
+// TestPutSendsNoRetryOnceItsContextSaysItEnded (thirteenth review; it
+// failed before retry.Do asked ctx.Err before each attempt). The coordinator's
 // page and roster writes go through Put with the leadership's context and
 // no notAfter (pool/coordinate.go). A host suspend during the backoff
 // before a retry, longer than what is left of the coordinator's lease:
@@ -39,13 +38,9 @@ func (c endedCtx) Err() error {
 // and that an era's writes are sent while its election lease holds (5,
 // case 4). The page's If-Match and the next era's early rule make such a
 // write harmless (TestSimulationWithLateWrites), so this is the letter of
-// the protocol, not a second owner. Mend: retry.Do asks ctx.Err() before
-// each attempt (a leadership's context then reads the clock), or the era
-// passes its lease's end as Put's notAfter.
+// the protocol, not a second owner. Mended: retry.Do asks ctx.Err() before
+// each attempt (a leadership's context then reads the clock).
 func TestPutSendsNoRetryOnceItsContextSaysItEnded(t *testing.T) {
-	if os.Getenv("S3LECT_PENDING") == "" {
-		t.Skip("pending (thirteenth review): set S3LECT_PENDING=1 to run")
-	}
 	synctest.Test(t, func(t *testing.T) {
 		s := newScripted()
 		var ended atomic.Bool

@@ -50,6 +50,13 @@ func Do[T any](ctx context.Context, timeout time.Duration, op func(ctx context.C
 	var last error
 	n := 0
 	res, err := backoff.RetryWithData(func() (T, error) {
+		if err := ctx.Err(); err != nil {
+			// Asked, not only watched: a Leadership's context reports its
+			// end from the clock before its Done closes (a host suspend
+			// holds its timer back), and nothing is sent after it.
+			var zero T
+			return zero, Final(err)
+		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		res, err := op(actx, n)

@@ -402,10 +402,11 @@ func (s *sim) wdo(p *proc, fx []Effect) {
 			p.up, p.closed, p.closing = false, true, false
 			p.inc++
 			p.c = nil
-			if e.Op == OpClosed && p.rejoin {
+			if e.Op == OpClosed && p.rejoin || e.Op == OpFail && s.calm && !p.twin {
 				// A leave that was under way when the faults stopped ends
-				// after the calm began: start the worker again, as the
-				// calm does every worker that is down.
+				// after the calm began, or a worker fails then (a
+				// duplicate ID counted during the faults, W1): start it
+				// again, as the calm does every worker that is down.
 				p.rejoin = false
 				s.at(s.now, nil, p.id+" restarts after its leave", func() {
 					if !p.up {

@@ -34,6 +34,7 @@ type view struct {
 	took    Ver // the page taken (Session.Took), at or above applied
 	leaving bool
 	leads   map[string]uint64
+	since   time.Time // when a read first showed it (this era, or since revived)
 	// need: until the session has taken a page at or above it, it may
 	// hold any shard. Read before every key of the era's first listing
 	// was, a session may still apply a page of an earlier era that this
@@ -90,11 +91,12 @@ type key struct {
 	skipped  bool // departed at the era's first listing: never read at its start
 	// listed is an ETag a listing showed, first at listedAt, that no read
 	// has returned yet ("" when none).
-	listed   string
-	listedAt time.Time
-	unread   int    // listed ETags a later listing replaced before a read returned them
-	readTag  string // the ETag the last read of this era returned
-	readRaw  string // the same, in the store's form (etag.go)
+	listed     string
+	listedAt   time.Time
+	listedSent time.Time // the send of the listing that first showed a write no read has returned since
+	unread     int       // listed ETags a later listing replaced before a read returned them
+	readTag    string    // the ETag the last read of this era returned
+	readRaw    string    // the same, in the store's form (etag.go)
 	// rnonce is the Nonce the latest report named, first at rAt, for the
 	// write at ETag rtag; probed, the one a read was sent for once the
 	// reports stopped (4.8). A listing that shows the key at another ETag
@@ -230,15 +232,18 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		n++
 	}
 	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
+	listedSent := k.listedSent
 	if k.getAt.Before(k.listedAt) && k.listed != etag {
 		k.wantGet = true // sent before the listing: it cannot answer for its write; read again
 	} else {
 		k.listed, k.unread = "", 0
 	}
 	revived := c.readGhosts(now, id, k, s, ok, unread)
-	if unread && !revived && !(ok && !s.Closed && k.cur != nil && s.Session == k.cur.session) {
+	if unread && !revived && !(ok && !s.Closed && k.cur != nil && s.Session == k.cur.session && k.cur.since.Before(listedSent)) {
 		// A write listed that no read returned, and the read does not
-		// show the session in view going on: it may have been the
+		// show the session in view going on (in view before that
+		// listing was sent: one a read showed while the listing was out
+		// may have written over the listed write): it may have been the
 		// renewal of a session the era never read (hidden from its
 		// start, its last write put back), written over since, maybe
 		// after renewing again. Every shard is held for the longest
@@ -323,7 +328,7 @@ func (c *Coordinator) newView(now time.Time, k *key, s Session, etag string, rev
 		return
 	}
 	k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, took: maxVer(s.Applied, s.Took), leads: s.Leads, leaving: s.Leaving,
-		wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond)}
+		wait: max(c.cfg.LeaderTimeout, time.Duration(s.TTL)*time.Millisecond), since: now}
 	switch {
 	case revived || k.skipped || !c.allRead.IsZero() && !c.gated ||
 		s.Applied != (Ver{}) || s.Took != (Ver{}) || len(s.Leads) > 0 || k.page.old == s.Session:

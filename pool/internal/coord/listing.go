@@ -70,6 +70,8 @@ func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
 		k.sight, k.seen, k.departed = e.Session, now, false
 		if k.listed != "" {
 			k.unread++ // a write listed, no read returned it, and now another
+		} else if k.unread == 0 {
+			k.listedSent = c.listSent
 		}
 		k.listed, k.listedAt = e.Session, now
 		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" || c.haunted(k) {

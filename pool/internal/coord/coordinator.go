@@ -55,6 +55,10 @@ type ghost struct {
 	holds   map[string]bool
 	all     bool
 	done    bool
+	// ending: a read sent after the wait showed no later write while a
+	// listing was out; over once that listing is in, if it shows no
+	// write on the key that no read returned (Listed).
+	ending bool
 }
 
 type pageState struct {
@@ -311,8 +315,8 @@ func (c *Coordinator) readGhosts(now time.Time, id string, k *key, s Session, ok
 			g.until = now.Add(g.wait)
 		case !k.getAt.Before(g.until) && c.listing:
 			// A listing is out: it may show a write of the ghost's that
-			// landed before this read and was written over since. The
-			// key is read again once it is in (after, 4.3).
+			// landed before this read and was written over since (4.3).
+			g.ending = true
 		case !k.getAt.Before(g.until):
 			g.done = true // no later write, by a read sent after its wait
 		}
@@ -515,7 +519,7 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 	}
 	c.ghosts = slices.DeleteFunc(c.ghosts, func(g ghost) bool { return g.done })
 	for _, g := range c.ghosts {
-		if k := c.keys[g.id]; !now.Before(g.until) && !k.getting && !c.listing {
+		if k := c.keys[g.id]; !now.Before(g.until) && !k.getting && !c.listing && !g.ending {
 			k.wantGet = true // its wait is over: a fresh read decides, with no listing out
 		}
 	}

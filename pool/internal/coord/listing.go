@@ -9,6 +9,7 @@ import (
 func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error) []Effect {
 	c.listing = false
 	if err != nil || c.down {
+		c.ended(false)
 		return c.after(now, nil)
 	}
 	c.ok(OpList)
@@ -53,8 +54,21 @@ func (c *Coordinator) Listed(now time.Time, entries map[string]Entry, err error)
 			}
 		}
 	}
+	c.ended(true)
 	c.listed = true
 	return c.after(now, nil)
+}
+
+// ended settles the ghosts a read found ending while a listing was out:
+// over if that listing came in (ok) showing no write on their key that
+// no read returned; otherwise their key is read again.
+func (c *Coordinator) ended(ok bool) {
+	for i := range c.ghosts {
+		if g := &c.ghosts[i]; g.ending {
+			k := c.keys[g.id]
+			g.ending, g.done = false, ok && k.listed == "" && k.unread == 0
+		}
+	}
 }
 
 // haunted reports whether key k has a ghost whose wait runs: each write

@@ -3,7 +3,6 @@ package coord
 import (
 	"container/heap"
 	"flag"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,9 +98,7 @@ func slowListingSchedule(t *testing.T, noTwin, deleted bool) {
 		leaseEnd := s.leaseEnd(v)
 		tw := &proc{id: v.id, n: len(s.procs), rate: 1, off: v.off + time.Minute, tm: v.tm, calls: map[string]int{}, twin: true}
 		if noTwin {
-			s.etags++
-			o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
-			o.hist = append(o.hist, nil)
+			s.deleteKey(key)
 			s.log("attack: operator deletes %s", key)
 		} else {
 			s.procs = append(s.procs, tw)
@@ -135,8 +132,7 @@ func slowListingSchedule(t *testing.T, noTwin, deleted bool) {
 		if !noTwin {
 			s.hold(tw)
 		}
-		o.data, o.etag = data, etag
-		o.hist = append(o.hist, data)
+		s.restore(o, data, etag)
 		s.log("attack: %s put back to %s; %s resumes; %s (twin) held; the ghost waits till %.3fs", key, etag, v.id, tw.id, until.Seconds())
 		s.release(v)
 		putBack := s.now
@@ -194,9 +190,7 @@ func slowListingSchedule(t *testing.T, noTwin, deleted bool) {
 		}
 		v.cutTill = s.now + time.Hour
 		if deleted {
-			s.etags++
-			o.data, o.etag = nil, fmt.Sprintf("e%d", s.etags)
-			o.hist = append(o.hist, nil)
+			s.deleteKey(key)
 			s.log("attack: operator deletes %s again", key)
 		} else {
 			s.kill(tw)

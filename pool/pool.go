@@ -26,11 +26,13 @@
 //     coordinator election's terms do.
 //   - The exceptions are those of docs/pool-protocol.md, section 7 "Not
 //     covered", each with its bound: the election's own (a repeated
-//     coordinator term); on a store whose ETags hash the bytes (S3), a
-//     session object put back to exact bytes the coordinator had seen, or
-//     put back and written over again unseen (two owners for at most the
-//     worker's LeaderTimeout, two under a retried write of unknown
-//     outcome); a Prefix whose listing misses earlier keys.
+//     coordinator term, which can repeat or lower shard terms); on a
+//     store whose ETags hash the bytes (S3), a session object put back to
+//     exact bytes the coordinator had seen, put back and written over
+//     again unseen, or put back twice within a lease (two owners for at
+//     most the worker's LeaderTimeout, two under a retried write of
+//     unknown outcome); a listing that lags (at an era's start without
+//     bound, later for two FrequentIntervals).
 //     Restore the pool's objects only while every worker is stopped.
 //   - Two workers given the same ID are found out: one of them returns an
 //     error matching ErrDuplicateID from Run, and the other goes on.

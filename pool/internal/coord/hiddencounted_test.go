@@ -6,6 +6,10 @@ import (
 	"time"
 )
 
+var countedSeeds = flag.Uint64("counted.seeds", 300, "TestGhostsListedRenewalIsNotExcusedByTheTwinsLaterWrites: seeds")
+
+var countedLT = flag.Duration("counted.lt", 5*time.Second, "TestGhostsListedRenewalIsNotExcusedByTheTwinsLaterWrites: the LeaderTimeout (FrequentInterval 1 s)")
+
 var countedListOut = flag.Duration("counted.listout", 2400*time.Millisecond, "TestHiddenSessionRenewalWrittenOverIsNotExcusedByTheTwinsLaterWrites: the longest the listing is out (two LISTs, each as slow as the simulation's slowest call, 1.2 s)")
 
 // TestHiddenSessionRenewalWrittenOverIsNotExcusedByTheTwinsLaterWrites
@@ -28,16 +32,17 @@ var countedListOut = flag.Duration("counted.listout", 2400*time.Millisecond, "Te
 // renewal E1 is listed by a listing whose reply is slow; the twin's new
 // session A2 writes over E1 and a read returns A2 while the listing is
 // out. Then:
-//  5. the listing stays out a little longer (at most 1.2 s after that
-//     read, far below the LeaderTimeout the era waits for a listing);
-//     the era reads A2 again meanwhile if it wants to (its page);
+//  5. the listing stays out until A2 has written twice since the era
+//     last read it (at most 2.4 s from its send, -counted.listout: two
+//     LISTs, each as slow as the simulation's slowest call; the era
+//     waits a LeaderTimeout for a listing);
 //  6. the listing returns (E1 listed, A2 in view since after its send);
-//     the first read of the key that lands after that is slow (at most
-//     1.2 s, the simulation's own slow calls) and lands once A2 has
-//     written twice since the era's last read of it.
+//     the read that follows shows A2 two writes on: n = 1 listed write,
+//     s.Seq-cur.seq = 2, so nothing counts as unread; the gate passes
+//     and V's shards go to A2 while V's put-back renewal's lease runs.
 //
 // One put-back (exact bytes, S3), a twin (two processes of one ID), a
-// slow listing reply and a slow read; no pause of the coordinator.
+// slow listing reply; no pause of the coordinator, no slow read.
 func TestHiddenSessionRenewalWrittenOverIsNotExcusedByTheTwinsLaterWrites(t *testing.T) {
 	tm := hiddenTiming
 	var ta tally
@@ -147,4 +152,7 @@ func TestHiddenSessionRenewalWrittenOverIsNotExcusedByTheTwinsLaterWrites(t *tes
 	}
 	t.Logf("%d seeds made no hold for the listed write", excused)
 	ta.end(t, "the read after the listing's return, A2 two writes on")
+	// Found: all 16 seeds that reach step 6 overlap, by 0.34 s to 1.58 s,
+	// the listing out 1.66 to 1.79 s; with the count excuse asking
+	// view.since before key.listedSent too, none.
 }

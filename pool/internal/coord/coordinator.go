@@ -100,6 +100,8 @@ type key struct {
 	listedSent time.Time // the send of the listing that first showed a write no read has returned since
 	unread     int       // listed ETags a later listing replaced before a read returned them
 	readTag    string    // the ETag the last read of this era returned
+	prevTag    string    // the one the read before it returned, if another
+	readAt     time.Time // when the last read returned
 	readRaw    string    // the same, in the store's form (etag.go)
 	// rnonce is the Nonce the latest report named, first at rAt, for the
 	// write at ETag rtag; probed, the one a read was sent for once the
@@ -205,7 +207,10 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
 	}
-	k.readTag = etag
+	if etag != k.readTag {
+		k.prevTag = k.readTag
+	}
+	k.readTag, k.readAt = etag, now
 	if c.gateKeys[id] && !k.getAt.Before(c.gateSent) {
 		delete(c.gateKeys, id)
 	}
@@ -235,8 +240,8 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	if k.listed != "" && k.listed != etag {
 		n++
 	}
-	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
 	listedSent := k.listedSent
+	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && k.cur.since.Before(listedSent) && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
 	if k.getAt.Before(k.listedAt) && k.listed != etag {
 		k.wantGet = true // sent before the listing: it cannot answer for its write; read again
 	} else {
@@ -508,20 +513,24 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		c.roster.reading = true
 		fx = append(fx, Effect{Op: OpGetRoster})
 	}
+	c.ghosts = slices.DeleteFunc(c.ghosts, func(g ghost) bool { return g.done })
+	deciding := false // a ghost's wait is over and the read that decides it is not back
+	for _, g := range c.ghosts {
+		if k := c.keys[g.id]; !now.Before(g.until) && !g.ending {
+			k.wantGet = k.wantGet || !k.getting // a fresh read decides
+			deciding = true
+		}
+	}
 	gate := !c.allRead.IsZero() && c.gateSent.IsZero() && !now.Before(c.allRead.Add(c.lmax))
-	if !c.listing && (gate || !now.Before(c.nextLst)) && (c.listed || c.roster.read) {
+	if !c.listing && !deciding && (gate || !now.Before(c.nextLst)) && (c.listed || c.roster.read) {
+		// Not while a ghost's deciding read is out: it returns with no
+		// listing out, which could show a write it does not (4.3).
 		c.listing, c.listSent = true, now
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
 		if c.listed && c.cfg.ListEvery > 0 {
 			c.nextLst = now.Add(c.cfg.ListEvery)
 		}
 		fx = append(fx, Effect{Op: OpList})
-	}
-	c.ghosts = slices.DeleteFunc(c.ghosts, func(g ghost) bool { return g.done })
-	for _, g := range c.ghosts {
-		if k := c.keys[g.id]; !now.Before(g.until) && !k.getting && !c.listing && !g.ending {
-			k.wantGet = true // its wait is over: a fresh read decides, with no listing out
-		}
 	}
 	if c.listed && c.allRead.IsZero() {
 		done := true

@@ -80,6 +80,12 @@ func (c *Coordinator) haunted(k *key) bool {
 
 // entry takes in what a listing, or a worker's report, says of a key.
 func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
+	if c.listSent.Before(k.readAt) && e.Session != "" && (e.Session == k.readTag || e.Session == k.prevTag) {
+		// A listing sent before the key's last read returned, showing
+		// what that read or the one before it returned: no write a read
+		// has not seen, only an older view of the key (4.3).
+		e.Session = k.sight
+	}
 	if e.Session != k.sight {
 		k.sight, k.seen, k.departed = e.Session, now, false
 		if k.listed != "" {

@@ -28,9 +28,7 @@ import (
 // each listing shows a renewal that no read has returned yet.
 // Smallest mend proposed: once a ghost's wait is over, its read goes out
 // before the next listing, and the listing waits for it (at most one
-// read's latency); or end the ghost when the listing that was out
-// shows on its key only ETags that reads of the session in view
-// returned since.
+// read's latency).
 //
 // Schedule (script harness, latency 10 ms, FrequentInterval 1 s,
 // LeaderTimeout 3 s, workers a and b, 4 shards): balanced; each listing

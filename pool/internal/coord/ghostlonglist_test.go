@@ -35,9 +35,10 @@ import (
 // now takes 1.1 s to land; b's process is killed and restarted at once
 // (its new session writes over the old one's object: the old one is a
 // ghost holding b's shards, 4.3). Want: b's shards led again within the
-// bound. Control: with listings of 10 ms they are, within 4 s. The last
+// bound. Control: with listings of 10 ms they are, within it. The last
 // case needs no listing as long as an interval: every call lands after
-// 300 ms (its reply 300 ms later) and a listing after 500 ms, so a read
+// 300 ms (its reply 300 ms later) and a listing after 500 ms (its reply
+// 300 ms later), so a read
 // sent as a listing comes in returns after the next one went out.
 func TestGhostEndsWhileEachListingTakesAFrequentInterval(t *testing.T) {
 	for _, tc := range []struct{ lat, listLat time.Duration }{{0, 0}, {0, 1100 * time.Millisecond}, {0, 2 * time.Second}, {300 * time.Millisecond, 500 * time.Millisecond}} {

@@ -38,8 +38,8 @@ import (
 // bound. Control: with listings of 10 ms they are, within it. The last
 // case needs no listing as long as an interval: every call lands after
 // 300 ms (its reply 300 ms later) and a listing after 500 ms (its reply
-// 300 ms later), so a read
-// sent as a listing comes in returns after the next one went out.
+// 300 ms later), so a read sent as a listing comes in returns after the
+// next one went out.
 func TestGhostEndsWhileEachListingTakesAFrequentInterval(t *testing.T) {
 	for _, tc := range []struct{ lat, listLat time.Duration }{{0, 0}, {0, 1100 * time.Millisecond}, {0, 2 * time.Second}, {300 * time.Millisecond, 500 * time.Millisecond}} {
 		lat, listLat := tc.lat, tc.listLat

@@ -85,6 +85,9 @@ type script struct {
 	steppedDown func(err error)
 	maxTerm     map[string]uint64
 	names       []string // every shard name to check, if not only shards
+	// listLat, if set, is how long the coordinator's listing takes to
+	// land (a paged LIST of a large pool), instead of lat.
+	listLat time.Duration
 }
 
 func newScript(t *testing.T, fi, lt time.Duration, shards []string) *script {
@@ -297,7 +300,11 @@ func (h *script) cdo(c *Coordinator, tok int, fx []Effect) {
 				}
 			})
 		case OpList:
-			h.at(h.now+h.lat, func() {
+			land := h.lat
+			if h.listLat > 0 {
+				land = h.listLat
+			}
+			h.at(h.now+land, func() {
 				m := map[string]Entry{}
 				for k, o := range h.store {
 					if id, ok := cutPrefix(k, "workers/"); ok {

@@ -73,7 +73,7 @@ func (p *Pool) lead(lead *s3lect.Leadership, wdone <-chan struct{}) (stepped boo
 	}
 	ctx, cancel := context.WithCancel(lead.Context())
 	defer cancel()
-	e := &era{p: p, c: coord.NewCoordinator(cc, term), r: newRunner(ctx, &p.calls), cancel: cancel, parked: map[string]reportReq{}}
+	e := &era{p: p, c: coord.NewCoordinator(cc, term), r: newRunner(eraCtx{ctx, lead.Context()}, &p.calls), cancel: cancel, parked: map[string]reportReq{}}
 	defer e.r.stop()
 	defer e.unpark()
 	e.do(e.c.Tick(p.clock.Now()))
@@ -91,6 +91,23 @@ type era struct {
 	down   bool
 	parked map[string]reportReq // reports waiting for their page to change (4.8)
 	wake   *time.Timer          // when the first parked report's wait is over
+}
+
+// eraCtx is the context of an era's calls: cancelled at a step-down, and
+// over the moment the leadership's context says so. That one's Err reads
+// the clock, and reports a lease over before its Done closes (a host
+// suspend holds its timer back); a context derived from it with
+// WithCancel would answer Err from its own state until then.
+type eraCtx struct {
+	context.Context // derived from lead, cancelled at a step-down
+	lead            context.Context
+}
+
+func (c eraCtx) Err() error {
+	if err := c.lead.Err(); err != nil {
+		return err
+	}
+	return c.Context.Err()
 }
 
 // loop takes the era's events until the leadership ends, the core steps

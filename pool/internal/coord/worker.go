@@ -82,6 +82,12 @@ type Worker struct {
 	started  map[string]uint64 // the highest term each shard's Work started at, ever
 
 	inflight *write
+	// lost: the write of this seq whose outcome was unknown, first sent
+	// at lostSent. The next write of the seq sends the same bytes, and
+	// the executor takes them on the key as its success: they may be
+	// the first attempt's, so the lease counts from that send.
+	lostSeq  uint64
+	lostSent time.Time
 	wantPut  bool
 	wantNews bool
 	readPage bool
@@ -177,7 +183,7 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 		w.secret = w.cfg.NewSecret()
 	}
 	w.mine[w.sess] = true
-	w.seq = 0
+	w.seq, w.lostSeq = 0, 0
 	w.applied, w.target, w.page, w.by, w.tby = Ver{}, Ver{}, nil, "", ""
 	clear(w.resigned)
 	w.put(now, &fx)
@@ -293,6 +299,10 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 		if w.st != wLive {
 			break
 		}
+		if wr.seq == w.lostSeq && w.lostSent.Before(sent) {
+			sent = w.lostSent
+		}
+		w.lostSeq = 0
 		w.deadline = sent.Add(w.cfg.LeaderTimeout - w.margin)
 		if !now.Before(w.deadline) {
 			w.end(ErrLeaseOver, &fx) // the reply came after the lease it gave
@@ -334,6 +344,9 @@ func (w *Worker) SessionPut(now, sent time.Time, etag string, err error) []Effec
 	default:
 		// Unknown outcome: the lease runs on; the next tick writes again.
 		w.wantNews = w.wantNews || wr.news
+		if w.lostSeq != wr.seq {
+			w.lostSeq, w.lostSent = wr.seq, sent
+		}
 	}
 	return w.timer(now, fx)
 }

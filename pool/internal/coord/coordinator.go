@@ -42,6 +42,14 @@ type view struct {
 	need Ver
 }
 
+// seqOr is the view's seq, 0 without a view.
+func (v *view) seqOr() uint64 {
+	if v == nil {
+		return 0
+	}
+	return v.seq
+}
+
 // ghost is a session whose object was written over (or deleted, or put
 // back to an earlier write): its writes fail unless an operator puts its
 // last write back. Its holds stay held until a read of its key sent at or
@@ -50,6 +58,7 @@ type ghost struct {
 	id      string // its key
 	session string
 	seq     uint64 // the highest write of it the coordinator read
+	etag    string // that write's ETag
 	until   time.Time
 	wait    time.Duration
 	holds   map[string]bool
@@ -98,6 +107,8 @@ type key struct {
 	listed     string
 	listedAt   time.Time
 	listedSent time.Time // the send of the listing that first showed a write no read has returned since
+	sentSeq    uint64    // the seq of the session in view when the listing in flight was sent
+	listedSeq  uint64    // the same for the listing at listedSent
 	unread     int       // listed ETags a later listing replaced before a read returned them
 	readTag    string    // the ETag the last read of this era returned
 	prevTag    string    // the one the read before it returned, if another
@@ -241,7 +252,8 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		n++
 	}
 	listedSent := k.listedSent
-	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && k.cur.since.Before(listedSent) && s.Seq > k.cur.seq && uint64(n) < s.Seq-k.cur.seq)
+	base := min(k.cur.seqOr(), k.listedSeq) // the view's seq as known when that listing was sent, or since
+	unread := n > 0 && !(ok && k.cur != nil && s.Session == k.cur.session && k.cur.since.Before(listedSent) && s.Seq > base && uint64(n) < s.Seq-base)
 	if k.getAt.Before(k.listedAt) && k.listed != etag {
 		k.wantGet = true // sent before the listing: it cannot answer for its write; read again
 	} else {
@@ -366,7 +378,7 @@ func (c *Coordinator) newView(now time.Time, k *key, s Session, etag string, rev
 // ghost ends k's live session as written over.
 func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	v := k.cur
-	g := ghost{id: id, session: v.session, seq: v.seq, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
+	g := ghost{id: id, session: v.session, seq: v.seq, etag: v.etag, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
 	g.all = c.holds(k, g.holds)
 	c.ghosts = append(c.ghosts, g)
 	k.gone[v.session] = true
@@ -526,6 +538,9 @@ func (c *Coordinator) after(now time.Time, fx []Effect) []Effect {
 		// Not while a ghost's deciding read is out: it returns with no
 		// listing out, which could show a write it does not (4.3).
 		c.listing, c.listSent = true, now
+		for _, k := range c.keys {
+			k.sentSeq = k.cur.seqOr()
+		}
 		c.nextLst = now.Add(c.cfg.FrequentInterval)
 		if c.listed && c.cfg.ListEvery > 0 {
 			c.nextLst = now.Add(c.cfg.ListEvery)

@@ -71,6 +71,12 @@ func (c *Coordinator) ended(ok bool) {
 	}
 }
 
+// ghostsWrite reports whether etag is the last write read of a ghost on
+// key k whose wait runs.
+func (c *Coordinator) ghostsWrite(k *key, etag string) bool {
+	return slices.ContainsFunc(c.ghosts, func(g ghost) bool { return !g.done && c.keys[g.id] == k && g.etag == etag })
+}
+
 // haunted reports whether key k has a ghost whose wait runs: each write
 // a listing shows there is read, so that only a write that lands between
 // the listing and the read extends the wait (4.3).
@@ -80,10 +86,11 @@ func (c *Coordinator) haunted(k *key) bool {
 
 // entry takes in what a listing, or a worker's report, says of a key.
 func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
-	if c.listSent.Before(k.readAt) && e.Session != "" && (e.Session == k.readTag || e.Session == k.prevTag) {
+	if c.listSent.Before(k.readAt) && e.Session != "" && (e.Session == k.readTag || e.Session == k.prevTag) && !c.ghostsWrite(k, e.Session) {
 		// A listing sent before the key's last read returned, showing
 		// what that read or the one before it returned: no write a read
-		// has not seen, only an older view of the key (4.3).
+		// has not seen, only an older view of the key (4.3). Not a
+		// ghost's last write: that may be put back, and renewed over.
 		e.Session = k.sight
 	}
 	if e.Session != k.sight {
@@ -91,7 +98,7 @@ func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
 		if k.listed != "" {
 			k.unread++ // a write listed, no read returned it, and now another
 		} else if k.unread == 0 {
-			k.listedSent = c.listSent
+			k.listedSent, k.listedSeq = c.listSent, k.sentSeq
 		}
 		k.listed, k.listedAt = e.Session, now
 		if k.cur == nil || len(k.page.hist) > 0 || e.Session == "" || c.haunted(k) {

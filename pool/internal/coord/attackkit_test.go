@@ -519,3 +519,91 @@ func (hd *hidden) heldRead() *event {
 	hd.delay(read, time.Hour)
 	return read
 }
+
+// raced is a hidden session's put-back renewal written over by its twin's
+// new session while a listing that showed the renewal is out.
+type raced struct {
+	*attack
+	cp   *proc  // the era's process
+	tw   *proc  // the twin
+	list *event // the held listing's reply
+	e1   string // the renewal
+}
+
+// hiddenTwinRace runs steps 1 to 4 of hiddenraced_test.go's schedule on a
+// pool at hiddenTiming: V paused after a write (session H); a twin opens
+// A over it; V's page deleted, the coordinator resigns; the next era has
+// A in view; 100 ms before H's lease ends, the twin paused, H's last
+// write put back, V renews (E1) and is cut off; a listing lands on E1,
+// its reply held; the twin restarts and opens A2 over E1; a read shows
+// A2 while the listing is out. It reports false, having said why (the
+// listing then let go), when the seed does not get there.
+func hiddenTwinRace(t *testing.T, seed uint64) (*raced, bool) {
+	t.Helper()
+	tm := hiddenTiming
+	s := hiddenSim(t, seed)
+	s.step(s.now + 2*tm.lt)
+	v := s.victim()
+	a := &attack{sim: s, t: t, seed: seed, v: v, key: "workers/" + v.id, o: s.store["workers/"+v.id]}
+	o := a.o
+	r := &raced{attack: a}
+	// 1.
+	a.data, a.etag = s.holdAfterWrite(v, o)
+	r.tw = s.startTwin(v)
+	if !s.stepUntil(s.leaseEnd(v)-time.Second, func() bool { return o.etag != a.etag }) {
+		t.Logf("seed %d: the twin did not open its session in time", seed)
+		return nil, false
+	}
+	s.deleteKey("assign/" + v.id)
+	c := a.nextEra("a twin's session over " + a.key + "; assign/" + v.id + " deleted")
+	if c == nil {
+		t.Logf("seed %d: V's lease ran out before the next era read its first listing's keys", seed)
+		return nil, false
+	}
+	a.c, a.h, r.cp = c, s.holder, s.holder
+	k := c.keys[v.id]
+	a.k = k
+	if k == nil || k.cur == nil || k.cur.session != r.tw.w.sess || s.now >= s.leaseEnd(v)-100*time.Millisecond {
+		t.Logf("seed %d: the era does not have the twin's session in view in time", seed)
+		s.release(v)
+		return nil, false
+	}
+	// 2.
+	s.step(s.leaseEnd(v) - 100*time.Millisecond)
+	s.hold(r.tw)
+	s.restore(o, a.data, a.etag)
+	s.release(v)
+	if !s.stepUntil(s.leaseEnd(v), func() bool { return o.etag != a.etag }) || c.gated || s.holder != r.cp {
+		t.Logf("seed %d: V did not renew before the era's gate", seed)
+		return nil, false
+	}
+	v.cutTill = s.now + time.Hour
+	r.e1 = sameForm(o.etag)
+	s.log("attack: %s put back; %s renewed (%s), cut off the store", a.key, v.id, o.etag)
+	// 3.
+	s.stepUntil(s.now+2*tm.fi, func() bool {
+		r.list = s.inFlight("list reply", r.cp)
+		return r.list != nil || sameForm(o.etag) != r.e1
+	})
+	if r.list == nil || sameForm(o.etag) != r.e1 || k.readTag == r.e1 {
+		t.Logf("seed %d: no listing landed on V's renewal before a read", seed)
+		return nil, false
+	}
+	s.delay(r.list, time.Hour)
+	// 4.
+	s.kill(r.tw)
+	s.release(r.tw)
+	s.start(r.tw)
+	if !s.stepUntil(s.now+600*time.Millisecond, func() bool { return sameForm(o.etag) != r.e1 }) {
+		t.Logf("seed %d: the twin did not write over V's renewal within 600 ms", seed)
+		s.delay(r.list, time.Millisecond)
+		return nil, false
+	}
+	k.wantGet = true // as a read in turn would
+	if !s.stepUntil(s.now+time.Second, func() bool { return !k.getting && k.readTag == sameForm(o.etag) }) || k.cur == nil || k.cur.session != r.tw.w.sess {
+		t.Logf("seed %d: no read showed the twin's new session while the listing was out", seed)
+		s.delay(r.list, time.Millisecond)
+		return nil, false
+	}
+	return r, true
+}

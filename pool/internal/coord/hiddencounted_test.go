@@ -48,69 +48,11 @@ func TestHiddenSessionRenewalWrittenOverIsNotExcusedByTheTwinsLaterWrites(t *tes
 	var ta tally
 	excused := 0
 	for seed := uint64(1); seed <= 80; seed++ {
-		s := hiddenSim(t, seed)
-		s.step(s.now + 2*tm.lt)
-		v := s.victim()
-		a := &attack{sim: s, t: t, seed: seed, v: v, key: "workers/" + v.id, o: s.store["workers/"+v.id]}
-		o := a.o
-		// 1.
-		a.data, a.etag = s.holdAfterWrite(v, o)
-		tw := s.startTwin(v)
-		if !s.stepUntil(s.leaseEnd(v)-time.Second, func() bool { return o.etag != a.etag }) {
-			t.Logf("seed %d: the twin did not open its session in time", seed)
+		r, ok := hiddenTwinRace(t, seed) // 1. to 4.
+		if !ok {
 			continue
 		}
-		s.deleteKey("assign/" + v.id)
-		c := a.nextEra("a twin's session over " + a.key + "; assign/" + v.id + " deleted")
-		if c == nil {
-			t.Logf("seed %d: V's lease ran out before the next era read its first listing's keys", seed)
-			continue
-		}
-		cp := s.holder
-		k := c.keys[v.id]
-		if k == nil || k.cur == nil || k.cur.session != tw.w.sess || s.now >= s.leaseEnd(v)-100*time.Millisecond {
-			t.Logf("seed %d: the era does not have the twin's session in view in time", seed)
-			s.release(v)
-			continue
-		}
-		// 2.
-		s.step(s.leaseEnd(v) - 100*time.Millisecond)
-		s.hold(tw)
-		s.restore(o, a.data, a.etag)
-		s.release(v)
-		if !s.stepUntil(s.leaseEnd(v), func() bool { return o.etag != a.etag }) || c.gated || s.holder != cp {
-			t.Logf("seed %d: V did not renew before the era's gate", seed)
-			continue
-		}
-		v.cutTill = s.now + time.Hour
-		e1 := sameForm(o.etag)
-		s.log("attack: %s put back; %s renewed (%s), cut off the store", a.key, v.id, o.etag)
-		// 3.
-		var list *event
-		s.stepUntil(s.now+2*tm.fi, func() bool {
-			list = s.inFlight("list reply", cp)
-			return list != nil || sameForm(o.etag) != e1
-		})
-		if list == nil || sameForm(o.etag) != e1 || k.readTag == e1 {
-			t.Logf("seed %d: no listing landed on V's renewal before a read", seed)
-			continue
-		}
-		s.delay(list, time.Hour)
-		// 4.
-		s.kill(tw)
-		s.release(tw)
-		s.start(tw)
-		if !s.stepUntil(s.now+600*time.Millisecond, func() bool { return sameForm(o.etag) != e1 }) {
-			t.Logf("seed %d: the twin did not write over V's renewal within 600 ms", seed)
-			s.delay(list, time.Millisecond)
-			continue
-		}
-		k.wantGet = true // as a read in turn would
-		if !s.stepUntil(s.now+time.Second, func() bool { return !k.getting && k.readTag == sameForm(o.etag) }) || k.cur == nil || k.cur.session != tw.w.sess {
-			t.Logf("seed %d: no read showed the twin's new session while the listing was out", seed)
-			s.delay(list, time.Millisecond)
-			continue
-		}
+		s, v, c, cp, k, list, o := r.sim, r.v, r.c, r.cp, r.k, r.list, r.o
 		// 5. The listing stays out until the twin's session has written
 		// twice since the era last read it.
 		r0 := s.now

@@ -1,0 +1,131 @@
+package coord
+
+import (
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+var slowListTook = flag.Duration("slowlist.took", 950*time.Millisecond, "TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval: how long after landing each slowed call's reply comes back (FrequentInterval 1 s)")
+
+var slowListHolder = flag.Bool("slowlist.holder", false, "TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval: restart the coordinating worker instead")
+
+var slowListWhat = flag.String("slowlist.what", "reads", "TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval: which calls are slow: both, reads, lists")
+
+var slowListFirst = flag.Int("slowlist.first", 1, "TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval: first seed")
+
+var slowListTrace = flag.String("slowlist.trace", "", "TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval: log each read of this key after the restart")
+
+var slowListSeeds = flag.Int("slowlist.seeds", 10, "TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval: seeds")
+
+// TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval
+// (sixteenth review; liveness, section 6, as the fifteenth review's mend
+// states it: "every shard is led within 3 x LeaderTimeout + 3 x
+// FrequentInterval" for a store "answering each read within a
+// FrequentInterval"). slowreadbound_test.go checks that at 0.9 s; this is
+// the same schedule with each session read's reply held slow.took (0.95
+// s) after the read lands, which lands 2-40 ms after its send: every read
+// answers within 0.991 s, inside the FrequentInterval of 1 s. Listings
+// are not slowed (-slowlist.what both slows them too, lists only them;
+// -slowlist.holder restarts the coordinating worker instead).
+//
+// Found at c182475 (seeds 1-40): 0.9 s: 0 past the bound; 0.93 s: 2;
+// 0.95 s: 9 (seed 9 never led in 40 s: 4 ghosts holding every shard);
+// 0.97 s: 13. Restarting the coordinating worker: 0, 4, 9, 22. Listings
+// slowed alone (0.95 s): none past (max 9.5 s); both slowed, holder
+// restarted: 0.9 s already 12.1 s.
+//
+// Why (seed 9, -slowlist.trace w2): from 41 s each read of w2 is sent
+// just after a listing came in showing w2's renewal W(j), returns W(j)
+// (it answers for it), but returns about 40 ms after the next listing
+// came in showing W(j+1). That listing's entry() counted W(j) as
+// "replaced before a read returned it" (unread++) and made W(j+1) the
+// listed write; the read, sent before that listing came in, keeps
+// listed (getAt before listedAt), so unread and listedSent
+// (40.96 s) are never reset, and n = unread + 1 still counts W(j), which
+// the read returned. One listing and one renewal an interval: n grows
+// as fast as s.Seq - base, the count excuse never holds, and every read
+// of w2 adds a ghost holding every shard for a lease (unread 11 at
+// 51.7 s, 5 ghosts, Ready false for good). Reads are within the
+// interval; only a read that takes longer than the gap between a
+// listing's return and the next one's is needed.
+func TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval(t *testing.T) {
+	tm := attackTiming
+	bound := 3*tm.lt + 3*tm.fi
+	late := 0
+	for seed := uint64(*slowListFirst); seed < uint64(*slowListFirst+*slowListSeeds); seed++ {
+		s := calmSim(t, seed, 3, 6)
+		seen := map[*event]bool{}
+		slow := func() {
+			h := s.holder
+			if h == nil {
+				return
+			}
+			for _, e := range s.q {
+				if e.p == h && !seen[e] && (*slowListWhat != "lists" && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") || *slowListWhat != "reads" && e.what == "list reply") {
+					seen[e] = true
+					s.delay(e, *slowListTook)
+				}
+			}
+		}
+		for end := s.now + 2*tm.lt; s.now < end; {
+			s.step(s.now + time.Millisecond)
+			slow()
+		}
+		if !s.balanced() {
+			t.Logf("seed %d: calls %v slower: not balanced before the restart", seed, *slowListTook)
+			continue
+		}
+		v := s.victim()
+		if *slowListHolder {
+			v = s.holder
+		}
+		if v == nil {
+			t.Fatalf("seed %d: no victim", seed)
+		}
+		s.log("attack: %s restarts (session reads and listings %v slower)", v.id, *slowListTook)
+		s.kill(v)
+		s.start(v)
+		at := s.now
+		var lastRead time.Time
+		for s.now < at+40*time.Second && !s.allLed() {
+			s.step(s.now + time.Millisecond)
+			slow()
+			if h := s.holder; *slowListTrace != "" && h != nil && h.c != nil && h.c.keys[*slowListTrace] != nil {
+				if k := h.c.keys[*slowListTrace]; k.readAt != lastRead && k.cur != nil {
+					lastRead = k.readAt
+					t.Logf("%v: read of %s sent %v returned %q (view seq %d); listed %q at %v (listing sent %v), unread %d, listedSeq %d; ghosts %d", s.now, *slowListTrace, h.realAt(k.getAt), k.readTag, k.cur.seq, k.listed, h.realAt(k.listedAt), h.realAt(k.listedSent), k.unread, k.listedSeq, len(h.c.ghosts))
+				}
+			}
+		}
+		if d := s.now - at; d > bound {
+			late++
+			if late == 1 {
+				t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 100))
+			}
+			if h := s.holder; h != nil && h.c != nil {
+				c := h.c
+				all := 0
+				for _, g := range c.ghosts {
+					if g.all {
+						all++
+					}
+				}
+				t.Logf("seed %d: at the end: %d ghosts (%d holding every shard), gated %v, ready %v", seed, len(c.ghosts), all, c.gated, c.Ready(h.local(s.now)))
+				for _, id := range sortedKeys(c.keys) {
+					k := c.keys[id]
+					since := "-"
+					if k.cur != nil {
+						since = h.realAt(k.cur.since).String()
+					}
+					t.Logf("  %s: listed %q unread %d listedSent %s view since %s", id, k.listed, k.unread, (h.realAt(k.listedSent)).String(), since)
+				}
+			}
+			t.Errorf("seed %d: every shard led %.3fs after %s restarted (all led: %v); section 6 bounds it by %v", seed, d.Seconds(), v.id, s.allLed(), bound)
+		} else {
+			t.Logf("seed %d: every shard led %.3fs after the restart", seed, d.Seconds())
+		}
+	}
+	t.Logf("%d of %d seeds past the bound", late, *slowListSeeds)
+}

@@ -51,10 +51,33 @@ var slowListSeeds = flag.Int("slowlist.seeds", 10, "TestShardsAreLedWithinSectio
 // interval; only a read that takes longer than the gap between a
 // listing's return and the next one's is needed.
 func TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval(t *testing.T) {
+	slowWithin(t, *slowListTook, *slowListWhat, *slowListHolder, *slowListFirst, *slowListSeeds)
+}
+
+// TestAnEraStartsWithinSection6sBoundWhenReadsAndListingsAnswerWithinAnInterval
+// (sixteenth review; liveness, section 6, marginal): the coordinating
+// worker restarts while every session read and every listing of the
+// coordinator answers 0.9 s after it lands (within 0.941 s). Found at
+// c182475: 2 of 40 seeds (2, 28) past the bound, every shard led 12.106
+// and 12.103 s after the restart against 12 s; at 0.93 s 9 of 40 past it
+// (worst 13.1 s), at 0.95 s 18 of 40 (worst 16.1 s; there the first
+// test's unread count adds to it). Not the `deciding` hold: with it
+// lifted (listings sent while a ghost's deciding read is out) the worst
+// seeds take 12.7-16.9 s. The era's start is a chain of calls each up to
+// an interval (the election's, the first listing, every key's read,
+// hidden() ghosts' deciding reads at allRead + lmax, the gate listing,
+// the gate keys' reads, the page, the worker's page read and the write
+// that lists the shard), longer than the 3 intervals the bound allows
+// beside 3 leases once calls take most of an interval.
+func TestAnEraStartsWithinSection6sBoundWhenReadsAndListingsAnswerWithinAnInterval(t *testing.T) {
+	slowWithin(t, 900*time.Millisecond, "both", true, 1, 40)
+}
+
+func slowWithin(t *testing.T, took time.Duration, what string, holder bool, first, seeds int) {
 	tm := attackTiming
 	bound := 3*tm.lt + 3*tm.fi
 	late := 0
-	for seed := uint64(*slowListFirst); seed < uint64(*slowListFirst+*slowListSeeds); seed++ {
+	for seed := uint64(first); seed < uint64(first+seeds); seed++ {
 		s := calmSim(t, seed, 3, 6)
 		seen := map[*event]bool{}
 		slow := func() {
@@ -63,9 +86,9 @@ func TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval(t *test
 				return
 			}
 			for _, e := range s.q {
-				if e.p == h && !seen[e] && (*slowListWhat != "lists" && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") || *slowListWhat != "reads" && e.what == "list reply") {
+				if e.p == h && !seen[e] && (what != "lists" && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") || what != "reads" && e.what == "list reply") {
 					seen[e] = true
-					s.delay(e, *slowListTook)
+					s.delay(e, took)
 				}
 			}
 		}
@@ -74,17 +97,17 @@ func TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval(t *test
 			slow()
 		}
 		if !s.balanced() {
-			t.Logf("seed %d: calls %v slower: not balanced before the restart", seed, *slowListTook)
+			t.Logf("seed %d: calls %v slower: not balanced before the restart", seed, took)
 			continue
 		}
 		v := s.victim()
-		if *slowListHolder {
+		if holder {
 			v = s.holder
 		}
 		if v == nil {
 			t.Fatalf("seed %d: no victim", seed)
 		}
-		s.log("attack: %s restarts (session reads and listings %v slower)", v.id, *slowListTook)
+		s.log("attack: %s restarts (session reads and listings %v slower)", v.id, took)
 		s.kill(v)
 		s.start(v)
 		at := s.now
@@ -127,5 +150,5 @@ func TestShardsAreLedWithinSection6sBoundWhenReadsAnswerWithinAnInterval(t *test
 			t.Logf("seed %d: every shard led %.3fs after the restart", seed, d.Seconds())
 		}
 	}
-	t.Logf("%d of %d seeds past the bound", late, *slowListSeeds)
+	t.Logf("%d of %d seeds past the bound", late, seeds)
 }

@@ -110,3 +110,78 @@ func TestGhostRenewingOnItsWritePutBackAfterItsWaitIsNotLedTwice(t *testing.T) {
 	}
 	ta.end(t, "V renewing on W1 put back after its ghost ended")
 }
+
+// TestSilentSessionRenewingOnItsWritePutBackAfterItWasOverIsNotLedTwice
+// (sixteenth review): the same hole through 4.3's "silent" and section
+// 7's second exception (a session's unseen write undone by a put-back of
+// the bytes the era saw: "silent" ends it while it renews, and it leads
+// beside a new owner "until its next renewal is refused on the restored
+// object"). Here the operator then puts the unseen write back before that
+// renewal: it succeeds, the session goes on renewing, and every later
+// write the era lists and reads is dropped (its session in k.gone).
+//
+// Schedule (3 workers, 6 shards, FrequentInterval 1 s, LeaderTimeout 3 s,
+// calm; an exact-bytes put-back keeps its ETag):
+//  1. V paused after a write W0 the era read;
+//  2. late in W0's lease V renews (W1) and is cut off the store; the
+//     operator puts W0 back at once (no listing between);
+//  3. the era's read at W0's sighting + lease shows W0: V's session over;
+//  4. the operator puts W1 back and V is back on the store: V renews on
+//     W1 and goes on.
+//
+// Found at c182475 (seeds 1-20, -afterend.seeds 20): 15 reach step 4, all
+// 15 lead V's shards twice for the whole 9 s judged from 100 ms after
+// W1's lease (e.g. seed 2: 14.4 s to 23.4 s). Same mend as above.
+func TestSilentSessionRenewingOnItsWritePutBackAfterItWasOverIsNotLedTwice(t *testing.T) {
+	var ta tally
+	for seed := uint64(1); seed <= uint64(*afterEndSeeds); seed++ {
+		a := newAttack(t, seed, 3, 6)
+		tm := attackTiming
+		v, c, k := a.v, a.c, a.k
+		// 1.
+		a.keepOnceRead()
+		a.log("attack: %s paused at %s", v.id, a.etag)
+		// 2.
+		a.stepUntil(a.lease-*stalePutBack, func() bool { return false })
+		if k.cur == nil || k.cur.session != a.sess {
+			t.Logf("seed %d: V's session not in view before its renewal", seed)
+			continue
+		}
+		if a.renewOnPutBack(a.now) == "" {
+			t.Logf("seed %d: V did not renew", seed)
+			continue
+		}
+		w1Data, w1Tag := a.o.data, a.o.etag
+		a.restore(a.o, a.data, a.etag)
+		a.log("attack: %s put back to W0 %s at once", a.key, a.etag)
+		a.step(a.now + 150*time.Millisecond) // V's reply
+		w1Lease := a.leaseEnd(v)
+		// 3.
+		if !a.stepUntil(w1Lease-300*time.Millisecond, func() bool { return k.gone[a.sess] }) {
+			t.Logf("seed %d: V's session not over before W1's lease (%.3fs); listed %q", seed, w1Lease.Seconds(), k.listed)
+			continue
+		}
+		a.log("attack: V's session over at %.3fs; W1's lease till %.3fs", a.now.Seconds(), w1Lease.Seconds())
+		// 4.
+		a.restore(a.o, w1Data, w1Tag)
+		v.cutTill = a.now
+		a.log("attack: %s put back to W1 %s; %s back on the store", a.key, w1Tag, v.id)
+		if !a.stepUntil(w1Lease, func() bool { return a.o.etag != w1Tag }) {
+			t.Logf("seed %d: V did not renew on W1 put back", seed)
+			continue
+		}
+		a.step(w1Lease + 100*time.Millisecond)
+		first, last := a.overlap(v, 3*tm.lt, func() {})
+		if a.holder != a.h || a.h.c != c {
+			t.Logf("seed %d: the coordinator changed", seed)
+			continue
+		}
+		ta.reached++
+		view := "none"
+		if k.cur != nil {
+			view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
+		}
+		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("W1's lease till %.3fs; the era's view of the key: %s, S gone: %v", w1Lease.Seconds(), view, k.gone[a.sess]))
+	}
+	ta.end(t, "V renewing on W1 put back after its session was over")
+}

@@ -161,7 +161,10 @@ func TestSilentSessionRenewingOnItsWritePutBackAfterItWasOverIsNotLedTwice(t *te
 			t.Logf("seed %d: V's session not over before W1's lease (%.3fs); listed %q", seed, w1Lease.Seconds(), k.listed)
 			continue
 		}
-		a.log("attack: V's session over at %.3fs; W1's lease till %.3fs", a.now.Seconds(), w1Lease.Seconds())
+		a.log("attack: V's session over at %.3fs (a ghost: %v, all-shard ghosts: %d); W1's lease till %.3fs", a.now.Seconds(), a.ghost(false) != nil, len(c.ghosts), w1Lease.Seconds())
+		if *afterEndDebug {
+			t.Logf("seed %d: over at %.3fs: ghost %v, ghosts %d, listed %q unread %d", seed, a.now.Seconds(), a.ghost(false) != nil, len(c.ghosts), k.listed, k.unread)
+		}
 		// 4.
 		a.restore(a.o, w1Data, w1Tag)
 		v.cutTill = a.now

@@ -607,3 +607,16 @@ func hiddenTwinRace(t *testing.T, seed uint64) (*raced, bool) {
 	}
 	return r, true
 }
+
+// bounded is judge for an attack inside one of section 7's exceptions:
+// two owners are allowed, but not past limit.
+func (ta *tally) bounded(t *testing.T, s *sim, seed uint64, v *proc, first, last, limit time.Duration, why string) {
+	t.Helper()
+	if first > 0 {
+		ta.overlapped++
+	}
+	if last > limit {
+		t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
+		t.Errorf("seed %d: two live owners of %s's shards until %.3fs, past %.3fs (%s)", seed, v.id, last.Seconds(), limit.Seconds(), why)
+	}
+}

@@ -3,6 +3,7 @@ package coord
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -72,7 +73,7 @@ type key struct {
 	seen    time.Time // when sight was first seen
 	news    string
 	cur     *view
-	gone    map[string]bool // sessions over on this key
+	gone    map[string]uint64 // sessions over on this key: the highest seq read of each (closed: max)
 	getting bool
 	getAt   time.Time // when the read in flight was asked for
 	wantGet bool
@@ -178,7 +179,7 @@ func (c *Coordinator) Ready(now time.Time) bool {
 func (c *Coordinator) k(id string) *key {
 	k := c.keys[id]
 	if k == nil {
-		k = &key{gone: map[string]bool{}}
+		k = &key{gone: map[string]uint64{}}
 		c.keys[id] = k
 	}
 	return k
@@ -272,12 +273,21 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		}
 		if s.Closed || !k.getAt.Before(k.seen.Add(v.wait)) {
 			c.over(k) // closed, or unchanged for its lease by a read sent after it
+			if s.Closed {
+				k.gone[s.Session] = math.MaxUint64 // it writes no more
+			}
 		}
 	default:
 		if k.cur != nil {
 			c.ghost(now, id, k)
 		}
-		if ok && !k.gone[s.Session] {
+		if top, over := k.gone[s.Session]; ok && over && !s.Closed && s.Seq > top {
+			// A later write of a session this era took to be over: its
+			// writes were put back (on S3, its next write then succeeds),
+			// and it wrote again. Live again, as a revived ghost (4.3).
+			delete(k.gone, s.Session)
+			c.newView(now, k, s, etag, true)
+		} else if ok && !over {
 			c.newView(now, k, s, etag, revived)
 		}
 	}
@@ -288,7 +298,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 // first of it (or of it revived) in this era.
 func (c *Coordinator) newView(now time.Time, k *key, s Session, etag string, revived bool) {
 	if s.Closed {
-		k.gone[s.Session] = true
+		k.gone[s.Session] = math.MaxUint64
 		return
 	}
 	k.cur = &view{session: s.Session, seq: s.Seq, etag: etag, applied: s.Applied, took: maxVer(s.Applied, s.Took), leads: s.Leads, leaving: s.Leaving,
@@ -320,7 +330,7 @@ func (c *Coordinator) newView(now time.Time, k *key, s Session, etag string, rev
 
 // over ends k's live session: closed, or its lease over.
 func (c *Coordinator) over(k *key) {
-	k.gone[k.cur.session] = true
+	k.gone[k.cur.session] = k.cur.seq
 	k.cur = nil
 	k.page.hist = nil
 }

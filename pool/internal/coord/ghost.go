@@ -68,7 +68,7 @@ func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	g := ghost{id: id, session: v.session, seq: v.seq, etag: v.etag, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
 	g.all = c.holds(k, g.holds)
 	c.ghosts = append(c.ghosts, g)
-	k.gone[v.session] = true
+	k.gone[v.session] = v.seq
 	k.cur = nil
 }
 
@@ -79,8 +79,14 @@ func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 func (c *Coordinator) hidden(now time.Time) {
 	for _, id := range sortedKeys(c.keys) {
 		k := c.keys[id]
-		if old := k.page.old; old != "" && !k.departed && !k.gone[old] && (k.cur == nil || k.cur.session != old) {
+		if old := k.page.old; old != "" && !k.departed && !k.over(old) && (k.cur == nil || k.cur.session != old) {
 			c.ghosts = append(c.ghosts, ghost{id: id, session: old, until: now.Add(c.lmax), wait: c.lmax, holds: map[string]bool{}, all: true})
 		}
 	}
+}
+
+// over reports whether this era took session sess, on key k, to be over.
+func (k *key) over(sess string) bool {
+	_, ok := k.gone[sess]
+	return ok
 }

@@ -45,11 +45,14 @@ var afterEndDebug = flag.Bool("afterend.debug", false, "TestGhostRenewingOnItsWr
 // unseen W1), content ETags as S3 has them, and a pause; no twin, no
 // slow call.
 //
-// Mend proposed: k.gone keeps the highest seq read of each session it
-// ends (ghost or over); a read showing a session in k.gone at a higher
+// Mended as proposed: k.gone keeps the highest seq read of each session
+// it ends (ghost or over); a read showing a session in k.gone at a higher
 // seq, not closed, revives it as readGhosts does (newView with revived:
-// it holds every shard until it takes a page written after that read),
-// instead of being dropped by `ok && !k.gone[s.Session]`.
+// it holds every shard until it takes a page written after that read).
+// Two put-backs of the session's own writes remain section 7's: V leads
+// beside the new owners until its next page drops their shards, which
+// the test bounds by two FrequentIntervals after W1's lease (about 0.3 s
+// past it in the seeds that reach step 4).
 func TestGhostRenewingOnItsWritePutBackAfterItsWaitIsNotLedTwice(t *testing.T) {
 	var ta tally
 	for seed := uint64(1); seed <= uint64(*afterEndSeeds); seed++ {
@@ -102,11 +105,11 @@ func TestGhostRenewingOnItsWritePutBackAfterItsWaitIsNotLedTwice(t *testing.T) {
 		if k.cur != nil {
 			view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
 		}
-		a.log("attack: at the end: %s's view %s, gone[S] %v, V's session %s seq %d", v.id, view, k.gone[a.sess], v.w.sess, v.w.seq)
+		a.log("attack: at the end: %s's view %s, gone[S] %v, V's session %s seq %d", v.id, view, k.over(a.sess), v.w.sess, v.w.seq)
 		if *afterEndDebug {
 			t.Logf("seed %d: ledger tail:\n%s", seed, tail(a.ledger.String(), 400))
 		}
-		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("the ghost's wait till %.3fs; W1's lease till %.3fs; the era's view of the key: %s, S gone: %v", ghostUntil.Seconds(), w1Lease.Seconds(), view, k.gone[a.sess]))
+		ta.bounded(t, a.sim, seed, v, first, last, w1Lease+2*tm.fi, fmt.Sprintf("the ghost's wait till %.3fs; W1's lease till %.3fs; the era's view of the key: %s, S gone: %v", ghostUntil.Seconds(), w1Lease.Seconds(), view, k.over(a.sess)))
 	}
 	ta.end(t, "V renewing on W1 put back after its ghost ended")
 }
@@ -157,7 +160,7 @@ func TestSilentSessionRenewingOnItsWritePutBackAfterItWasOverIsNotLedTwice(t *te
 		a.step(a.now + 150*time.Millisecond) // V's reply
 		w1Lease := a.leaseEnd(v)
 		// 3.
-		if !a.stepUntil(w1Lease-300*time.Millisecond, func() bool { return k.gone[a.sess] }) {
+		if !a.stepUntil(w1Lease-300*time.Millisecond, func() bool { return k.over(a.sess) }) {
 			t.Logf("seed %d: V's session not over before W1's lease (%.3fs); listed %q", seed, w1Lease.Seconds(), k.listed)
 			continue
 		}
@@ -184,7 +187,7 @@ func TestSilentSessionRenewingOnItsWritePutBackAfterItWasOverIsNotLedTwice(t *te
 		if k.cur != nil {
 			view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
 		}
-		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("W1's lease till %.3fs; the era's view of the key: %s, S gone: %v", w1Lease.Seconds(), view, k.gone[a.sess]))
+		ta.bounded(t, a.sim, seed, v, first, last, w1Lease+2*tm.fi, fmt.Sprintf("W1's lease till %.3fs; the era's view of the key: %s, S gone: %v", w1Lease.Seconds(), view, k.over(a.sess)))
 	}
 	ta.end(t, "V renewing on W1 put back after its session was over")
 }

@@ -64,7 +64,7 @@ func TestGhostWhoseListedRenewalIsWrittenOverByAnOldSessionIsNotLedTwice(t *test
 		a.c = a.h.c
 		a.k = a.c.keys[v.id]
 		s1, _ := ParseSession(s1Data, v.id)
-		if !a.k.gone[s1.Session] {
+		if !a.k.over(s1.Session) {
 			t.Logf("seed %d: the era did not see S1 end", seed)
 			continue
 		}

@@ -77,7 +77,7 @@ func TestGhostWhoseListedRenewalIsWrittenOverByAnUnseenSessionIsNotLedTwice(t *t
 		a := &attack{sim: s, t: t, seed: seed, v: v, h: h, c: h.c, key: "workers/" + v.id, o: s.store["workers/"+v.id], k: h.c.keys[v.id]}
 		c, o, k := a.c, a.o, a.k
 		o1, _ := ParseSession(first[v.id], v.id)
-		if k.gone[o1.Session] {
+		if k.over(o1.Session) {
 			t.Logf("seed %d: the era saw the first session end", seed)
 			continue
 		}

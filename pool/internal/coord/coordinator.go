@@ -92,8 +92,6 @@ type key struct {
 	listedSeq  uint64    // the same for the listing at listedSent
 	unread     int       // listed ETags a later listing replaced before a read returned them
 	readTag    string    // the ETag the last read of this era returned
-	prevTag    string    // the one the read before it returned, if another
-	readAt     time.Time // when the last read returned
 	readRaw    string    // the same, in the store's form (etag.go)
 	// rnonce is the Nonce the latest report named, first at rAt, for the
 	// write at ETag rtag; probed, the one a read was sent for once the
@@ -199,10 +197,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
 	}
-	if etag != k.readTag {
-		k.prevTag = k.readTag
-	}
-	k.readTag, k.readAt = etag, now
+	k.readTag = etag
 	if c.gateKeys[id] && !k.getAt.Before(c.gateSent) {
 		delete(c.gateKeys, id)
 	}

@@ -13,7 +13,6 @@ type ghost struct {
 	id      string // its key
 	session string
 	seq     uint64 // the highest write of it the coordinator read
-	etag    string // that write's ETag
 	until   time.Time
 	wait    time.Duration
 	holds   map[string]bool
@@ -65,7 +64,7 @@ func (c *Coordinator) readGhosts(now time.Time, id string, k *key, s Session, ok
 // ghost ends k's live session as written over.
 func (c *Coordinator) ghost(now time.Time, id string, k *key) {
 	v := k.cur
-	g := ghost{id: id, session: v.session, seq: v.seq, etag: v.etag, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
+	g := ghost{id: id, session: v.session, seq: v.seq, until: now.Add(v.wait), wait: v.wait, holds: map[string]bool{}}
 	g.all = c.holds(k, g.holds)
 	c.ghosts = append(c.ghosts, g)
 	k.gone[v.session] = v.seq

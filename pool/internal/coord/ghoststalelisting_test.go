@@ -31,7 +31,7 @@ import (
 //     key; the era's read R1 of the absence is slow: it lands at once but
 //     its landing waits until the next listing L1 has been sent; L1's
 //     landing is held;
-//  2. R1 lands: V's session S is a ghost (readTag "", prevTag W0);
+//  2. R1 lands: V's session S is a ghost (readTag "");
 //  3. the operator puts W0 back; L1 lands (showing W0) and returns;
 //  4. V resumes, renews on W0 (W1) and is cut off the store; the operator
 //     deletes the key again at once; the ghost's deciding read shows the
@@ -83,7 +83,7 @@ func TestGhostWhosePutBackAStaleListingShowedIsNotLedTwice(t *testing.T) {
 		a.restore(a.o, a.data, a.etag)
 		lh.free()
 		a.stepUntil(a.lease, func() bool { return !c.listing })
-		a.log("attack: %s put back to W0 %s; L1 came back: listed %q, sight %q, prevTag %q", a.key, a.etag, k.listed, k.sight, k.prevTag)
+		a.log("attack: %s put back to W0 %s; L1 came back: listed %q, sight %q", a.key, a.etag, k.listed, k.sight)
 		if c.listing || c.listSent != l1Sent {
 			t.Logf("seed %d: L1 did not come back", seed)
 			continue
@@ -188,7 +188,7 @@ func TestGhostEndedByASlowStaleListingOfItsPutBackIsNotLedTwice(t *testing.T) {
 		}
 		a.delay(reply, time.Millisecond)
 		a.stepUntil(a.now+time.Second, func() bool { return !c.listing })
-		a.log("attack: L1 (out %.3fs) came back: listed %q, unread %d, prevTag %q; ghost ended: %v", (a.now - a.h.realAt(l1Sent)).Seconds(), k.listed, k.unread, k.prevTag, a.ghost(false) == nil)
+		a.log("attack: L1 (out %.3fs) came back: listed %q, unread %d; ghost ended: %v", (a.now - a.h.realAt(l1Sent)).Seconds(), k.listed, k.unread, a.ghost(false) == nil)
 		first, last := a.overlap(v, 3*tm.lt, func() {})
 		if a.holder != a.h || a.h.c != c {
 			t.Logf("seed %d: the coordinator changed", seed)

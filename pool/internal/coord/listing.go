@@ -71,12 +71,6 @@ func (c *Coordinator) ended(ok bool) {
 	}
 }
 
-// ghostsWrite reports whether etag is the last write read of a ghost on
-// key k whose wait runs.
-func (c *Coordinator) ghostsWrite(k *key, etag string) bool {
-	return slices.ContainsFunc(c.ghosts, func(g ghost) bool { return !g.done && c.keys[g.id] == k && g.etag == etag })
-}
-
 // haunted reports whether key k has a ghost whose wait runs: each write
 // a listing shows there is read, so that only a write that lands between
 // the listing and the read extends the wait (4.3).
@@ -86,13 +80,6 @@ func (c *Coordinator) haunted(k *key) bool {
 
 // entry takes in what a listing, or a worker's report, says of a key.
 func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
-	if c.listSent.Before(k.readAt) && e.Session != "" && (e.Session == k.readTag || e.Session == k.prevTag) && !c.ghostsWrite(k, e.Session) {
-		// A listing sent before the key's last read returned, showing
-		// what that read or the one before it returned: no write a read
-		// has not seen, only an older view of the key (4.3). Not a
-		// ghost's last write: that may be put back, and renewed over.
-		e.Session = k.sight
-	}
 	if e.Session != k.sight {
 		k.sight, k.seen, k.departed = e.Session, now, false
 		if k.listed != "" {

@@ -122,8 +122,8 @@ func slowWithin(t *testing.T, took time.Duration, what string, holder bool, firs
 			s.step(s.now + time.Millisecond)
 			slow()
 			if h := s.holder; *slowListTrace != "" && h != nil && h.c != nil && h.c.keys[*slowListTrace] != nil {
-				if k := h.c.keys[*slowListTrace]; k.readAt != lastRead && k.cur != nil {
-					lastRead = k.readAt
+				if k := h.c.keys[*slowListTrace]; k.getAt != lastRead && !k.getting && k.cur != nil {
+					lastRead = k.getAt
 					t.Logf("%v: read of %s sent %v returned %q (view seq %d); listed %q at %v (listing sent %v), unread %d, listedSeq %d; ghosts %d", s.now, *slowListTrace, h.realAt(k.getAt), k.readTag, k.cur.seq, k.listed, h.realAt(k.listedAt), h.realAt(k.listedSent), k.unread, k.listedSeq, len(h.c.ghosts))
 				}
 			}

@@ -48,8 +48,9 @@ func (c *Coordinator) readGhosts(now time.Time, id string, k *key, s Session, ok
 			// write of the ghost's session, written over since (by an
 			// operator, or a twin's new session), and the ghost may have
 			// renewed again over it before this read. Wait a lease from
-			// this read's return: every such write landed before it.
-			g.until = now.Add(g.wait)
+			// this read's return: every such write landed before it. An
+			// end a read found while a listing was out is off.
+			g.until, g.ending = now.Add(g.wait), false
 		case !k.getAt.Before(g.until) && c.listing:
 			// A listing is out: it may show a write of the ghost's that
 			// landed before this read and was written over since (4.3).

@@ -14,18 +14,18 @@ import (
 // (the thirteenth review's report). Late pages of a deposed
 // era, late session writes of a worker whose lease is over, late news
 // and rosters: no two live owners, no repeated or lower term, every shard
-// led within the bound. -sim.late=<part of a key> runs the same in
-// TestSimulation and TestPeerSimulation over more seeds.
+// led within the bound. -sim.late=<part of a key> makes only those
+// writes late, here and in TestSimulation and TestPeerSimulation.
 func TestSimulationWithLateWrites(t *testing.T) {
-	if simLate != "" {
-		t.Skip("-sim.late is given: TestSimulation runs it")
-	}
 	n := 40
 	if os.Getenv("S3LECT_SIM_SEEDS") != "" {
 		n = 4
 	}
-	simLate = "put "
-	defer func() { simLate = "" }()
+	old := simLate
+	if simLate == "" {
+		simLate = "put " // every write, unless -sim.late names which
+	}
+	defer func() { simLate = old }()
 	t.Run("storage", func(t *testing.T) { runSeeds(t, n, false) })
 	t.Run("peer", func(t *testing.T) { runSeeds(t, n, true) })
 }

@@ -58,7 +58,7 @@ func TestGhostRenewingOnItsWritePutBackAfterItsWaitIsNotLedTwice(t *testing.T) {
 	for seed := uint64(1); seed <= uint64(*afterEndSeeds); seed++ {
 		a := newAttack(t, seed, 3, 6)
 		tm := attackTiming
-		v, c, k := a.v, a.c, a.k
+		v, k := a.v, a.k
 		// 1.
 		a.keepOnceRead()
 		a.deleteKey(a.key)
@@ -87,24 +87,11 @@ func TestGhostRenewingOnItsWritePutBackAfterItsWaitIsNotLedTwice(t *testing.T) {
 		}
 		a.log("attack: the ghost ended at %.3fs; W1's lease till %.3fs", a.now.Seconds(), w1Lease.Seconds())
 		// 4.
-		a.restore(a.o, w1Data, w1Tag)
-		v.cutTill = a.now
-		a.log("attack: %s put back to W1 %s; %s back on the store", a.key, w1Tag, v.id)
-		if !a.stepUntil(w1Lease, func() bool { return a.o.etag != w1Tag }) {
-			t.Logf("seed %d: V did not renew on W1 put back", seed)
-			continue
-		}
-		a.step(w1Lease + 100*time.Millisecond)
-		first, last := a.overlap(v, 3*tm.lt, func() {})
-		if a.holder != a.h || a.h.c != c {
-			t.Logf("seed %d: the coordinator changed", seed)
+		first, last, view, ok := a.renewOnW1PutBack(w1Data, w1Tag, w1Lease)
+		if !ok {
 			continue
 		}
 		ta.reached++
-		view := "none"
-		if k.cur != nil {
-			view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
-		}
 		a.log("attack: at the end: %s's view %s, gone[S] %v, V's session %s seq %d", v.id, view, k.over(a.sess), v.w.sess, v.w.seq)
 		if *afterEndDebug {
 			t.Logf("seed %d: ledger tail:\n%s", seed, tail(a.ledger.String(), 400))
@@ -169,25 +156,39 @@ func TestSilentSessionRenewingOnItsWritePutBackAfterItWasOverIsNotLedTwice(t *te
 			t.Logf("seed %d: over at %.3fs: ghost %v, ghosts %d, listed %q unread %d", seed, a.now.Seconds(), a.ghost(false) != nil, len(c.ghosts), k.listed, k.unread)
 		}
 		// 4.
-		a.restore(a.o, w1Data, w1Tag)
-		v.cutTill = a.now
-		a.log("attack: %s put back to W1 %s; %s back on the store", a.key, w1Tag, v.id)
-		if !a.stepUntil(w1Lease, func() bool { return a.o.etag != w1Tag }) {
-			t.Logf("seed %d: V did not renew on W1 put back", seed)
-			continue
-		}
-		a.step(w1Lease + 100*time.Millisecond)
-		first, last := a.overlap(v, 3*tm.lt, func() {})
-		if a.holder != a.h || a.h.c != c {
-			t.Logf("seed %d: the coordinator changed", seed)
+		first, last, view, ok := a.renewOnW1PutBack(w1Data, w1Tag, w1Lease)
+		if !ok {
 			continue
 		}
 		ta.reached++
-		view := "none"
-		if k.cur != nil {
-			view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
-		}
 		ta.bounded(t, a.sim, seed, v, first, last, w1Lease+2*tm.fi, fmt.Sprintf("W1's lease till %.3fs; the era's view of the key: %s, S gone: %v", w1Lease.Seconds(), view, k.over(a.sess)))
 	}
 	ta.end(t, "V renewing on W1 put back after its session was over")
+}
+
+// renewOnW1PutBack is step 4 of both schedules: W1 put back and V back on
+// the store; once V has renewed on it, the overlap is watched from 100 ms
+// after W1's lease for three leases. It returns that overlap and the
+// era's view of V's key, or false (having said why) when V did not renew
+// or the coordinator changed.
+func (a *attack) renewOnW1PutBack(w1Data []byte, w1Tag string, w1Lease time.Duration) (first, last time.Duration, view string, ok bool) {
+	t, v, c, k := a.t, a.v, a.c, a.k
+	a.restore(a.o, w1Data, w1Tag)
+	v.cutTill = a.now
+	a.log("attack: %s put back to W1 %s; %s back on the store", a.key, w1Tag, v.id)
+	if !a.stepUntil(w1Lease, func() bool { return a.o.etag != w1Tag }) {
+		t.Logf("seed %d: V did not renew on W1 put back", a.seed)
+		return 0, 0, "", false
+	}
+	a.step(w1Lease + 100*time.Millisecond)
+	first, last = a.overlap(v, 3*attackTiming.lt, func() {})
+	if a.holder != a.h || a.h.c != c {
+		t.Logf("seed %d: the coordinator changed", a.seed)
+		return 0, 0, "", false
+	}
+	view = "none"
+	if k.cur != nil {
+		view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
+	}
+	return first, last, view, true
 }

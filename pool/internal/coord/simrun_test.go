@@ -281,7 +281,12 @@ func (s *sim) fault() {
 		s.holder, h.c, h.noRunTill = nil, nil, s.now+h.tm.lt
 		s.log("operator delete workers/%s, cut off till %.4f, as the coordinator %s resigns", p.id, p.cutTill.Seconds(), h.id)
 	case "twin":
-		// A second process given the same ID, for a while.
+		// A second process given the same ID, for a while; not over a
+		// key put back within a lease, which section 7's fourth
+		// exception leaves out.
+		if p.putBackAt > 0 && s.now < p.putBackAt+3*p.tm.lt {
+			return
+		}
 		tw := &proc{id: p.id, n: len(s.procs), rate: 0.95 + 0.1*s.rng.Float64(), off: s.dur(0, time.Hour), tm: p.tm, calls: map[string]int{}, twin: true}
 		s.procs = append(s.procs, tw)
 		s.start(tw)

@@ -16,7 +16,12 @@ var attackTiming = timing{fi: time.Second, lt: 3 * time.Second}
 // the test scripts happens.
 func calmSim(t *testing.T, seed uint64, n, m int) *sim {
 	t.Helper()
-	tm := attackTiming
+	return calmSimTimed(t, seed, n, m, attackTiming)
+}
+
+// calmSimTimed is calmSim with every worker at tm.
+func calmSimTimed(t *testing.T, seed uint64, n, m int, tm timing) *sim {
+	t.Helper()
 	s := newSim(seed, simConfig{workers: n, shards: m, timing: &tm, maxWorkers: n, calmFor: time.Minute})
 	s.calm = true
 	s.keep = true

@@ -44,7 +44,6 @@ func TestGhostWhosePutBackAStaleListingShowedIsNotLedTwice(t *testing.T) {
 	var ta tally
 	for seed := uint64(1); seed <= 20; seed++ {
 		a := newAttack(t, seed, 3, 6)
-		tm := attackTiming
 		v, c, k := a.v, a.c, a.k
 		lh := listHolder{s: a.sim}
 		// 1.
@@ -96,17 +95,7 @@ func TestGhostWhosePutBackAStaleListingShowedIsNotLedTwice(t *testing.T) {
 		a.deleteKey(a.key)
 		a.log("attack: %s deleted again at once; the ghost waits till %.3fs", a.key, ghostUntil.Seconds())
 		a.step(a.now + 150*time.Millisecond) // V's reply
-		w1Lease := a.leaseEnd(v)
-		first, last := a.overlap(v, 3*tm.lt, func() {})
-		if a.holder != a.h || a.h.c != c {
-			t.Logf("seed %d: the coordinator changed", seed)
-			continue
-		}
-		ta.reached++
-		if *staleDebug {
-			t.Logf("seed %d: ledger tail:\n%s", seed, tail(a.ledger.String(), 400))
-		}
-		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("ghost's wait till %.3fs; W1's lease till %.3fs", ghostUntil.Seconds(), w1Lease.Seconds()))
+		a.staleVerdict(&ta, a.leaseEnd(v), ghostUntil)
 	}
 	ta.end(t, "the renewal on the put-back a stale listing showed")
 }
@@ -137,7 +126,6 @@ func TestGhostEndedByASlowStaleListingOfItsPutBackIsNotLedTwice(t *testing.T) {
 	var ta tally
 	for seed := uint64(1); seed <= 20; seed++ {
 		a := newAttack(t, seed, 3, 6)
-		tm := attackTiming
 		v, c, k := a.v, a.c, a.k
 		lh := listHolder{s: a.sim}
 		// 1.
@@ -189,16 +177,22 @@ func TestGhostEndedByASlowStaleListingOfItsPutBackIsNotLedTwice(t *testing.T) {
 		a.delay(reply, time.Millisecond)
 		a.stepUntil(a.now+time.Second, func() bool { return !c.listing })
 		a.log("attack: L1 (out %.3fs) came back: listed %q, unread %d; ghost ended: %v", (a.now - a.h.realAt(l1Sent)).Seconds(), k.listed, k.unread, a.ghost(false) == nil)
-		first, last := a.overlap(v, 3*tm.lt, func() {})
-		if a.holder != a.h || a.h.c != c {
-			t.Logf("seed %d: the coordinator changed", seed)
-			continue
-		}
-		ta.reached++
-		if *staleDebug {
-			t.Logf("seed %d: ledger tail:\n%s", seed, tail(a.ledger.String(), 400))
-		}
-		ta.judge(t, a.sim, seed, v, first, last, fmt.Sprintf("ghost's wait till %.3fs; W1's lease till %.3fs", ghostUntil.Seconds(), w1Lease.Seconds()))
+		a.staleVerdict(&ta, w1Lease, ghostUntil)
 	}
 	ta.end(t, "the slow listing's return")
+}
+
+// staleVerdict watches for two live owners of the victim's shards, and
+// counts the seed if the coordinator stayed the same.
+func (a *attack) staleVerdict(ta *tally, w1Lease, ghostUntil time.Duration) {
+	first, last := a.overlap(a.v, 3*attackTiming.lt, func() {})
+	if a.holder != a.h || a.h.c != a.c {
+		a.t.Logf("seed %d: the coordinator changed", a.seed)
+		return
+	}
+	ta.reached++
+	if *staleDebug {
+		a.t.Logf("seed %d: ledger tail:\n%s", a.seed, tail(a.ledger.String(), 400))
+	}
+	ta.judge(a.t, a.sim, a.seed, a.v, first, last, fmt.Sprintf("ghost's wait till %.3fs; W1's lease till %.3fs", ghostUntil.Seconds(), w1Lease.Seconds()))
 }

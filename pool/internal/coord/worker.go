@@ -160,8 +160,8 @@ func (w *Worker) SessionRead(now time.Time, data []byte, etag string, err error)
 				// second rise within its ttl.
 				w.dup = dupSight{session: s.Session, seq: s.Seq, at: now, rose: true}
 				return w.timer(now, fx)
-			case d.session == s.Session && s.Seq > d.seq:
-				w.displaced++
+			case d.session == s.Session && s.Seq > d.seq && now.Sub(d.at) < ttl:
+				w.displaced++ // risen again within its ttl: it renews
 			case d.session == s.Session && now.Sub(d.at) < ttl:
 				return w.timer(now, fx)
 			}

@@ -66,16 +66,32 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 
 // firstPages writes every live session that has no page of this era its
 // first, naming what it leads (those it leads at another term, or that
-// are not shards any more, it drops).
+// are not shards any more, it drops), less what another holds (held).
+// At an era's start they wait until every session of its first listing
+// is read, so that each first page knows what the others list.
 func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
+	if c.allRead.IsZero() {
+		return fx
+	}
+	var listers map[string]int // how many live sessions list each shard; built once a first page is due
 	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || !k.cur.took.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
 		}
+		if listers == nil {
+			listers = map[string]int{}
+			for _, o := range c.keys {
+				if o.cur != nil {
+					for s := range o.cur.leads {
+						listers[s]++
+					}
+				}
+			}
+		}
 		want := map[string]uint64{}
 		for s, t := range k.cur.leads {
-			if c.shards[s] && !c.grantedElsewhere(id, s) {
+			if c.shards[s] && listers[s] == 1 && !c.held(id, s) {
 				want[s] = t
 			}
 		}
@@ -84,14 +100,20 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	return fx
 }
 
-// grantedElsewhere reports whether a page this era wrote for another
-// live session names shard s. An early session's first page leaves such
-// a shard out, so that a session the era should have held everything for
-// but missed (a listing that lagged, section 7) drops it.
-func (c *Coordinator) grantedElsewhere(id, s string) bool {
+// held reports whether a page this era wrote for another live session
+// names shard s, or a ghost (other than one holding every shard) holds
+// it. An early session's first page leaves out such a shard, and one
+// another live session lists: both may lead it only where an operator
+// put a session's writes back (section 7), and the first pages end that,
+// across a change of coordinator too (a shard two sessions list is on
+// neither's first page, and is free once both have dropped it).
+func (c *Coordinator) held(id, s string) bool {
 	o := c.owner[s]
 	k := c.keys[o]
-	return o != "" && o != id && k != nil && k.cur != nil && k.page.session == k.cur.session && k.page.shards[s]>>32 == c.term
+	if o != "" && o != id && k != nil && k.cur != nil && k.page.session == k.cur.session && k.page.shards[s]>>32 == c.term {
+		return true
+	}
+	return slices.ContainsFunc(c.ghosts, func(g ghost) bool { return !g.done && !g.all && g.holds[s] })
 }
 
 // givenUp frees the shards a session gave up: one that took its

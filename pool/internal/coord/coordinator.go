@@ -30,6 +30,7 @@ type view struct {
 	session string
 	seq     uint64
 	etag    string
+	prev    string        // the ETag a read returned of it before etag ("" none)
 	wait    time.Duration // how long its object must stand unchanged: max(own LeaderTimeout, ttl)
 	applied Ver
 	took    Ver // the page taken (Session.Took), at or above applied
@@ -92,6 +93,7 @@ type key struct {
 	listedSeq  uint64    // the same for the listing at listedSent
 	unread     int       // listed ETags a later listing replaced before a read returned them
 	readTag    string    // the ETag the last read of this era returned
+	readAt     time.Time // when that read returned
 	readRaw    string    // the same, in the store's form (etag.go)
 	// rnonce is the Nonce the latest report named, first at rAt, for the
 	// write at ETag rtag; probed, the one a read was sent for once the
@@ -197,7 +199,7 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 	if etag != k.sight {
 		k.sight, k.seen = etag, now
 	}
-	k.readTag = etag
+	k.readTag, k.readAt = etag, now
 	if c.gateKeys[id] && !k.getAt.Before(c.gateSent) {
 		delete(c.gateKeys, id)
 	}
@@ -254,6 +256,9 @@ func (c *Coordinator) SessionRead(now time.Time, id string, data []byte, etag st
 		if s.Seq < v.seq || s.Seq == v.seq && etag != v.etag {
 			c.ghost(now, id, k) // an earlier write put back: a ghost (4.3)
 			break
+		}
+		if etag != v.etag {
+			v.prev = v.etag
 		}
 		v.seq, v.etag, v.leads, v.leaving = s.Seq, etag, s.Leads, s.Leaving
 		v.applied = maxVer(v.applied, s.Applied)

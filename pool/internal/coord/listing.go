@@ -80,6 +80,13 @@ func (c *Coordinator) haunted(k *key) bool {
 
 // entry takes in what a listing, or a worker's report, says of a key.
 func (c *Coordinator) entry(now time.Time, k *key, e Entry) {
+	if v := k.cur; v != nil && c.listSent.Before(k.readAt) && e.Session != "" && (e.Session == v.etag || e.Session == v.prev) {
+		// A listing sent before the key's last read returned, showing a
+		// write of the session in view that a read returned: an older
+		// view of the key, not a write no read returned (4.3). Those
+		// bytes are that session's, never a ghost's.
+		e.Session = k.sight
+	}
 	if e.Session != k.sight {
 		k.sight, k.seen, k.departed = e.Session, now, false
 		if k.listed != "" {

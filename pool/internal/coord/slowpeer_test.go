@@ -75,8 +75,14 @@ func TestPeerCoordinatorsOwnKeyIsNotHauntedForGoodByListingsWithinHalfAnInterval
 
 // TestPeerEraStartsWithinSection6sBoundWhenCallsAnswerWithinHalfAnInterval
 // (liveness, section 6, marginal): the same schedule with listing and
-// session-read replies both 0.5 s after landing. Seeds 1-30: 13 past the
-// bound (12.26-14.85 s; seed 24 worst), the same at 4d87339; storage mode
+// session-read replies both 0.5 s after landing. Seeds 1-30: 13 past
+// 12 s (12.26-14.85 s; seed 24 worst), the same at 4d87339; after the
+// seventeenth review's mends (a first page waits for the era's reads;
+// the stale listing of a write of the session in view) 4 of 30, and in
+// seeds 1-2,500 at most 13.9 s (seed 1283; at 0.4 s 12.0 s in 1,000, at
+// 0.3 s 8.6 s in 300). Section 6 now gives peer mode a LeaderTimeout
+// more (15 s here): its listings come LeaderTimeout/2 apart, and an
+// era's start waits on several of them. Storage mode
 // 0 of 30 (worst 9.8 s), with no slow call 0 of 30 (worst 6.4 s), at 0.3
 // s 0 of 30 (worst 9.4 s). Section 6 states its bound for calls within
 // half a FrequentInterval, in both modes. In seed 24 the new era's first
@@ -100,6 +106,9 @@ func slowPeer(t *testing.T, first, seeds int, what string, holder, storage bool,
 	t.Helper()
 	tm := attackTiming
 	bound := 3*tm.lt + 3*tm.fi
+	if !storage {
+		bound += tm.lt // section 6: peer mode's listings are LeaderTimeout/2 apart
+	}
 	late := 0
 	worst := time.Duration(0)
 	for seed := uint64(first); seed < uint64(first+seeds); seed++ {

@@ -162,6 +162,15 @@ func (l *workLoop) do(fx []coord.Effect) {
 		case coord.OpGetSession:
 			l.r.getSeen(l.key, func(data []byte, etag string, err error) { l.do(l.w.SessionRead(now(), data, etag, err)) })
 		case coord.OpPutSession:
+			if e.Term > l.noted {
+				// The election's next term goes above every era this
+				// worker applied, even if its objects were put back to
+				// earlier terms (docs/pool-protocol.md, 4.6). A page is
+				// applied once its revoked shards drain, maybe long after
+				// it was read: the write that says so names its era.
+				l.noted = e.Term
+				l.p.el.NoteTerm(l.noted)
+			}
 			sent := now()
 			l.r.put(l.key, e.Data, e.IfMatch, e.At, func(etag string, err error) { l.do(l.w.SessionPut(now(), sent, etag, err)) })
 		case coord.OpPutNews:
@@ -239,13 +248,6 @@ func (l *workLoop) getPage() {
 				l.pageTag = etag
 			}
 			l.do(w.PageRead(p.clock.Now(), data, etag, err))
-			if _, v := w.Session(); v.Era > l.noted {
-				// The election's next term goes above every era this
-				// worker applied, even if its objects were put back
-				// to earlier terms (docs/pool-protocol.md, 4.6).
-				l.noted = v.Era
-				p.el.NoteTerm(l.noted)
-			}
 		}
 	})
 }

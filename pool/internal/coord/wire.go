@@ -135,7 +135,7 @@ type Op int
 const (
 	OpTimer      Op = iota // call Tick at At (replaces the earlier timer)
 	OpGetSession           // read Key's session object
-	OpPutSession           // write Data to Key's session object, If-Match IfMatch, not after At
+	OpPutSession           // write Data to Key's session object, If-Match IfMatch, not after At; Term: the era of the page it says applied (hand it to the Elector)
 	OpPutNews              // write Data to Key's news object (unconditional: any ETag)
 	OpGetPage              // read Key's page
 	OpPutPage              // write Data to Key's page, If-Match IfMatch (Ver: its version)

@@ -216,7 +216,7 @@ func (w *Worker) put(now time.Time, fx *[]Effect) {
 	wr := &write{opening: w.st == wOpen, seq: s.Seq, nonce: s.Nonce, closed: closed, news: w.wantNews || closed || w.st == wOpen, listed: maps.Clone(w.starting)}
 	w.wantNews = false
 	w.inflight = wr
-	e := Effect{Op: OpPutSession, Key: w.cfg.ID, Data: Marshal(s), IfMatch: w.etag}
+	e := Effect{Op: OpPutSession, Key: w.cfg.ID, Data: Marshal(s), IfMatch: w.etag, Term: w.applied.Era}
 	if w.st == wLive {
 		e.At = w.deadline // no attempt is sent once the lease is over
 	}

@@ -1,6 +1,6 @@
 package coord
 
-// Seventeenth review (rev17b): W1's duplicate rule, read against the code.
+// W1's duplicate rule, read against the code (the seventeenth review).
 
 import (
 	"testing"

@@ -73,25 +73,39 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	if c.allRead.IsZero() {
 		return fx
 	}
-	var listers map[string]int // how many live sessions list each shard; built once a first page is due
+	// For each shard, the highest term a live session lists it at, and
+	// how many list it at that term; built once a first page is due.
+	var top map[string]uint64
+	var atTop map[string]int
 	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || !k.cur.took.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
 		}
-		if listers == nil {
-			listers = map[string]int{}
+		if top == nil {
+			top, atTop = map[string]uint64{}, map[string]int{}
 			for _, o := range c.keys {
-				if o.cur != nil {
-					for s := range o.cur.leads {
-						listers[s]++
+				if o.cur == nil {
+					continue
+				}
+				for s, t := range o.cur.leads {
+					switch {
+					case t > top[s]:
+						top[s], atTop[s] = t, 1
+					case t == top[s]:
+						atTop[s]++
 					}
 				}
 			}
 		}
 		want := map[string]uint64{}
 		for s, t := range k.cur.leads {
-			if c.shards[s] && listers[s] == 1 && !c.held(id, s) {
+			// Another live session that lists s at a term at or above
+			// this one's keeps it: grants raise terms, so the latest
+			// grant wins, and a crashed worker's stale session takes
+			// nothing from the shard's new owner; at equal terms (an
+			// election's term repeated) neither keeps it.
+			if c.shards[s] && t == top[s] && atTop[s] == 1 && !c.held(id, s) {
 				want[s] = t
 			}
 		}
@@ -103,10 +117,9 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 // held reports whether a page this era wrote for another live session
 // names shard s, or a ghost (other than one holding every shard) holds
 // it. An early session's first page leaves out such a shard, and one
-// another live session lists: both may lead it only where an operator
-// put a session's writes back (section 7), and the first pages end that,
-// across a change of coordinator too (a shard two sessions list is on
-// neither's first page, and is free once both have dropped it).
+// another live session lists at a term at or above its own: two may lead
+// it only where an operator put a session's writes back (section 7), and
+// the first pages end that, across a change of coordinator too.
 func (c *Coordinator) held(id, s string) bool {
 	o := c.owner[s]
 	k := c.keys[o]

@@ -66,46 +66,25 @@ func (c *Coordinator) plan(now time.Time, fx []Effect) []Effect {
 
 // firstPages writes every live session that has no page of this era its
 // first, naming what it leads (those it leads at another term, or that
-// are not shards any more, it drops), less what another holds (held).
+// are not shards any more, it drops), less what another keeps (others).
 // At an era's start they wait until every session of its first listing
 // is read, so that each first page knows what the others list.
 func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	if c.allRead.IsZero() {
 		return fx
 	}
-	// For each shard, the highest term a live session lists it at, and
-	// how many list it at that term; built once a first page is due.
-	var top map[string]uint64
-	var atTop map[string]int
+	var o *others // built once a first page is due
 	for _, id := range ids {
 		k := c.keys[id]
 		if k.cur == nil || !k.cur.took.Less(k.cur.need) || !k.page.read || k.page.writing || len(k.page.hist) > 0 && !k.page.dirty {
 			continue
 		}
-		if top == nil {
-			top, atTop = map[string]uint64{}, map[string]int{}
-			for _, o := range c.keys {
-				if o.cur == nil {
-					continue
-				}
-				for s, t := range o.cur.leads {
-					switch {
-					case t > top[s]:
-						top[s], atTop[s] = t, 1
-					case t == top[s]:
-						atTop[s]++
-					}
-				}
-			}
+		if o == nil {
+			o = c.others()
 		}
 		want := map[string]uint64{}
 		for s, t := range k.cur.leads {
-			// Another live session that lists s at a term at or above
-			// this one's keeps it: grants raise terms, so the latest
-			// grant wins, and a crashed worker's stale session takes
-			// nothing from the shard's new owner; at equal terms (an
-			// election's term repeated) neither keeps it.
-			if c.shards[s] && t == top[s] && atTop[s] == 1 && !c.held(id, s) {
+			if c.shards[s] && !o.keep(c, id, s, t) {
 				want[s] = t
 			}
 		}
@@ -114,16 +93,53 @@ func (c *Coordinator) firstPages(ids []string, fx []Effect) []Effect {
 	return fx
 }
 
-// held reports whether a page this era wrote for another live session
-// names shard s, or a ghost (other than one holding every shard) holds
-// it. An early session's first page leaves out such a shard, and one
-// another live session lists at a term at or above its own: two may lead
-// it only where an operator put a session's writes back (section 7), and
-// the first pages end that, across a change of coordinator too.
-func (c *Coordinator) held(id, s string) bool {
-	o := c.owner[s]
-	k := c.keys[o]
-	if o != "" && o != id && k != nil && k.cur != nil && k.page.session == k.cur.session && k.page.shards[s]>>32 == c.term {
+// others is what the live sessions lead and are given, for first pages:
+// for each shard, the highest term a session lists it at and how many
+// list it at that term, and for how many a page of this era names it.
+type others struct {
+	top   map[string]uint64
+	atTop map[string]int
+	named map[string]int
+}
+
+func (c *Coordinator) others() *others {
+	o := &others{top: map[string]uint64{}, atTop: map[string]int{}, named: map[string]int{}}
+	for _, k := range c.keys {
+		if k.cur == nil {
+			continue
+		}
+		for s, t := range k.cur.leads {
+			switch {
+			case t > o.top[s]:
+				o.top[s], o.atTop[s] = t, 1
+			case t == o.top[s]:
+				o.atTop[s]++
+			}
+		}
+		if k.page.session == k.cur.session {
+			for s := range k.page.shards {
+				o.named[s]++
+			}
+		}
+	}
+	return o
+}
+
+// keep reports whether another than session id, which lists shard s at
+// term t, keeps s: an early session's first page then leaves it out.
+// Another live session keeps it if it lists s at a term at least t
+// (grants raise terms, so the latest grant wins, and a crashed worker's
+// stale session takes nothing from the shard's new owner; at equal terms,
+// an election's term repeated, neither keeps it), if a page of this era
+// names s for it (a first page included, at an earlier era's term), and
+// a ghost (not one holding every shard) keeps what it holds. Two may
+// lead s only where an operator put a session's writes back (section
+// 7); the first pages end that, across a change of coordinator too.
+func (o *others) keep(c *Coordinator, id, s string, t uint64) bool {
+	if t < o.top[s] || o.atTop[s] > 1 {
+		return true
+	}
+	if k := c.keys[id]; o.named[s] > 1 || o.named[s] == 1 && !(k.page.session == k.cur.session && k.page.shards[s] > 0) {
 		return true
 	}
 	return slices.ContainsFunc(c.ghosts, func(g ghost) bool { return !g.done && !g.all && g.holds[s] })

@@ -54,13 +54,12 @@ var revivedEraDebug = flag.Bool("revivedera.debug", false, "TestSessionLeadingBe
 // era's first page does not drop them, and nothing later does. The
 // overlap is the exception's; that it never ends is not.
 //
-// A mend to weigh: a first page (firstPages) leaves out, beside what
-// this era gave another live session, any shard another live session
-// lists. Two early sessions listing one shard then both drop it; it stays
-// held until neither lists it, and is then free. Tried in this worktree
-// (not committed): both tests here pass (16 of 16 and 3 of 3 without an
-// overlap), as do the ghost, hidden, put-back, gate and twin tests and
-// 400 + 400 simulation seeds (default shape; 3 x 4 content ETags).
+// Mended (b950610, fdbf0df, a7644ff): a first page leaves out a shard
+// another live session lists at a term as high as its own, any page of
+// this era names for another, or a ghost holds; an era's first pages wait
+// until its first listing's keys are all read. V's first page drops the
+// new owners' shards (their terms are higher); V holds every shard until
+// it takes that page.
 func TestSessionLeadingBesideItsNewOwnersAtAnErasStartIsNotLedTwiceForGood(t *testing.T) {
 	var ta tally
 	forGood := 0

@@ -8,6 +8,7 @@ package coord
 import (
 	"container/heap"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -253,5 +254,24 @@ func (ta *tally) bounded(t *testing.T, s *sim, seed uint64, v *proc, first, last
 	if last > limit {
 		t.Logf("seed %d: ledger tail:\n%s", seed, tail(s.ledger.String(), 60))
 		t.Errorf("seed %d: two live owners of %s's shards until %.3fs, past %.3fs (%s)", seed, v.id, last.Seconds(), limit.Seconds(), why)
+	}
+}
+
+// slowCalls returns a step hook that holds each reply to the
+// coordinator's calls (what: "reads" its session reads, "lists" its
+// listings, "both") took longer after it lands, once each.
+func (s *sim) slowCalls(what string, took time.Duration) func() {
+	seen := map[*event]bool{}
+	return func() {
+		h := s.holder
+		if h == nil {
+			return
+		}
+		for _, e := range s.q {
+			if e.p == h && !seen[e] && (what != "lists" && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") || what != "reads" && e.what == "list reply") {
+				seen[e] = true
+				s.delay(e, took)
+			}
+		}
 	}
 }

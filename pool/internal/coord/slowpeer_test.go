@@ -11,7 +11,6 @@ package coord
 
 import (
 	"flag"
-	"strings"
 	"testing"
 	"time"
 )
@@ -19,7 +18,7 @@ import (
 var slowPeerTook = flag.Duration("slowpeer.took", 500*time.Millisecond, "TestPeerSlowCallsExplore: reply delay after landing")
 var slowPeerWhat = flag.String("slowpeer.what", "both", "TestPeerSlowCallsExplore: reads, lists or both")
 var slowPeerHolder = flag.Bool("slowpeer.holder", false, "TestPeerSlowCallsExplore: restart the coordinating worker")
-var slowPeerSeeds = flag.Int("slowpeer.seeds", 0, "TestPeerSlowCallsExplore: seeds (0: skip)")
+var slowPeerSeeds = flag.Int("slowpeer.seeds", 5, "TestPeerSlowCallsExplore: seeds")
 var slowPeerFirst = flag.Int("slowpeer.first", 1, "TestPeerSlowCallsExplore: first seed")
 var slowPeerTrace = flag.String("slowpeer.trace", "", "log each read of this key after the restart")
 var slowPeerStorage = flag.Bool("slowpeer.storage", false, "TestPeerSlowCallsExplore: control, storage mode")
@@ -94,11 +93,10 @@ func TestPeerEraStartsWithinSection6sBoundWhenCallsAnswerWithinHalfAnInterval(t 
 	slowPeer(t, 1, 30, "both", true, false, 500*time.Millisecond)
 }
 
-// TestPeerSlowCallsExplore runs the schedule with the flags above.
+// TestPeerSlowCallsExplore runs the schedule with the flags above (by
+// default 5 seeds of a restarted worker that does not coordinate, listing
+// and read replies 0.5 s late), each held to section 6's peer-mode bound.
 func TestPeerSlowCallsExplore(t *testing.T) {
-	if *slowPeerSeeds == 0 {
-		t.Skip("-slowpeer.seeds not given")
-	}
 	slowPeer(t, *slowPeerFirst, *slowPeerSeeds, *slowPeerWhat, *slowPeerHolder, *slowPeerStorage, *slowPeerTook)
 }
 
@@ -119,19 +117,7 @@ func slowPeer(t *testing.T, first, seeds int, what string, holder, storage bool,
 			continue
 		}
 		s.step(s.now + 2*tm.lt)
-		seen := map[*event]bool{}
-		slow := func() {
-			h := s.holder
-			if h == nil {
-				return
-			}
-			for _, e := range s.q {
-				if e.p == h && !seen[e] && (what != "lists" && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") || what != "reads" && e.what == "list reply") {
-					seen[e] = true
-					s.delay(e, took)
-				}
-			}
-		}
+		slow := s.slowCalls(what, took)
 		for end := s.now + 2*tm.lt; s.now < end; {
 			s.step(s.now + time.Millisecond)
 			slow()

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"flag"
-	"strings"
 	"testing"
 	"time"
 )
@@ -41,19 +40,7 @@ func TestRestartedWorkersShardsAreLedWithinSection6sBoundWhileReadsAreSlow(t *te
 	late := 0
 	for seed := uint64(1); seed <= 10; seed++ {
 		s := calmSim(t, seed, 3, 6)
-		seen := map[*event]bool{}
-		slow := func() {
-			h := s.holder
-			if h == nil {
-				return
-			}
-			for _, e := range s.q {
-				if e.p == h && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") && !seen[e] {
-					seen[e] = true
-					s.delay(e, *slowReadTook)
-				}
-			}
-		}
+		slow := s.slowCalls("reads", *slowReadTook)
 		for end := s.now + 2*tm.lt; s.now < end; {
 			s.step(s.now + time.Millisecond)
 			slow()

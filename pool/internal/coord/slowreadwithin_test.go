@@ -8,7 +8,6 @@ package coord
 
 import (
 	"flag"
-	"strings"
 	"testing"
 	"time"
 )
@@ -85,19 +84,7 @@ func slowWithin(t *testing.T, took time.Duration, what string, holder bool, firs
 	late := 0
 	for seed := uint64(first); seed < uint64(first+seeds); seed++ {
 		s := calmSim(t, seed, 3, 6)
-		seen := map[*event]bool{}
-		slow := func() {
-			h := s.holder
-			if h == nil {
-				return
-			}
-			for _, e := range s.q {
-				if e.p == h && !seen[e] && (what != "lists" && strings.HasPrefix(e.what, "get workers/") && strings.HasSuffix(e.what, " reply") || what != "reads" && e.what == "list reply") {
-					seen[e] = true
-					s.delay(e, took)
-				}
-			}
-		}
+		slow := s.slowCalls(what, took)
 		for end := s.now + 2*tm.lt; s.now < end; {
 			s.step(s.now + time.Millisecond)
 			slow()

@@ -59,33 +59,11 @@ func TestGhostRenewingOnItsWritePutBackAfterItsWaitIsNotLedTwice(t *testing.T) {
 		a := newAttack(t, seed, 3, 6)
 		tm := attackTiming
 		v, k := a.v, a.k
-		// 1.
-		a.keepOnceRead()
-		a.deleteKey(a.key)
-		a.log("attack: %s paused, %s deleted (was %s)", v.id, a.key, a.etag)
-		if !a.stepUntil(a.lease, func() bool { return a.ghost(false) != nil }) {
-			t.Logf("seed %d: no ghost", seed)
+		// 1-3.
+		w1Data, w1Tag, w1Lease, ghostUntil, ok := a.ghostEndedOverW1()
+		if !ok {
 			continue
 		}
-		ghostUntil := a.h.realAt(a.ghost(false).until)
-		// 2.
-		a.stepUntil(a.lease-*stalePutBack, func() bool { return false })
-		a.restore(a.o, a.data, a.etag)
-		if a.renewOnPutBack(a.now) == "" {
-			t.Logf("seed %d: V did not renew on W0 put back", seed)
-			continue
-		}
-		w1Data, w1Tag := a.o.data, a.o.etag
-		a.deleteKey(a.key)
-		a.log("attack: %s deleted again at once; the ghost waits till %.3fs", a.key, ghostUntil.Seconds())
-		a.step(a.now + 150*time.Millisecond) // V's reply
-		w1Lease := a.leaseEnd(v)
-		// 3.
-		if !a.stepUntil(w1Lease-300*time.Millisecond, func() bool { return a.ghost(false) == nil }) || a.ghost(false) != nil {
-			t.Logf("seed %d: the ghost did not end before W1's lease (%.3fs)", seed, w1Lease.Seconds())
-			continue
-		}
-		a.log("attack: the ghost ended at %.3fs; W1's lease till %.3fs", a.now.Seconds(), w1Lease.Seconds())
 		// 4.
 		first, last, view, ok := a.renewOnW1PutBack(w1Data, w1Tag, w1Lease)
 		if !ok {
@@ -191,4 +169,39 @@ func (a *attack) renewOnW1PutBack(w1Data []byte, w1Tag string, w1Lease time.Dura
 		view = fmt.Sprintf("%s seq %d", k.cur.session, k.cur.seq)
 	}
 	return first, last, view, true
+}
+
+// ghostEndedOverW1 is steps 1-3 of the after-end ghost schedules: V
+// paused after a write W0 the era read, its key deleted (V's session a
+// ghost); late in W0's lease W0 put back, V renews on it (W1) and the key
+// is deleted again at once; the ghost's deciding read ends it before
+// W1's lease does. It returns W1 and its lease, and when the ghost's wait
+// was to end; ok false, having said why, when the seed did not get there.
+func (a *attack) ghostEndedOverW1() (w1Data []byte, w1Tag string, w1Lease, ghostUntil time.Duration, ok bool) {
+	t, v, seed := a.t, a.v, a.seed
+	a.keepOnceRead()
+	a.deleteKey(a.key)
+	a.log("attack: %s paused, %s deleted (was %s)", v.id, a.key, a.etag)
+	if !a.stepUntil(a.lease, func() bool { return a.ghost(false) != nil }) {
+		t.Logf("seed %d: no ghost", seed)
+		return nil, "", 0, 0, false
+	}
+	ghostUntil = a.h.realAt(a.ghost(false).until)
+	a.stepUntil(a.lease-*stalePutBack, func() bool { return false })
+	a.restore(a.o, a.data, a.etag)
+	if a.renewOnPutBack(a.now) == "" {
+		t.Logf("seed %d: V did not renew on W0 put back", seed)
+		return nil, "", 0, 0, false
+	}
+	w1Data, w1Tag = a.o.data, a.o.etag
+	a.deleteKey(a.key)
+	a.log("attack: %s deleted again at once; the ghost waits till %.3fs", a.key, ghostUntil.Seconds())
+	a.step(a.now + 150*time.Millisecond) // V's reply
+	w1Lease = a.leaseEnd(v)
+	if !a.stepUntil(w1Lease-300*time.Millisecond, func() bool { return a.ghost(false) == nil }) || a.ghost(false) != nil {
+		t.Logf("seed %d: the ghost did not end before W1's lease (%.3fs)", seed, w1Lease.Seconds())
+		return nil, "", 0, 0, false
+	}
+	a.log("attack: the ghost ended at %.3fs; W1's lease till %.3fs", a.now.Seconds(), w1Lease.Seconds())
+	return w1Data, w1Tag, w1Lease, ghostUntil, true
 }

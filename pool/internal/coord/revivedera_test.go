@@ -186,29 +186,9 @@ func TestGhostLeadingBesideItsNewOwnersAtAnErasStartIsNotLedTwiceForGood(t *test
 	forGood := 0
 	for seed := uint64(1); seed <= uint64(*revivedEraSeeds); seed++ {
 		a := newAttack(t, seed, 3, 6)
-		v := a.v
-		// 1.
-		a.keepOnceRead()
-		a.deleteKey(a.key)
-		a.log("attack: %s paused, %s deleted (was %s)", v.id, a.key, a.etag)
-		if !a.stepUntil(a.lease, func() bool { return a.ghost(false) != nil }) {
-			t.Logf("seed %d: no ghost", seed)
-			continue
-		}
-		// 2.
-		a.stepUntil(a.lease-*stalePutBack, func() bool { return false })
-		a.restore(a.o, a.data, a.etag)
-		if a.renewOnPutBack(a.now) == "" {
-			t.Logf("seed %d: V did not renew on W0 put back", seed)
-			continue
-		}
-		w1Data, w1Tag := a.o.data, a.o.etag
-		a.deleteKey(a.key)
-		a.step(a.now + 150*time.Millisecond) // V's reply
-		w1Lease := a.leaseEnd(v)
-		// 3.
-		if !a.stepUntil(w1Lease-300*time.Millisecond, func() bool { return a.ghost(false) == nil }) || a.ghost(false) != nil {
-			t.Logf("seed %d: the ghost did not end before W1's lease (%.3fs)", seed, w1Lease.Seconds())
+		// 1-3 (ghostafterend_test.go).
+		w1Data, w1Tag, w1Lease, _, ok := a.ghostEndedOverW1()
+		if !ok {
 			continue
 		}
 		if !a.resignAndRenewOnW1(&ta, w1Data, w1Tag, w1Lease, &forGood) {
